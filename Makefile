@@ -1,0 +1,42 @@
+# Hypermnesia. Every target installs what it needs first (scripts/bootstrap, a no-op when present).
+REBAR ?= rebar3
+PROPER_NUMTESTS ?= 300
+export PROPER_NUMTESTS
+
+.PHONY: all bootstrap compile test eunit ct dialyzer shell bench-crdt clean
+
+all: compile
+
+bootstrap:
+	@scripts/bootstrap
+
+compile: bootstrap
+	$(REBAR) compile
+
+## make test: compile with warnings as errors, then EUnit (units + PropEr properties) and Common Test.
+test: bootstrap
+	$(REBAR) compile
+	$(REBAR) eunit
+	$(REBAR) ct
+
+eunit: bootstrap
+	$(REBAR) eunit
+
+ct: bootstrap
+	$(REBAR) ct
+
+dialyzer: bootstrap
+	$(REBAR) dialyzer
+
+## make shell: an Erlang shell with hypermnesia compiled and loaded.
+shell: bootstrap
+	$(REBAR) shell --apps hypermnesia
+
+## make bench-crdt: microbenchmark of every CRDT type x flavor -> bench/results/crdt.md
+bench-crdt: compile
+	erlc -o _build/default/lib/hypermnesia/ebin bench/crdt_bench.erl
+	erl -noshell -pa _build/default/lib/hypermnesia/ebin \
+	    -eval 'crdt_bench:main(["bench/results/crdt.md"]), halt().'
+
+clean:
+	rm -rf _build

@@ -1,0 +1,135 @@
+%% @doc Causal delivery, pure: the receive side of tagged causal broadcast (seed 000 §4.4 and
+%% Algorithm 1, "on receive" and "on broadcast").
+%%
+%% A message is `{Origin, Ts, Payload}' where `Ts' is the origin's delivered vector right after
+%% it counted this message (so `Ts[Origin]' is the message's sequence number and its dot is
+%% `{Origin, Ts[Origin]}'). {@link rcv_msg/2} buffers a message until it is causally ready,
+%% drops one already delivered, and returns every message that became deliverable, in an order
+%% that respects happened-before. The timestamp stays attached ("tagged"), so a CRDT can use
+%% it.
+%%
+%% Ready (Algorithm 1): `Ts[Origin] = Delivered[Origin] + 1' and
+%% `Ts[J] =< Delivered[J]' for every other `J'.
+%%
+%% Invariants: `delivered' only grows; a message is returned by `rcv_msg/2' at most once; the
+%% buffer holds only messages that are neither delivered nor ready.
+-module(hm_causal_buffer).
+
+-export([new/0, new/1, send_msg/2, rcv_msg/2, delivered/1, pending/1, pending_count/1,
+         is_ready/2, is_duplicate/2, is_message/1, advance/2]).
+-export_type([buffer/0, message/0]).
+
+-type origin() :: hm_vv:replica().
+-type message() :: {origin(), hm_vv:vv(), term()}.
+-record(cb, {delivered = #{} :: hm_vv:vv(),
+             %% Origin => #{Seq => Message}
+             pending = #{} :: #{origin() => #{pos_integer() => message()}},
+             count = 0 :: non_neg_integer()}).
+-opaque buffer() :: #cb{}.
+
+%% @doc Nothing delivered, nothing pending.
+-spec new() -> buffer().
+new() -> #cb{}.
+
+%% @doc Start from a delivered vector (e.g. restored from disc).
+-spec new(hm_vv:vv()) -> buffer().
+new(Delivered) -> #cb{delivered = Delivered}.
+
+%% @doc Algorithm 1 "on broadcast" (Listing 8 `send_msg'): count a local message of `Self' and
+%% return its timestamp. The local replica delivers its own message at once.
+-spec send_msg(origin(), buffer()) -> {hm_vv:vv(), buffer()}.
+send_msg(Self, CB = #cb{delivered = D}) ->
+    Ts = hm_vv:increment(Self, D),
+    {Ts, CB#cb{delivered = Ts}}.
+
+%% @doc Algorithm 1 "on receive" (Listing 8 `rcv_msg'): buffer, then return everything that
+%% became deliverable, each still tagged with its timestamp.
+-spec rcv_msg(message(), buffer()) -> {[message()], buffer()}.
+rcv_msg(Msg = {Origin, Ts, _}, CB = #cb{delivered = D, pending = P, count = N}) ->
+    Seq = hm_vv:get(Origin, Ts),
+    case is_duplicate(Msg, D) of
+        true -> {[], CB};
+        false ->
+            Q = maps:get(Origin, P, #{}),
+            case maps:is_key(Seq, Q) of
+                true -> {[], CB};                       % already buffered
+                false ->
+                    CB1 = CB#cb{pending = P#{Origin => Q#{Seq => Msg}}, count = N + 1},
+                    deliver_ready(CB1, [])
+            end
+    end.
+
+%% Repeat until no origin's next message is ready.
+deliver_ready(CB = #cb{pending = P}, Acc) ->
+    case take_ready(maps:to_list(P), CB) of
+        none -> {lists:reverse(Acc), CB};
+        {Msg, CB1} -> deliver_ready(CB1, [Msg | Acc])
+    end.
+
+take_ready([], _) -> none;
+take_ready([{Origin, Q} | Rest], CB = #cb{delivered = D, pending = P, count = N}) ->
+    Next = hm_vv:get(Origin, D) + 1,
+    case Q of
+        #{Next := Msg} ->
+            case is_ready(Msg, D) of
+                true ->
+                    Q1 = maps:remove(Next, Q),
+                    P1 = case map_size(Q1) of
+                             0 -> maps:remove(Origin, P);
+                             _ -> P#{Origin := Q1}
+                         end,
+                    {Msg, CB#cb{delivered = D#{Origin => Next}, pending = P1,
+                                count = N - 1}};
+                false -> take_ready(Rest, CB)
+            end;
+        _ -> take_ready(Rest, CB)
+    end.
+
+%% @doc The causal delivery condition of Algorithm 1.
+-spec is_ready(message(), hm_vv:vv()) -> boolean().
+is_ready({Origin, Ts, _}, D) ->
+    hm_vv:get(Origin, Ts) =:= hm_vv:get(Origin, D) + 1 andalso
+        maps:fold(fun(_, _, false) -> false;
+                     (R, _, true) when R =:= Origin -> true;
+                     (R, C, true) -> C =< hm_vv:get(R, D)
+                  end, true, Ts).
+
+%% @doc Already delivered.
+-spec is_duplicate(message(), hm_vv:vv()) -> boolean().
+is_duplicate({Origin, Ts, _}, D) -> hm_vv:get(Origin, Ts) =< hm_vv:get(Origin, D).
+
+%% @doc Whether a term has the shape of a message (origin, a version vector with a positive
+%% entry for the origin, payload). Use before {@link rcv_msg/2} on input from the network.
+-spec is_message(term()) -> boolean().
+is_message({Origin, Ts, _}) when is_map(Ts) ->
+    maps:fold(fun(_, C, Ok) -> Ok andalso is_integer(C) andalso C > 0 end, true, Ts)
+        andalso hm_vv:get(Origin, Ts) > 0;
+is_message(_) -> false.
+
+%% @doc Everything delivered, as a version vector.
+-spec delivered(buffer()) -> hm_vv:vv().
+delivered(#cb{delivered = D}) -> D.
+
+%% @doc Buffered messages (not yet ready), in no particular order.
+-spec pending(buffer()) -> [message()].
+pending(#cb{pending = P}) -> [M || Q <- maps:values(P), M <- maps:values(Q)].
+
+%% @doc How many messages wait in the buffer.
+-spec pending_count(buffer()) -> non_neg_integer().
+pending_count(#cb{count = N}) -> N.
+
+%% @doc Count as delivered everything `V' covers (after a state catch-up that brought those
+%% effects by other means); drops buffered messages that are now duplicates and delivers what
+%% became ready.
+-spec advance(hm_vv:vv(), buffer()) -> {[message()], buffer()}.
+advance(V, CB = #cb{delivered = D, pending = P}) ->
+    D1 = hm_vv:join(D, V),
+    P1 = maps:fold(fun(O, Q, Acc) ->
+                           Q1 = maps:filter(fun(S, _) -> S > hm_vv:get(O, D1) end, Q),
+                           case map_size(Q1) of
+                               0 -> Acc;
+                               _ -> Acc#{O => Q1}
+                           end
+                   end, #{}, P),
+    N1 = maps:fold(fun(_, Q, Acc) -> Acc + map_size(Q) end, 0, P1),
+    deliver_ready(CB#cb{delivered = D1, pending = P1, count = N1}, []).
