@@ -117,7 +117,7 @@ module(T) ->
 is_op(Type, Op) ->
     case module(Type) of
         {error, _} -> false;
-        M -> M:is_op(Op)
+        M -> safe_is_op(M, Op)
     end.
 
 %%% ---------------------------------------------------------------- API
