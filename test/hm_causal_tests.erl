@@ -1,0 +1,264 @@
+%% @doc Small, named examples of the causal layer (src/causal), meant to be read: each test
+%% shows how one module is used and what it returns. The properties that check the same
+%% modules on random inputs are in hm_causal_prop.
+-module(hm_causal_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+%%% ================================================================ hm_vv: version vectors
+
+%% A version vector counts the events seen per replica; an absent entry is 0.
+vv_counts_events_test() ->
+    V = hm_vv:increment(a, hm_vv:increment(a, hm_vv:increment(b, hm_vv:new()))),
+    ?assertEqual(#{a => 2, b => 1}, V),
+    ?assertEqual(0, hm_vv:get(c, V)),
+    %% it stands for the dots {a,1}, {a,2}, {b,1}
+    ?assert(hm_vv:contains({a, 2}, V)),
+    ?assertNot(hm_vv:contains({a, 3}, V)),
+    ?assertNot(hm_vv:contains({c, 1}, V)).
+
+vv_join_meet_compare_test() ->
+    A = hm_vv:from_list([{a, 2}, {b, 1}]),
+    B = hm_vv:from_list([{a, 1}, {c, 4}]),
+    Join = hm_vv:join(A, B),
+    Meet = hm_vv:meet(A, B),
+    ?assertEqual(#{a => 2, b => 1, c => 4}, Join),   % pointwise max
+    ?assertEqual(#{a => 1}, Meet),                   % pointwise min: what both have seen
+    ?assertEqual(concurrent, hm_vv:compare(A, B)),
+    ?assertEqual(before, hm_vv:compare(A, Join)),
+    ?assertEqual('after', hm_vv:compare(Join, B)),
+    ?assertEqual(equal, hm_vv:compare(A, hm_vv:join(A, Meet))),
+    ?assert(hm_vv:descends(Join, A)),
+    ?assert(hm_vv:concurrent(A, B)).
+
+%% Zero entries are never stored, so equal vectors are equal terms.
+vv_no_zero_entries_test() ->
+    V = hm_vv:from_list([{a, 0}, {b, 3}, {b, 1}]),   % zeros dropped, duplicates joined
+    ?assertEqual(#{b => 3}, V),
+    ?assertEqual([{b, 3}], hm_vv:to_list(V)),
+    ?assertEqual(#{}, hm_vv:set(b, 0, V)),
+    ?assertEqual(hm_vv:new(), hm_vv:meet(#{a => 1}, #{b => 1})).
+
+%%% ================================================================ hm_node_clock
+
+%% The DottedDB node clock: per replica a contiguous base plus exceptions above it.
+%% Counters 1, 2, 3, 5, 7 of `a' are base 3 with exceptions {5, 7}.
+node_clock_base_and_exceptions_test() ->
+    NC = hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 3}, {a, 5}, {a, 7}]),
+    ?assertEqual(3, hm_node_clock:base(a, NC)),
+    ?assertEqual(#{a => 3}, hm_node_clock:base(NC)),
+    ?assertEqual(7, hm_node_clock:max_counter(a, NC)),
+    ?assert(hm_node_clock:contains({a, 5}, NC)),
+    ?assert(hm_node_clock:contains({a, 7}, NC)),
+    ?assertNot(hm_node_clock:contains({a, 4}, NC)),
+    ?assertNot(hm_node_clock:contains({a, 6}, NC)),
+    ?assertNot(hm_node_clock:contains({b, 1}, NC)),
+    ?assertEqual([{a, 1}, {a, 2}, {a, 3}, {a, 5}, {a, 7}], hm_node_clock:to_dots(NC)),
+    %% a fresh dot is one past the highest counter, not the first gap
+    {Dot, NC1} = hm_node_clock:next_dot(a, NC),
+    ?assertEqual({a, 8}, Dot),
+    ?assert(hm_node_clock:contains({a, 8}, NC1)),
+    ?assertEqual({{b, 1}, hm_node_clock:add({b, 1}, NC)}, hm_node_clock:next_dot(b, NC)).
+
+%% Filling a gap moves the exceptions above it into the base; insertion order does not matter:
+%% the same dots always make the same term.
+node_clock_gap_filled_compacts_test() ->
+    NC = hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 3}, {a, 5}, {a, 7}]),
+    NC4 = hm_node_clock:add({a, 4}, NC),
+    ?assertEqual(5, hm_node_clock:base(a, NC4)),
+    NC6 = hm_node_clock:add({a, 6}, NC4),
+    ?assertEqual(7, hm_node_clock:base(a, NC6)),
+    ?assertEqual(hm_node_clock:from_vv(#{a => 7}), NC6),
+    ?assertEqual(NC6, hm_node_clock:from_dots([{a, 7}, {a, 6}, {a, 5}, {a, 4}, {a, 3}, {a, 2},
+                                               {a, 1}])),
+    ?assertEqual(NC, hm_node_clock:add({a, 5}, NC)).          % adding twice changes nothing
+
+%% Join is set union; leq is inclusion.
+node_clock_join_leq_test() ->
+    A = hm_node_clock:from_dots([{a, 1}, {a, 3}, {b, 2}]),
+    B = hm_node_clock:from_dots([{a, 2}, {b, 1}]),
+    AB = hm_node_clock:join(A, B),
+    ?assertEqual([{a, 1}, {a, 2}, {a, 3}, {b, 1}, {b, 2}], hm_node_clock:to_dots(AB)),
+    ?assertEqual(#{a => 3, b => 2}, hm_node_clock:base(AB)),
+    ?assert(hm_node_clock:leq(A, AB)),
+    ?assertNot(hm_node_clock:leq(A, B)),
+    ?assertEqual(2, hm_node_clock:size(AB)),                  % replica entries
+    ?assertEqual([a, b], hm_node_clock:replicas(AB)).
+
+%% DottedDB anti-entropy: compare node clocks to learn which dots the peer lacks.
+node_clock_missing_test() ->
+    Mine = hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 3}, {a, 5}, {a, 7}, {b, 1}]),
+    Peer = hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 7}, {c, 1}]),
+    ?assertEqual([{a, 3}, {a, 5}, {b, 1}], hm_node_clock:missing(Mine, Peer)),
+    ?assertEqual([{c, 1}], hm_node_clock:missing(Peer, Mine)).
+
+%% The same when one side is ahead: nothing is missing from the side that is ahead.
+node_clock_missing_peer_ahead_test() ->
+    Mine = hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 3}, {a, 5}, {a, 7}]),
+    Ahead = hm_node_clock:from_vv(#{a => 10}),
+    ?assertEqual([{a, 4}, {a, 6}, {a, 8}, {a, 9}, {a, 10}], hm_node_clock:missing(Ahead, Mine)),
+    ?assertEqual([], hm_node_clock:missing(Mine, Ahead)).
+
+node_clock_encode_test() ->
+    NC = hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 3}, {a, 5}, {a, 7}, {b, 1}]),
+    Bin = hm_node_clock:encode(NC),
+    ?assertMatch(<<"HNC", 1, _/binary>>, Bin),
+    ?assertEqual({ok, NC}, hm_node_clock:decode(Bin)),
+    ?assertEqual({ok, hm_node_clock:new()}, hm_node_clock:decode(hm_node_clock:encode(hm_node_clock:new()))),
+    <<_, Rest/binary>> = Bin,
+    ?assertEqual({error, bad_clock}, hm_node_clock:decode(<<"X", Rest/binary>>)),
+    ?assertEqual({error, bad_clock}, hm_node_clock:decode(binary:part(Bin, 0, byte_size(Bin) - 1))),
+    ?assertEqual({error, bad_clock}, hm_node_clock:decode(<<Bin/binary, 0>>)),
+    ?assertEqual({error, bad_clock}, hm_node_clock:decode(<<>>)).
+
+%% strip_vv drops the entries of a context that the node clock's bases already imply.
+node_clock_strip_vv_test() ->
+    NC = hm_node_clock:from_dots([{a, C} || C <- lists:seq(1, 10)] ++
+                                     [{b, 1}, {b, 2}, {b, 3}, {b, 4}, {b, 5}, {b, 7}]),
+    Ctx = hm_node_clock:from_dots([{a, 2}, {a, 4}, {b, 3}, {b, 7}]),
+    Stripped = hm_node_clock:strip_vv(Ctx, NC),
+    %% a: every dot =< base 10, dropped; b: 7 > base 5, kept as it is
+    ?assertEqual([{b, 3}, {b, 7}], hm_node_clock:to_dots(Stripped)),
+    Filled = hm_node_clock:join(Stripped, hm_node_clock:from_vv(hm_node_clock:base(NC))),
+    ?assert(hm_node_clock:leq(Ctx, Filled)).
+
+%%% ================================================================ hm_dcc
+
+%% Add-wins: an add concurrent with a remove survives the join.
+dcc_concurrent_add_remove_test() ->
+    X0 = hm_dcc:new(hm_awset:empty_store()),
+    X1 = hm_awset:update({add, x}, a, X0),                   % a adds x with dot {a,1}
+    B = hm_awset:update({remove, x}, b, X1),                 % b saw it and removes it
+    A = hm_awset:update({add, x}, a, X1),                    % meanwhile a adds x again: {a,2}
+    J = hm_dcc:join(A, B),
+    ?assertEqual(J, hm_dcc:join(B, A)),
+    ?assertEqual([x], hm_awset:value(hm_dcc:store(J))),
+    ?assertEqual([{a, 2}], hm_dcc:dots(J)),                  % {a,1} was seen and dropped by b
+    ?assertEqual([{a, 1}, {a, 2}], hm_node_clock:to_dots(hm_dcc:context(J))),
+    %% once a's add is seen, b's later remove wins
+    ?assertEqual([], hm_awset:value(hm_dcc:store(hm_awset:update({remove, x}, b, J)))).
+
+%% A delta is a small container; join_delta only visits the keys it lists.
+dcc_join_delta_test() ->
+    X = hm_awset:update({add_all, [x, y]}, a, hm_dcc:new(hm_awset:empty_store())),
+    D = hm_awset:delta({remove, x}, a, X),
+    ?assertEqual({{dm, #{x => #{}}}, hm_node_clock:from_dots([{a, 1}])}, D),
+    ?assertEqual(hm_dcc:join(X, D), hm_dcc:join_delta(X, D)),
+    ?assertEqual(hm_awset:update({remove, x}, a, X), hm_dcc:join_delta(X, D)).
+
+%% DottedDB strip/fill of a stored object (seed 002 Algorithm 2): strip keeps the versions'
+%% dots and drops the context entries the node clock's bases imply; fill restores them, so a
+%% stale copy cannot bring a superseded version back.
+dcc_strip_fill_object_test() ->
+    %% object: key x last written at {a,4} (superseding {a,1..3}), key y with {b,7}
+    Obj = {{dm, #{x => #{{a, 4} => true}, y => #{{b, 7} => true}}},
+           hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 3}, {a, 4},
+                                    {b, 1}, {b, 2}, {b, 3}, {b, 7}])},
+    %% node clock: a up to 10, b up to 5 and 7
+    NC = hm_node_clock:from_dots([{a, C} || C <- lists:seq(1, 10)] ++
+                                     [{b, C} || C <- [1, 2, 3, 4, 5, 7]]),
+    Stored = hm_dcc:strip(Obj, NC),
+    ?assertEqual(hm_dcc:store(Obj), hm_dcc:store(Stored)),
+    ?assertEqual([{b, 1}, {b, 2}, {b, 3}, {b, 7}], hm_node_clock:to_dots(hm_dcc:context(Stored))),
+    Fetched = hm_dcc:fill(Stored, NC),
+    ?assert(hm_node_clock:leq(hm_dcc:context(Obj), hm_dcc:context(Fetched))),
+    %% a stale copy still holding x's older version {a,3}
+    Stale = {{dm, #{x => #{{a, 3} => true}}}, hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 3}])},
+    ?assertEqual([{a, 4}, {b, 7}], lists:sort(hm_dcc:dots(hm_dcc:join(Fetched, Stale)))),
+    %% (without fill, the stripped context no longer shows {a,3} was seen: it comes back)
+    ?assertEqual([{a, 3}, {a, 4}, {b, 7}], lists:sort(hm_dcc:dots(hm_dcc:join(Stored, Stale)))),
+    %% once the node clock's base passes 7 for b, the object's context strips to nothing
+    NC6 = hm_node_clock:add({b, 6}, NC),
+    ?assert(hm_node_clock:is_empty(hm_dcc:context(hm_dcc:strip(Obj, NC6)))).
+
+%%% ================================================================ hm_causal_buffer
+
+%% A message waits until its predecessor from the same origin arrives.
+buffer_waits_for_predecessor_test() ->
+    {T1, A1} = hm_causal_buffer:send_msg(a, hm_causal_buffer:new()),
+    {T2, _A2} = hm_causal_buffer:send_msg(a, A1),
+    ?assertEqual({#{a => 1}, #{a => 2}}, {T1, T2}),
+    M1 = {a, T1, hello}, M2 = {a, T2, world},
+    {[], B1} = hm_causal_buffer:rcv_msg(M2, hm_causal_buffer:new()),
+    ?assertEqual(1, hm_causal_buffer:pending_count(B1)),
+    ?assertEqual([M2], hm_causal_buffer:pending(B1)),
+    ?assertEqual(#{}, hm_causal_buffer:delivered(B1)),
+    {Out, B2} = hm_causal_buffer:rcv_msg(M1, B1),
+    ?assertEqual([M1, M2], Out),                              % in causal order, still tagged
+    ?assertEqual(#{a => 2}, hm_causal_buffer:delivered(B2)),
+    ?assertEqual(0, hm_causal_buffer:pending_count(B2)).
+
+%% Across replicas: b replies to a's message; c gets the reply first and waits for a's.
+buffer_cross_replica_dependency_test() ->
+    {Ta, _} = hm_causal_buffer:send_msg(a, hm_causal_buffer:new()),
+    Ma = {a, Ta, question},
+    {[Ma], B1} = hm_causal_buffer:rcv_msg(Ma, hm_causal_buffer:new()),
+    {Tb, _} = hm_causal_buffer:send_msg(b, B1),
+    ?assertEqual(#{a => 1, b => 1}, Tb),
+    Mb = {b, Tb, answer},
+    C0 = hm_causal_buffer:new(),
+    ?assertNot(hm_causal_buffer:is_ready(Mb, hm_causal_buffer:delivered(C0))),
+    {[], C1} = hm_causal_buffer:rcv_msg(Mb, C0),
+    {[Ma, Mb], C2} = hm_causal_buffer:rcv_msg(Ma, C1),
+    ?assertEqual(#{a => 1, b => 1}, hm_causal_buffer:delivered(C2)).
+
+%% A duplicate is dropped, whether already delivered or still buffered.
+buffer_duplicate_dropped_test() ->
+    M1 = {a, #{a => 1}, hello},
+    M2 = {a, #{a => 2}, world},
+    {[M1], B1} = hm_causal_buffer:rcv_msg(M1, hm_causal_buffer:new()),
+    ?assert(hm_causal_buffer:is_duplicate(M1, hm_causal_buffer:delivered(B1))),
+    ?assertEqual({[], B1}, hm_causal_buffer:rcv_msg(M1, B1)),
+    %% own messages are delivered by send_msg: receiving them back is a duplicate too
+    {T, A1} = hm_causal_buffer:send_msg(a, hm_causal_buffer:new()),
+    ?assertEqual({[], A1}, hm_causal_buffer:rcv_msg({a, T, hello}, A1)),
+    %% a buffered message received again is not buffered twice
+    M3 = {a, #{a => 3}, again},
+    {[], B2} = hm_causal_buffer:rcv_msg(M3, B1),
+    ?assertEqual({[], B2}, hm_causal_buffer:rcv_msg(M3, B2)),
+    ?assertEqual(1, hm_causal_buffer:pending_count(B2)),
+    {[M2, M3], B3} = hm_causal_buffer:rcv_msg(M2, B2),
+    ?assertEqual(0, hm_causal_buffer:pending_count(B3)).
+
+%% After a state catch-up brought some effects by other means, advance/2 counts them as
+%% delivered: covered buffered messages are dropped, those now ready are delivered.
+buffer_advance_test() ->
+    Ma = {a, #{a => 1}, question},
+    Mb = {b, #{a => 1, b => 1}, answer},
+    Mb2 = {b, #{a => 1, b => 2}, more},
+    {[], C1} = hm_causal_buffer:rcv_msg(Mb, hm_causal_buffer:new()),
+    {[], C2} = hm_causal_buffer:rcv_msg(Mb2, C1),
+    %% the catch-up covered a's message: b's messages become ready
+    {Out, C3} = hm_causal_buffer:advance(#{a => 1}, C2),
+    ?assertEqual([Mb, Mb2], Out),
+    ?assertEqual(#{a => 1, b => 2}, hm_causal_buffer:delivered(C3)),
+    %% the catch-up covered a's and b's first message: the first is dropped, the second ready
+    {Out2, C4} = hm_causal_buffer:advance(#{a => 1, b => 1}, C2),
+    ?assertEqual([Mb2], Out2),
+    ?assertEqual(0, hm_causal_buffer:pending_count(C4)),
+    %% and a late copy of a covered message is a duplicate
+    ?assertEqual({[], C4}, hm_causal_buffer:rcv_msg(Ma, C4)).
+
+%% A buffer can start from a delivered vector (restored from disc).
+buffer_new_from_delivered_test() ->
+    B = hm_causal_buffer:new(#{a => 2}),
+    ?assertEqual({[], B}, hm_causal_buffer:rcv_msg({a, #{a => 2}, old}, B)),
+    M = {a, #{a => 3}, new},
+    ?assertMatch({[M], _}, hm_causal_buffer:rcv_msg(M, B)).
+
+%% is_message/1 guards rcv_msg/2 against malformed input from the network.
+is_message_test_() ->
+    Good = [{a, #{a => 1}, payload}, {a, #{a => 3, b => 2}, {any, term}}],
+    Bad = [{a, [{a, 1}], p},                % timestamp not a map
+           {a, #{b => 1}, p},               % no entry for the origin
+           {a, #{a => 0}, p},               % origin entry 0
+           {a, #{a => 1.0}, p},             % counter not an integer
+           {a, #{a => 1, b => x}, p},       % another counter not an integer
+           {a, #{a => 1, b => -1}, p},      % negative counter
+           {a, #{a => 1}},                  % wrong tuple size
+           {a, #{a => 1}, p, extra},
+           [a, #{a => 1}, p],
+           undefined],
+    [{title("accepts", M), ?_assert(hm_causal_buffer:is_message(M))} || M <- Good] ++
+        [{title("rejects", M), ?_assertNot(hm_causal_buffer:is_message(M))} || M <- Bad].
+
+title(What, M) -> lists:flatten(io_lib:format("is_message ~s ~0p", [What, M])).
