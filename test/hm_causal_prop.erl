@@ -339,7 +339,7 @@ prop_nc_decode_entries() ->
                 Bin = iolist_to_binary([<<"HNC", 1>>, varint(Count) | Body]),
                 Rs = [R || {R, _, _} <- Entries],
                 Canonical = Count =:= length(Entries) andalso
-                    length(lists:usort(Rs)) =:= length(Rs) andalso
+                    lists:usort(Rs) =:= Rs andalso          % sorted, no duplicates
                     lists:all(fun({_, B, M}) -> M band 1 =:= 0 andalso (B > 0 orelse M > 0) end,
                               Entries),
                 Dots = [{R, C} || {R, B, M} <- Entries,

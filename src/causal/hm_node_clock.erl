@@ -57,6 +57,7 @@ trailing_zeros(_, Acc) -> Acc.
 
 %% @doc Whether the clock holds the dot.
 -spec contains(dot(), clock()) -> boolean().
+contains({_, C}, _) when not is_integer(C); C < 1 -> false;
 contains({R, C}, NC) ->
     case NC of
         #{R := {Base, _}} when C =< Base -> true;
@@ -119,7 +120,7 @@ missing(A, B) ->
       maps:fold(fun(R, {BA, MA}, Acc) ->
                         {BB, MB} = maps:get(R, B, {0, 0}),
                         Max = max_counter(R, A),
-                        [{R, C} || C <- lists:seq(BB + 1, Max),
+                        [{R, C} || C <- lists:seq(BB + 1, max(BB, Max)),
                                    in_entry(C, BA, MA),
                                    not in_entry(C, BB, MB)] ++ Acc
                 end, [], A)).
@@ -172,10 +173,12 @@ encode(NC) ->
 
 %% @doc Inverse of {@link encode/1}; `{error, bad_clock}' for anything it did not produce.
 -spec decode(binary()) -> {ok, clock()} | {error, bad_clock}.
-decode(<<?MAGIC, ?VERSION, Rest/binary>>) ->
+decode(Bin = <<?MAGIC, ?VERSION, Rest/binary>>) ->
     try
         {N, Rest1} = unvarint(Rest),
         {NC, <<>>} = decode_entries(N, Rest1, #{}),
+        %% only the canonical encoding (sorted, minimal varints) is accepted
+        Bin = encode(NC),
         {ok, NC}
     catch _:_ -> {error, bad_clock}
     end;

@@ -30,8 +30,8 @@
 -spec is_op(term()) -> boolean().
 is_op({add, _}) -> true;
 is_op({remove, _}) -> true;
-is_op({add_all, Es}) -> is_list(Es);
-is_op({remove_all, Es}) -> is_list(Es);
+is_op({add_all, Es}) when length(Es) >= 0 -> true;      % proper lists only
+is_op({remove_all, Es}) when length(Es) >= 0 -> true;
 is_op(_) -> false.
 
 %%% ------------------------------------------------------------- state and delta

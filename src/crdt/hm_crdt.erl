@@ -73,6 +73,13 @@
 -callback delta(Op :: op(), replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
 %% The value a store shows.
 -callback value(hm_dcc:store()) -> term().
+%% Optional: reset the store at replica `R' (a map's `{remove, Key}' on an embedded value),
+%% full-state and as a delta. Default (hm_map): drop every dot the store holds. A type whose
+%% live dots carry more than their own operation (a counter's running total) must override it
+%% so that what survives a reset is exactly what the reset did not see.
+-callback reset_update(replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
+-callback reset_delta(replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
+-optional_callbacks([reset_update/2, reset_delta/2]).
 
 %% --- pure op-based flavor
 -callback op_new() -> term().

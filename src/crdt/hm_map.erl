@@ -13,8 +13,10 @@
 %% State and delta flavors (Almeida et al., delta-state ORMap, over one shared causal context):
 %% a dot map `{K, T} => {dm, #{'$p' => DotSet, '$v' => Store}}'. Each update takes a presence
 %% dot (superseding the field's older presence dots) and lets the embedded type take its own
-%% dots from the same context; a remove drops every dot of the field it has seen, presence and
-%% embedded alike, which is what resets the embedded value.
+%% dots from the same context; a remove drops every presence dot it has seen and resets the
+%% embedded store: by default it drops every dot it has seen, and a type whose dots carry
+%% more than their own operation (counters: running totals) leaves offsets instead
+%% (`reset_update/2', see {@link hm_ccounter}). A field left with offsets only is absent.
 %%
 %% Op flavor (seed 000 §4.5–4.7 pure op-based, applied per field): per field a presence PO-log
 %% (the dots of updates not followed by a newer update or a remove), a stable presence flag,
@@ -26,7 +28,7 @@
 -module(hm_map).
 -behaviour(hm_crdt).
 
--export([is_op/1, empty_store/0, update/3, delta/3, value/1]).
+-export([is_op/1, empty_store/0, update/3, delta/3, value/1, reset_update/2, reset_delta/2]).
 -export([op_new/0, prepare/3, effect/4, stabilize/2, reset/2, op_value/1, op_timestamps/1]).
 
 -type field() :: {term(), hm_crdt:type()}.
@@ -51,8 +53,8 @@ update({update, K, T, Op}, R, {{dm, M}, Ctx}) ->
     {PDot, Ctx1} = hm_node_clock:next_dot(R, Ctx),
     {V1, Ctx2} = (hm_crdt:module(T)):update(Op, R, {V, Ctx1}),
     {{dm, M#{F => field_store(#{PDot => true}, V1)}}, Ctx2};
-update({remove, K}, _R, {{dm, M}, Ctx}) ->
-    {{dm, maps:without(fields_of(K, M), M)}, Ctx}.
+update({remove, K}, R, Dcc = {{dm, M}, _}) ->
+    reset_fields(fields_of(K, M), R, Dcc).
 
 -spec delta(term(), hm_vv:replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
 delta({update, K, T, Op}, R, {{dm, M}, Ctx}) ->
@@ -63,10 +65,57 @@ delta({update, K, T, Op}, R, {{dm, M}, Ctx}) ->
     FieldDelta = {dm, #{'$p' => #{PDot => true}, '$v' => VDelta}},
     {{dm, #{F => FieldDelta}},
      hm_node_clock:join(VCtx, hm_node_clock:from_dots([PDot | maps:keys(P)]))};
-delta({remove, K}, _R, {{dm, M}, _Ctx}) ->
-    Fs = fields_of(K, M),
-    {{dm, maps:from_list([{F, {dm, #{}}} || F <- Fs])},
-     hm_node_clock:from_dots(lists:append([hm_dcc:store_dots(maps:get(F, M)) || F <- Fs]))}.
+delta({remove, K}, R, Dcc = {{dm, M}, _}) ->
+    reset_fields_delta(fields_of(K, M), R, Dcc).
+
+%% @doc A map embedded in a map whose key is removed: every field is reset.
+-spec reset_update(hm_vv:replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
+reset_update(R, Dcc = {{dm, M}, _}) -> reset_fields(maps:keys(M), R, Dcc).
+
+-spec reset_delta(hm_vv:replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
+reset_delta(R, Dcc = {{dm, M}, _}) -> reset_fields_delta(maps:keys(M), R, Dcc).
+
+%% Remove fields: presence dots go, the embedded store is reset (see reset_store/3).
+reset_fields(Fs, R, {{dm, M}, Ctx}) ->
+    lists:foldl(fun(F = {_, T}, {{dm, Acc}, C}) ->
+                        {_, V} = field(F, Acc),
+                        {V1, C1} = reset_store(T, R, {V, C}),
+                        Acc1 = case hm_dcc:is_empty_store(V1) of
+                                   true -> maps:remove(F, Acc);
+                                   false -> Acc#{F => {dm, #{'$v' => V1}}}
+                               end,
+                        {{dm, Acc1}, C1}
+                end, {{dm, M}, Ctx}, Fs).
+
+reset_fields_delta(Fs, R, {{dm, M}, Ctx}) ->
+    {Store, DCtx, _} =
+        lists:foldl(fun(F = {_, T}, {SAcc, DC, C}) ->
+                            {P, V} = field(F, M),
+                            {VD, VC} = reset_store_delta(T, R, {V, C}),
+                            Seen = hm_node_clock:join(VC, hm_node_clock:from_dots(maps:keys(P))),
+                            {SAcc#{F => {dm, #{'$v' => VD}}}, hm_node_clock:join(DC, Seen),
+                             hm_node_clock:join(C, VC)}
+                    end, {#{}, hm_node_clock:new(), Ctx}, Fs),
+    {{dm, Store}, DCtx}.
+
+%% The embedded type's own reset where it has one (counters keep offsets), else drop it all.
+reset_store(T, R, {V, Ctx}) ->
+    M = hm_crdt:module(T),
+    case has_reset(M) of
+        true -> M:reset_update(R, {V, Ctx});
+        false -> {M:empty_store(), Ctx}
+    end.
+
+reset_store_delta(T, R, {V, Ctx}) ->
+    M = hm_crdt:module(T),
+    case has_reset(M) of
+        true -> M:reset_delta(R, {V, Ctx});
+        false -> {M:empty_store(), hm_node_clock:from_dots(hm_dcc:store_dots(V))}
+    end.
+
+has_reset(M) ->
+    _ = code:ensure_loaded(M),
+    erlang:function_exported(M, reset_update, 2).
 
 %% Presence dots and embedded store of a field (empty ones when absent).
 field(F = {_, T}, M) ->

@@ -2,33 +2,17 @@
 %% §3–4: counters in op, state and delta flavor behind one interface).
 %%
 %% Semantics: the value is the sum of every increment minus the sum of every decrement in the
-%% history; operations commute, so concurrent ones simply add up.
+%% history; operations commute, so concurrent ones simply add up. Embedded in a map, `{remove, Key}' resets it: the value then
+%% counts the increments no remove causally follows.
 %%
-%% State and delta flavors (Almeida et al., delta-state "causal counter"): a dot fun
-%% `Dot => {P, N}' with at most one live dot per replica, holding that replica's accumulated
-%% increments `P' and decrements `N'. A mutation at `R' takes a fresh dot, stores under it the
-%% pointwise sum of `R''s live dots plus the operation's amount and drops those live dots; the
-%% delta is the new entry with a context of the new dot and the dots it supersedes. Dots rather
-%% than a plain `R => {P, N}' map let a map reset an embedded counter on `{remove, Key}': a
-%% remove drops the dots it has seen.
-%%
-%% Op flavor (seed 000 §4.5–4.7): the PO-log `Dot => Amount', `Amount' a signed integer
-%% (positive for an increment, negative for a decrement), and a sequential integer. No
-%% operation is ever causally redundant, so `effect' only records it; `stabilize' adds every
-%% causally stable entry to the sequential integer; `reset' zeroes it and drops the entries the
-%% remove has seen.
-%%
-%% Invariants: at most one live dot per replica in the store (every mutator supersedes all of
-%% `R''s live dots, to be defensive); `P' and `N' never decrease for a replica; the value is
-%% the sum of `P - N' over the store, or the sequential integer plus the sum of the PO-log.
+%% All three flavors are the shared counter core {@link hm_ccounter} (a resettable causal
+%% counter: one running total per replica under one dot, offsets written by resets; in the op
+%% flavor a PO-log of signed amounts folded into an integer at stability).
 -module(hm_pncounter).
 -behaviour(hm_crdt).
 
--export([is_op/1, empty_store/0, update/3, delta/3, value/1]).
+-export([is_op/1, empty_store/0, update/3, delta/3, value/1, reset_update/2, reset_delta/2]).
 -export([op_new/0, prepare/3, effect/4, stabilize/2, reset/2, op_value/1, op_timestamps/1]).
-
-%% Sequential part (stable operations) and PO-log (dot => signed amount of that operation).
--type op_state() :: {integer(), #{hm_vv:dot() => integer()}}.
 
 %% @doc `increment', `decrement' (by one), `{increment, N}', `{decrement, N}' with `N' a
 %% non-negative integer.
@@ -55,58 +39,44 @@ signed(Op) ->
 empty_store() -> #{}.
 
 -spec update(term(), hm_vv:replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
-update(Op, R, {F, Ctx}) ->
-    {Mine, PN} = live(R, F),
-    {Dot, Ctx1} = hm_node_clock:next_dot(R, Ctx),
-    {(maps:without(Mine, F))#{Dot => add(PN, amount(Op))}, Ctx1}.
+update(Op, R, Dcc) -> hm_ccounter:update(amount(Op), R, Dcc).
 
 -spec delta(term(), hm_vv:replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
-delta(Op, R, {F, Ctx}) ->
-    {Mine, PN} = live(R, F),
-    {Dot, _} = hm_node_clock:next_dot(R, Ctx),
-    {#{Dot => add(PN, amount(Op))}, hm_node_clock:from_dots([Dot | Mine])}.
+delta(Op, R, Dcc) -> hm_ccounter:delta(amount(Op), R, Dcc).
 
-%% R's live dots and the pointwise sum of their {P, N}.
-live(R, F) ->
-    maps:fold(fun({R1, _} = D, PN, {Ds, Acc}) when R1 =:= R -> {[D | Ds], add(Acc, PN)};
-                 (_, _, Acc) -> Acc
-              end, {[], {0, 0}}, F).
-
-add({P1, N1}, {P2, N2}) -> {P1 + P2, N1 + N2}.
-
-%% @doc Increments minus decrements over the live dots.
+%% @doc Increments minus decrements counted.
 -spec value(hm_dcc:store()) -> integer().
-value(F) -> maps:fold(fun(_, {P, N}, Acc) -> Acc + P - N end, 0, F).
+value(F) ->
+    {P, N} = hm_ccounter:value(F),
+    P - N.
+
+-spec reset_update(hm_vv:replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
+reset_update(R, Dcc) -> hm_ccounter:reset_update(R, Dcc).
+
+-spec reset_delta(hm_vv:replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
+reset_delta(R, Dcc) -> hm_ccounter:reset_delta(R, Dcc).
 
 %%% ------------------------------------------------------------- pure op-based
 
--spec op_new() -> op_state().
-op_new() -> {0, #{}}.
+-spec op_new() -> hm_ccounter:op_state().
+op_new() -> hm_ccounter:op_new().
 
 %% @doc prepare(o, s) = o: the operation travels as it is.
--spec prepare(term(), hm_vv:replica(), op_state()) -> term().
+-spec prepare(term(), hm_vv:replica(), hm_ccounter:op_state()) -> term().
 prepare(Op, _R, _S) -> Op.
 
-%% @doc An operation is never redundant and makes nothing redundant: record its signed amount.
--spec effect(term(), hm_vv:dot(), hm_vv:vv(), op_state()) -> op_state().
-effect(Op, Dot, _Ts, {Seq, Log}) -> {Seq, Log#{Dot => signed(Op)}}.
+%% @doc A counter operation is never redundant and makes nothing redundant: record it.
+-spec effect(term(), hm_vv:dot(), hm_vv:vv(), hm_ccounter:op_state()) -> hm_ccounter:op_state().
+effect(Op, Dot, _Ts, S) -> hm_ccounter:effect({Dot, signed(Op)}, S).
 
-%% @doc Causal stability (seed 000 §4.7): stable operations join the sequential integer.
--spec stabilize(hm_vv:vv(), op_state()) -> op_state().
-stabilize(V, {Seq, Log}) ->
-    maps:fold(fun(D, N, {S, L}) ->
-                      case hm_vv:contains(D, V) of
-                          true -> {S + N, L};
-                          false -> {S, L#{D => N}}
-                      end
-              end, {Seq, #{}}, Log).
+-spec stabilize(hm_vv:vv(), hm_ccounter:op_state()) -> hm_ccounter:op_state().
+stabilize(V, S) -> hm_ccounter:stabilize(V, S).
 
-%% @doc Drop whatever causally precedes `Ts' (the sequential part, older operations).
--spec reset(hm_vv:vv(), op_state()) -> op_state().
-reset(Ts, {_Seq, Log}) -> {0, maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Log)}.
+-spec reset(hm_vv:vv(), hm_ccounter:op_state()) -> hm_ccounter:op_state().
+reset(Ts, S) -> hm_ccounter:reset(Ts, S).
 
--spec op_value(op_state()) -> integer().
-op_value({Seq, Log}) -> Seq + lists:sum(maps:values(Log)).
+-spec op_value(hm_ccounter:op_state()) -> integer().
+op_value(S) -> hm_ccounter:op_value(S).
 
--spec op_timestamps(op_state()) -> non_neg_integer().
-op_timestamps({_, Log}) -> map_size(Log).
+-spec op_timestamps(hm_ccounter:op_state()) -> non_neg_integer().
+op_timestamps(S) -> hm_ccounter:op_timestamps(S).
