@@ -3,7 +3,7 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell bench-crdt clean
+.PHONY: all bootstrap compile test eunit ct dialyzer shell demo bench-crdt clean
 
 all: compile
 
@@ -27,6 +27,10 @@ ct: bootstrap
 
 dialyzer: bootstrap
 	$(REBAR) dialyzer
+
+## make demo: three replicas, a partition, writes on both sides, heal, convergence.
+demo: compile
+	erl -noshell -pa _build/default/lib/hypermnesia/ebin -eval 'hm_demo:main(), halt().'
 
 ## make shell: an Erlang shell with hypermnesia compiled and loaded.
 shell: bootstrap
