@@ -94,7 +94,7 @@ prepare(Op, _R, _S) -> Op.
 effect(Op, Dot, Ts, {Seq, Log}) ->
     {Kind, Es} = split(Op),
     lists:foldl(fun(E, {Seq1, Log1}) ->
-                        Live = prune(maps:get(E, Log1, #{}), Ts),
+                        Live = hm_polog:concurrent(maps:get(E, Log1, #{}), Ts),
                         Live1 = case Kind of
                                     add -> Live#{Dot => true};
                                     remove -> Live
@@ -102,8 +102,6 @@ effect(Op, Dot, Ts, {Seq, Log}) ->
                         {maps:remove(E, Seq1), put_live(E, Live1, Log1)}
                 end, {Seq, Log}, Es).
 
-%% Entries concurrent with Ts survive; those it has seen are redundant.
-prune(Dots, Ts) -> maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Dots).
 
 put_live(E, Live, Log) when map_size(Live) =:= 0 -> maps:remove(E, Log);
 put_live(E, Live, Log) -> Log#{E => Live}.
@@ -113,7 +111,7 @@ put_live(E, Live, Log) -> Log#{E => Live}.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, {Seq, Log}) ->
     maps:fold(fun(E, Dots, {Seq1, Log1}) ->
-                      case lists:all(fun(D) -> hm_vv:contains(D, V) end, maps:keys(Dots)) of
+                      case hm_polog:all_stable(Dots, V) of
                           true -> {Seq1#{E => true}, maps:remove(E, Log1)};
                           false -> {Seq1, Log1}
                       end
@@ -122,7 +120,8 @@ stabilize(V, {Seq, Log}) ->
 %% @doc Drop whatever causally precedes `Ts' (all stable elements, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
 reset(Ts, {_Seq, Log}) ->
-    {#{}, maps:fold(fun(E, Dots, Acc) -> put_live(E, prune(Dots, Ts), Acc) end, Log, Log)}.
+    {#{}, maps:fold(fun(E, Dots, Acc) -> put_live(E, hm_polog:concurrent(Dots, Ts), Acc) end,
+                    Log, Log)}.
 
 -spec op_value(op_state()) -> ordsets:ordset(elem()).
 op_value({Seq, Log}) -> lists:sort(maps:keys(maps:merge(Seq, Log))).

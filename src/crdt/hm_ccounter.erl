@@ -117,7 +117,7 @@ stabilize(V, {Seq, Log}) ->
 
 %% @doc Drop whatever causally precedes `Ts': the sequential part, the entries it has seen.
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
-reset(Ts, {_Seq, Log}) -> {0, maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Log)}.
+reset(Ts, {_Seq, Log}) -> {0, hm_polog:concurrent(Log, Ts)}.
 
 -spec op_value(op_state()) -> integer().
 op_value({Seq, Log}) -> Seq + lists:sum(maps:values(Log)).

@@ -67,17 +67,15 @@ prepare(Op, _R, _S) -> Op.
 %% @doc effect with causal redundancy: both operations make every entry they have seen
 %% redundant; only an enable is kept.
 -spec effect(term(), hm_vv:dot(), hm_vv:vv(), op_state()) -> op_state().
-effect(enable, Dot, Ts, {_Seq, Log}) -> {false, (prune(Log, Ts))#{Dot => true}};
-effect(disable, _Dot, Ts, {_Seq, Log}) -> {false, prune(Log, Ts)}.
+effect(enable, Dot, Ts, {_Seq, Log}) -> {false, (hm_polog:concurrent(Log, Ts))#{Dot => true}};
+effect(disable, _Dot, Ts, {_Seq, Log}) -> {false, hm_polog:concurrent(Log, Ts)}.
 
-%% Entries concurrent with Ts survive; those it has seen are redundant.
-prune(Log, Ts) -> maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Log).
 
 %% @doc Causal stability (seed 000 §4.7): once every enable in the log is stable, the flag is
 %% sequentially `true'.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S = {_, Log}) when map_size(Log) > 0 ->
-    case lists:all(fun(D) -> hm_vv:contains(D, V) end, maps:keys(Log)) of
+    case hm_polog:all_stable(Log, V) of
         true -> {true, #{}};
         false -> S
     end;
@@ -85,7 +83,7 @@ stabilize(_V, S) -> S.
 
 %% @doc Drop whatever causally precedes `Ts' (the sequential flag, older enables).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
-reset(Ts, {_Seq, Log}) -> {false, prune(Log, Ts)}.
+reset(Ts, {_Seq, Log}) -> {false, hm_polog:concurrent(Log, Ts)}.
 
 -spec op_value(op_state()) -> boolean().
 op_value({Seq, Log}) -> Seq orelse map_size(Log) > 0.

@@ -106,7 +106,7 @@ effect({assign, V, Ts}, Dot = {R, _}, Vec, {Seq, Log}) ->
 %% kept, without its dot.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S = {_, Log}) when map_size(Log) > 0 ->
-    case lists:all(fun(D) -> hm_vv:contains(D, V) end, maps:keys(Log)) of
+    case hm_polog:all_stable(Log, V) of
         true ->
             {Ts, R, _, X} = lists:max(op_entries(S)),
             {{Ts, R, X}, #{}};
@@ -117,7 +117,7 @@ stabilize(_V, S) -> S.
 %% @doc Drop whatever causally precedes `Ts' (the stable winner, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
 reset(Ts, {_Seq, Log}) ->
-    {none, maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Log)}.
+    {none, hm_polog:concurrent(Log, Ts)}.
 
 -spec op_value(op_state()) -> term().
 op_value(S) -> winner(op_entries(S)).

@@ -161,18 +161,18 @@ op_field(F = {_, T}, S) -> maps:get(F, S, {false, #{}, (hm_crdt:module(T)):op_ne
 effect({update, K, T, Op}, Dot, Ts, S) ->
     F = {K, T},
     {_Stable, PL, N} = op_field(F, S),
-    S#{F => {false, (prune(PL, Ts))#{Dot => true}, (hm_crdt:module(T)):effect(Op, Dot, Ts, N)}};
+    Presence = (hm_polog:concurrent(PL, Ts))#{Dot => true},
+    S#{F => {false, Presence, (hm_crdt:module(T)):effect(Op, Dot, Ts, N)}};
 effect({remove, K}, _Dot, Ts, S) ->
     lists:foldl(fun(F, Acc) -> reset_field(F, Ts, Acc) end, S, fields_of(K, S)).
 
 reset_field(F = {_, T}, Ts, S) ->
     {_Stable, PL, N} = maps:get(F, S),
-    case prune(PL, Ts) of
+    case hm_polog:concurrent(PL, Ts) of
         PL1 when map_size(PL1) =:= 0 -> maps:remove(F, S);
         PL1 -> S#{F := {false, PL1, (hm_crdt:module(T)):reset(Ts, N)}}
     end.
 
-prune(Dots, Ts) -> maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Dots).
 
 %% @doc Stable presence entries become the stable flag; embedded states stabilize themselves.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
@@ -180,7 +180,7 @@ stabilize(V, S) ->
     maps:map(fun({_, T}, {Stable, PL, N}) ->
                      N1 = (hm_crdt:module(T)):stabilize(V, N),
                      case map_size(PL) > 0 andalso
-                         lists:all(fun(D) -> hm_vv:contains(D, V) end, maps:keys(PL)) of
+                         hm_polog:all_stable(PL, V) of
                          true -> {true, #{}, N1};
                          false -> {Stable, PL, N1}
                      end

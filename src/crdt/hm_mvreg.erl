@@ -61,16 +61,14 @@ prepare(Op, _R, _S) -> Op.
 %% @doc effect with causal redundancy: an assign makes every entry it has seen redundant.
 -spec effect(term(), hm_vv:dot(), hm_vv:vv(), op_state()) -> op_state().
 effect({assign, V}, Dot, Ts, {_Seq, Log}) ->
-    {[], (prune(Log, Ts))#{Dot => V}}.
+    {[], (hm_polog:concurrent(Log, Ts))#{Dot => V}}.
 
-%% Entries concurrent with Ts survive; those it has seen are redundant.
-prune(Log, Ts) -> maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Log).
 
 %% @doc Causal stability (seed 000 §4.7): once every log entry is stable, their values become
 %% the sequential part.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S = {_, Log}) when map_size(Log) > 0 ->
-    case lists:all(fun(D) -> hm_vv:contains(D, V) end, maps:keys(Log)) of
+    case hm_polog:all_stable(Log, V) of
         true -> {lists:usort(maps:values(Log)), #{}};
         false -> S
     end;
@@ -78,7 +76,7 @@ stabilize(_V, S) -> S.
 
 %% @doc Drop whatever causally precedes `Ts' (the sequential part, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
-reset(Ts, {_Seq, Log}) -> {[], prune(Log, Ts)}.
+reset(Ts, {_Seq, Log}) -> {[], hm_polog:concurrent(Log, Ts)}.
 
 -spec op_value(op_state()) -> ordsets:ordset(term()).
 op_value({Seq, Log}) -> lists:usort(Seq ++ maps:values(Log)).

@@ -2,8 +2,8 @@
 %% §3–4: counters in op, state and delta flavor behind one interface).
 %%
 %% Semantics: the value is the sum of every increment minus the sum of every decrement in the
-%% history; operations commute, so concurrent ones simply add up. Embedded in a map, `{remove, Key}' resets it: the value then
-%% counts the increments no remove causally follows.
+%% history; operations commute, so concurrent ones simply add up. Embedded in a map,
+%% `{remove, Key}' resets it: the value then counts the operations no remove causally follows.
 %%
 %% All three flavors are the shared counter core {@link hm_ccounter} (a resettable causal
 %% counter: one running total per replica under one dot, offsets written by resets; in the op

@@ -37,11 +37,7 @@
 
 %% @doc `{add, E}', `{remove, E}', `{add_all, Es}', `{remove_all, Es}' (`Es' a proper list).
 -spec is_op(term()) -> boolean().
-is_op({add, _}) -> true;
-is_op({remove, _}) -> true;
-is_op({add_all, Es}) when length(Es) >= 0 -> true;
-is_op({remove_all, Es}) when length(Es) >= 0 -> true;
-is_op(_) -> false.
+is_op(Op) -> hm_awset:is_op(Op).                 % the same operations as the add-wins set
 
 %%% ------------------------------------------------------------- state and delta
 
@@ -96,12 +92,10 @@ prepare(Op, _R, _S) -> Op.
 effect(Op, Dot, Ts, {Seq, Log}) ->
     {Kind, Es} = split(Op),
     lists:foldl(fun(E, {Seq1, Log1}) ->
-                        Live = prune(maps:get(E, Log1, #{}), Ts),
+                        Live = hm_polog:concurrent(maps:get(E, Log1, #{}), Ts),
                         {maps:remove(E, Seq1), Log1#{E => Live#{Dot => Kind}}}
                 end, {Seq, Log}, Es).
 
-%% Entries concurrent with Ts survive; those it has seen are redundant.
-prune(Entries, Ts) -> maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Entries).
 
 put_live(E, Live, Log) when map_size(Live) =:= 0 -> maps:remove(E, Log);
 put_live(E, Live, Log) -> Log#{E => Live}.
@@ -111,7 +105,7 @@ put_live(E, Live, Log) -> Log#{E => Live}.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, {Seq, Log}) ->
     maps:fold(fun(E, Entries, {Seq1, Log1}) ->
-                      case lists:all(fun(D) -> hm_vv:contains(D, V) end, maps:keys(Entries)) of
+                      case hm_polog:all_stable(Entries, V) of
                           true ->
                               Seq2 = case present(Entries) of
                                          true -> Seq1#{E => true};
@@ -125,7 +119,8 @@ stabilize(V, {Seq, Log}) ->
 %% @doc Drop whatever causally precedes `Ts' (all stable elements, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
 reset(Ts, {_Seq, Log}) ->
-    {#{}, maps:fold(fun(E, Entries, Acc) -> put_live(E, prune(Entries, Ts), Acc) end, Log, Log)}.
+    {#{}, maps:fold(fun(E, Es, Acc) -> put_live(E, hm_polog:concurrent(Es, Ts), Acc) end,
+                    Log, Log)}.
 
 -spec op_value(op_state()) -> ordsets:ordset(elem()).
 op_value({Seq, Log}) ->

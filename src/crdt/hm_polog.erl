@@ -1,0 +1,20 @@
+%% @doc PO-log helpers shared by the pure op-based flavor of every type (seed 000 §4.6–4.7,
+%% after Baquero, Almeida, Shoker "Pure operation-based replicated data types").
+%%
+%% A PO-log fragment is a map `#{Dot => Payload}'. Operations are delivered causally, so an
+%% entry with dot `D' causally precedes a newly delivered operation with vector timestamp `Ts'
+%% iff `Ts' contains `D'; otherwise the two are concurrent. Redundancy relations prune the
+%% preceding entries ({@link concurrent/2}); causal stability folds a group of entries once all
+%% their dots are stable ({@link all_stable/2}).
+-module(hm_polog).
+
+-export([concurrent/2, all_stable/2]).
+
+%% @doc The entries `Ts' has not seen: those concurrent with the operation stamped `Ts'. The
+%% others causally precede it, which is what every type's redundancy relation prunes.
+-spec concurrent(#{hm_vv:dot() => T}, hm_vv:vv()) -> #{hm_vv:dot() => T}.
+concurrent(Entries, Ts) -> maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Entries).
+
+%% @doc Every entry's dot is in the stable vector `V' (vacuously true for no entries).
+-spec all_stable(#{hm_vv:dot() => term()}, hm_vv:vv()) -> boolean().
+all_stable(Entries, V) -> lists:all(fun(D) -> hm_vv:contains(D, V) end, maps:keys(Entries)).
