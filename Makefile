@@ -38,8 +38,9 @@ shell: bootstrap
 
 ## make bench-crdt: microbenchmark of every CRDT type x flavor -> bench/results/crdt.md
 bench-crdt: compile
-	erlc -o _build/default/lib/hypermnesia/ebin bench/crdt_bench.erl
-	erl -noshell -pa _build/default/lib/hypermnesia/ebin \
+	mkdir -p _build/bench
+	erlc -o _build/bench bench/crdt_bench.erl
+	erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench \
 	    -eval 'crdt_bench:main(["bench/results/crdt.md"]), halt().'
 
 clean:

@@ -1,0 +1,197 @@
+%% @doc Hypermnesia: eventually consistent, partition-tolerant tables on stock Mnesia
+%% (seed 000, "Hypermnesia: Eventual Consistency in Mnesia"; FEATURES H1–H7).
+%%
+%% Create a table with `{type, pawset}' (add-wins) or `{type, prwset}' (remove-wins) and run
+%% your existing Mnesia code under `async_ec' instead of `transaction' or `async_dirty':
+%% ```
+%% {atomic, ok} = hypermnesia:create_table(student, [{type, pawset},
+%%                                                   {attributes, [id, name]},
+%%                                                   {ram_copies, Nodes}]),
+%% ok = hypermnesia:async_ec(fun() -> mnesia:write({student, 1, <<"ada">>}) end).
+%% '''
+%% Writes apply locally and return at once; they reach the other copy holders by causal
+%% broadcast, are kept for members that cannot be reached, and are resent when they come
+%% back. Every copy converges; see docs/guide.md.
+-module(hypermnesia).
+
+-export([start/0, create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2,
+         async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3,
+         info/0, info/1]).
+-export([is_ec_table/1, ec_options/1]).
+-export_type([ec_type/0, policy/0]).
+
+-type ec_type() :: pawset | prwset.
+-type policy() :: term_order | lww | siblings.
+
+-define(PROP, hm_ec).
+
+%% @doc Start Mnesia if it is not running, then Hypermnesia.
+-spec start() -> ok | {error, term()}.
+start() ->
+    case application:ensure_all_started(hypermnesia) of
+        {ok, _} -> ok;
+        {error, _} = E -> E
+    end.
+
+%% @doc Create a table. With `{type, pawset | prwset}' it is an EC table; other options are
+%% Mnesia's own (`attributes', `record_name', `index', `ram_copies', `disc_copies', ...),
+%% plus `{conflict, term_order | lww | siblings}' (default `term_order'). With a Mnesia type
+%% (`set', `bag', `ordered_set') or none, this is `mnesia:create_table/2'.
+-spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
+create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
+    case proplists:get_value(type, Opts) of
+        T when T =:= pawset; T =:= prwset -> create_ec_table(Tab, T, Opts);
+        _ ->
+            case lists:keymember(conflict, 1, Opts) of
+                true -> {aborted, {bad_ec_option, Tab, {conflict, without_ec_type}}};
+                false -> mnesia:create_table(Tab, Opts)
+            end
+    end;
+create_table(Tab, Opts) -> {aborted, {badarg, Tab, Opts}}.
+
+create_ec_table(Tab, Type, Opts) ->
+    Policy = proplists:get_value(conflict, Opts, term_order),
+    Copies = [{K, V} || {K, V} <- Opts, K =:= ram_copies orelse K =:= disc_copies],
+    Bad = [O || O <- Opts, not is_tuple(O) orelse
+                    lists:member(element(1, O), [local_content, disc_only_copies, majority])],
+    case {lists:member(Policy, [term_order, lww, siblings]), Bad} of
+        {false, _} -> {aborted, {bad_ec_option, Tab, {conflict, Policy}}};
+        {true, [B | _]} -> {aborted, {bad_ec_option, Tab, B}};
+        {true, []} ->
+            Meta = meta_table(Tab),
+            UserOpts = [O || O = {K, _} <- Opts, K =/= type, K =/= conflict],
+            Props = #{type => Type, conflict => Policy, meta => Meta},
+            StorageOpts = [{local_content, true},
+                           {type, case Policy of siblings -> bag; _ -> set end},
+                           {user_properties, [{?PROP, Props}]} | UserOpts],
+            MetaOpts = [{local_content, true}, {record_name, hm_meta},
+                        {attributes, [key, state]} | Copies],
+            case mnesia:create_table(Meta, MetaOpts) of
+                {atomic, ok} ->
+                    case mnesia:create_table(Tab, StorageOpts) of
+                        {atomic, ok} -> refresh_servers(Tab), {atomic, ok};
+                        Aborted -> _ = mnesia:delete_table(Meta), Aborted
+                    end;
+                {aborted, {already_exists, _}} -> {aborted, {already_exists, Tab}};
+                Aborted -> Aborted
+            end
+    end.
+
+meta_table(Tab) -> list_to_atom("hm_meta_" ++ atom_to_list(Tab)).
+
+%% Tell every copy holder's server about the table now rather than at its next refresh.
+refresh_servers(Tab) ->
+    Nodes = mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies),
+    _ = [catch gen_server:call({hm_ec_server, N}, refresh, 5000)
+         || N <- Nodes, N =:= node() orelse lists:member(N, nodes())],
+    ok.
+
+%% @doc Delete a table (an EC table with its metadata).
+-spec delete_table(atom()) -> {atomic, ok} | {aborted, term()}.
+delete_table(Tab) ->
+    case ec_options(Tab) of
+        {ok, #{meta := Meta}} ->
+            case mnesia:delete_table(Tab) of
+                {atomic, ok} -> _ = mnesia:delete_table(Meta), {atomic, ok};
+                Aborted -> Aborted
+            end;
+        error -> mnesia:delete_table(Tab)
+    end.
+
+%% @doc Add a copy of a table on `Node'. For an EC table the new copy catches up from the
+%% others.
+-spec add_table_copy(atom(), node(), ram_copies | disc_copies) -> {atomic, ok} | {aborted, term()}.
+add_table_copy(Tab, Node, Type) ->
+    case ec_options(Tab) of
+        {ok, _} when Type =/= ram_copies, Type =/= disc_copies ->
+            {aborted, {bad_ec_option, Tab, Type}};
+        {ok, #{meta := Meta}} ->
+            case mnesia:add_table_copy(Meta, Node, Type) of
+                {atomic, ok} ->
+                    case mnesia:add_table_copy(Tab, Node, Type) of
+                        {atomic, ok} -> refresh_servers(Tab), {atomic, ok};
+                        Aborted -> _ = mnesia:del_table_copy(Meta, Node), Aborted
+                    end;
+                Aborted -> Aborted
+            end;
+        error -> mnesia:add_table_copy(Tab, Node, Type)
+    end.
+
+%% @doc Remove the copy on `Node'. For an EC table, `Node' stops being a member, so a node
+%% that is gone for good no longer holds back stability.
+-spec del_table_copy(atom(), node()) -> {atomic, ok} | {aborted, term()}.
+del_table_copy(Tab, Node) ->
+    case ec_options(Tab) of
+        {ok, #{meta := Meta}} ->
+            case mnesia:del_table_copy(Tab, Node) of
+                {atomic, ok} -> _ = mnesia:del_table_copy(Meta, Node), refresh_servers(Tab),
+                                {atomic, ok};
+                Aborted -> Aborted
+            end;
+        error -> mnesia:del_table_copy(Tab, Node)
+    end.
+
+%% @doc Run `Fun' in the `async_ec' access context: like `mnesia:async_dirty/1', and writes
+%% to EC tables are eventually consistent. Returns what `Fun' returns; exits with
+%% `{aborted, Reason}' as Mnesia activities do.
+-spec async_ec(fun(() -> R)) -> R.
+async_ec(Fun) -> activity(async_ec, Fun, []).
+
+-spec async_ec(fun((...) -> R), list()) -> R.
+async_ec(Fun, Args) -> activity(async_ec, Fun, Args).
+
+%% @doc Like {@link async_ec/1}, but each EC write returns once every reachable copy holder
+%% has applied it (and, on `disc_copies', once the local write is on disc).
+-spec sync_ec(fun(() -> R)) -> R.
+sync_ec(Fun) -> activity(sync_ec, Fun, []).
+
+-spec sync_ec(fun((...) -> R), list()) -> R.
+sync_ec(Fun, Args) -> activity(sync_ec, Fun, Args).
+
+%% @doc `mnesia:activity/2' with the EC contexts added; other kinds go to Mnesia.
+-spec activity(atom() | tuple(), fun(() -> R)) -> R.
+activity(Kind, Fun) -> activity(Kind, Fun, []).
+
+-spec activity(atom() | tuple(), fun((...) -> R), list()) -> R.
+activity(async_ec, Fun, Args) -> with_mode(async, Fun, Args);
+activity(sync_ec, Fun, Args) -> with_mode(sync, Fun, Args);
+activity(Kind, Fun, Args) -> mnesia:activity(Kind, Fun, Args, mnesia).
+
+with_mode(Mode, Fun, Args) ->
+    Old = put(hm_ec_mode, Mode),
+    try mnesia:activity(async_dirty, Fun, Args, hm_ec_access)
+    after restore(Old)
+    end.
+
+restore(undefined) -> erase(hm_ec_mode);
+restore(Old) -> put(hm_ec_mode, Old).
+
+%% @doc This node's view: Mnesia members and running nodes, membership back-off, and for
+%% every EC table what {@link info/1} gives.
+-spec info() -> map().
+info() ->
+    #{node => node(),
+      membership => hm_membership:status(),
+      tables => maps:get(tables, hm_ec_server:info())}.
+
+%% @doc One EC table on this node: type, conflict policy, members and which are reachable,
+%% delivered and stable vectors, buffered (not yet deliverable) and unstable operations, keys
+%% with metadata and its memory in words, size.
+-spec info(atom()) -> map() | {error, term()}.
+info(Tab) -> hm_ec_server:info(Tab).
+
+%% @doc Whether `Tab' is an EC table.
+-spec is_ec_table(atom()) -> boolean().
+is_ec_table(Tab) -> ec_options(Tab) =/= error.
+
+%% @doc The EC options of a table (`#{type, conflict, meta}'), or `error'.
+-spec ec_options(atom()) -> {ok, #{atom() => term()}} | error.
+ec_options(Tab) ->
+    case catch mnesia:table_info(Tab, user_properties) of
+        Props when is_list(Props) ->
+            case lists:keyfind(?PROP, 1, Props) of
+                {?PROP, Opts} -> {ok, Opts};
+                false -> error
+            end;
+        _ -> error
+    end.

@@ -1,0 +1,160 @@
+%% @doc Tagged causal stable broadcast, pure (seed 000 §4.3–4.8, Algorithm 1), with the
+%% extensions a partition-tolerant table needs: retransmission and eager acknowledgements.
+%%
+%% One state per EC table and node; the members are the table's copy holders. Functions take
+%% the state and return the new state and the messages to send (`[{Node, Msg}]'); the server
+%% ({@link hm_ec_server}) only sends them.
+%% <ul>
+%% <li>{@link broadcast/2} ("on broadcast"): timestamp a local operation; it is delivered
+%% locally at once and logged for retransmission.</li>
+%% <li>{@link receive_op/2} ("on receive"): causal delivery ({@link hm_causal_buffer}); what
+%% becomes deliverable is returned tagged with its timestamp and logged.</li>
+%% <li>{@link acks/1}, {@link receive_ack/3}: every member periodically tells the others what
+%% it has delivered (eager acknowledgements, so stability progresses when some members never
+%% write: FEATURES X4).</li>
+%% <li>{@link stable/1} ("check stability"): the minimum over members of what each is known to
+%% have delivered. A member's ack counts only once every operation that member sent before
+%% acknowledging has been delivered here, so no operation concurrent with a stable one can
+%% still arrive (the condition of Algorithm 1, with acks as empty messages).</li>
+%% <li>{@link missing/3}: the logged operations a member is not known to have, for
+%% retransmission after a reconnect or when they are older than a tick. The log keeps every
+%% delivered operation, of any origin, until it is stable, so any member can repair any other
+%% after a partition.</li>
+%% </ul>
+%% Replica ids are `{Node, Incarnation}': a node that restarts without its state starts a new
+%% incarnation, so it never reuses a sequence number. Membership, acks and `known' are per node.
+%%
+%% Invariants: a logged operation is delivered here; the log holds no stable operation after
+%% {@link gc/1}; `known' only grows for a member.
+-module(hm_tcsb).
+
+-export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/3, stable/1, gc/1,
+         missing/3, tick/1, set_members/2, members/1, self/1, delivered/1, log_size/1, pending/1,
+         known/1]).
+-export_type([state/0, message/0]).
+
+-type message() :: hm_causal_buffer:message().
+-type replica() :: {node(), term()}.
+-record(tcsb, {self :: replica(),
+               members :: [node()],
+               cb :: hm_causal_buffer:buffer(),
+               %% delivered, not yet stable: Dot => {Message, TickLogged}
+               log = #{} :: #{hm_vv:dot() => {message(), non_neg_integer()}},
+               known = #{} :: #{node() => hm_vv:vv()},
+               %% acks whose sender's own operations have not all arrived yet
+               early_acks = #{} :: #{replica() => hm_vv:vv()},
+               ticks = 0 :: non_neg_integer()}).
+-opaque state() :: #tcsb{}.
+
+%% @doc A fresh member: nothing delivered. `Self' is this replica's `{node(), Incarnation}'.
+-spec new(replica(), [node()]) -> state().
+new(Self, Members) -> new(Self, Members, hm_vv:new()).
+
+%% @doc A member that has delivered `Delivered' (after a restart or a state transfer).
+-spec new(replica(), [node()], hm_vv:vv()) -> state().
+new(Self = {Node, _}, Members, Delivered) ->
+    #tcsb{self = Self, members = lists:usort([Node | Members]),
+          cb = hm_causal_buffer:new(Delivered)}.
+
+%% @doc Algorithm 1 "on broadcast": the operation's message (delivered here already) and the
+%% sends to every other member.
+-spec broadcast(term(), state()) -> {message(), [{node(), term()}], state()}.
+broadcast(Payload, S = #tcsb{self = Self = {Node, _}, cb = CB, members = Ms}) ->
+    {Ts, CB1} = hm_causal_buffer:send_msg(Self, CB),
+    Msg = {Self, Ts, Payload},
+    S1 = log_msg(Msg, S#tcsb{cb = CB1}),
+    {Msg, [{M, {op, Msg}} || M <- Ms, M =/= Node], S1}.
+
+%% @doc Algorithm 1 "on receive": the messages that became deliverable, in causal order.
+-spec receive_op(message(), state()) -> {[message()], state()}.
+receive_op(Msg, S = #tcsb{cb = CB}) ->
+    {Ready, CB1} = hm_causal_buffer:rcv_msg(Msg, CB),
+    S1 = lists:foldl(fun(M = {{Node, _}, Ts, _}, Acc = #tcsb{known = K}) ->
+                             %% the origin had delivered Ts when it sent the message
+                             log_msg(M, Acc#tcsb{known = K#{Node => join(Node, Ts, K)}})
+                     end, S#tcsb{cb = CB1}, Ready),
+    {Ready, settle_acks(S1)}.
+
+log_msg(Msg = {Origin, Ts, _}, S = #tcsb{log = L, ticks = T}) ->
+    S#tcsb{log = L#{{Origin, maps:get(Origin, Ts)} => {Msg, T}}}.
+
+join(R, V, Known) -> hm_vv:join(maps:get(R, Known, #{}), V).
+
+%% @doc The acknowledgements to send to every other member: `{ack, Replica, Delivered}'.
+-spec acks(state()) -> [{node(), term()}].
+acks(#tcsb{self = Self = {Node, _}, members = Ms, cb = CB}) ->
+    D = hm_causal_buffer:delivered(CB),
+    [{M, {ack, Self, D}} || M <- Ms, M =/= Node].
+
+%% @doc Replica `From' has delivered `V'. It counts once this replica has delivered every
+%% operation `From' itself sent before acknowledging.
+-spec receive_ack(replica(), hm_vv:vv(), state()) -> state().
+receive_ack(From, V, S = #tcsb{early_acks = E}) ->
+    settle_acks(S#tcsb{early_acks = E#{From => hm_vv:join(maps:get(From, E, #{}), V)}}).
+
+settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
+    D = hm_causal_buffer:delivered(CB),
+    {Ready, Early} = maps:fold(fun(From, V, {R, Er}) ->
+                                       case hm_vv:get(From, V) =< hm_vv:get(From, D) of
+                                           true -> {R#{From => V}, Er};
+                                           false -> {R, Er#{From => V}}
+                                       end
+                               end, {#{}, #{}}, E),
+    K1 = maps:fold(fun({Node, _}, V, Acc) -> Acc#{Node => join(Node, V, Acc)} end, K, Ready),
+    S#tcsb{early_acks = Early, known = K1}.
+
+%% @doc Algorithm 1 "check stability": every operation whose dot is in the returned vector
+%% is causally stable here.
+-spec stable(state()) -> hm_vv:vv().
+stable(#tcsb{self = {Node, _}, members = Ms, known = K, cb = CB}) ->
+    D = hm_causal_buffer:delivered(CB),
+    lists:foldl(fun(M, Acc) when M =:= Node -> Acc;
+                   (M, Acc) -> hm_vv:meet(Acc, maps:get(M, K, #{}))
+                end, D, Ms).
+
+%% @doc Forget logged operations that are stable (every member has them).
+-spec gc(state()) -> state().
+gc(S = #tcsb{log = L}) ->
+    V = stable(S),
+    S#tcsb{log = maps:filter(fun(D, _) -> not hm_vv:contains(D, V) end, L)}.
+
+%% @doc Logged operations `Peer' is not known to have, oldest first. `all' gives every one
+%% (after a reconnect); `old' only those logged at least one tick ago (a periodic safety net
+%% that does not resend what is still in flight).
+-spec missing(node(), all | old, state()) -> [message()].
+missing(Peer, Which, #tcsb{log = L, known = K, ticks = T}) ->
+    Has = maps:get(Peer, K, #{}),
+    Msgs = [{D, M} || {D, {M, At}} <- maps:to_list(L), not hm_vv:contains(D, Has),
+                      Which =:= all orelse At < T],
+    [M || {_, M} <- lists:sort(fun({{_, A}, _}, {{_, B}, _}) -> A =< B end, Msgs)].
+
+%% @doc Advance the logical tick used by {@link missing/3}.
+-spec tick(state()) -> state().
+tick(S = #tcsb{ticks = T}) -> S#tcsb{ticks = T + 1}.
+
+%% @doc Change the members (copy holders): a removed member no longer holds stability back.
+-spec set_members([node()], state()) -> state().
+set_members(Ms, S = #tcsb{self = {Node, _}, known = K, early_acks = E}) ->
+    Ms1 = lists:usort([Node | Ms]),
+    S#tcsb{members = Ms1, known = maps:with(Ms1, K),
+           early_acks = maps:filter(fun({N, _}, _) -> lists:member(N, Ms1) end, E)}.
+
+-spec self(state()) -> replica().
+self(#tcsb{self = Self}) -> Self.
+
+-spec members(state()) -> [node()].
+members(#tcsb{members = Ms}) -> Ms.
+
+-spec delivered(state()) -> hm_vv:vv().
+delivered(#tcsb{cb = CB}) -> hm_causal_buffer:delivered(CB).
+
+-spec log_size(state()) -> non_neg_integer().
+log_size(#tcsb{log = L}) -> map_size(L).
+
+%% @doc Operations received but not deliverable yet.
+-spec pending(state()) -> non_neg_integer().
+pending(#tcsb{cb = CB}) -> hm_causal_buffer:pending_count(CB).
+
+%% @doc What each member is known to have delivered.
+-spec known(state()) -> #{node() => hm_vv:vv()}.
+known(#tcsb{known = K}) -> K.

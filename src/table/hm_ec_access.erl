@@ -1,0 +1,125 @@
+%% @doc The `mnesia_access' callback module behind `async_ec' and `sync_ec' (seed 000 §3.1:
+%% the new access context; unmodified OTP: `mnesia:activity(async_dirty, Fun, Args,
+%% hm_ec_access)').
+%%
+%% Inside the activity the user's ordinary `mnesia:*' calls reach these callbacks. For an EC
+%% table, `write', `delete', `delete_object' and `clear_table' become operations of the
+%% table's CRDT, applied here and broadcast by {@link hm_ec_server}; every read and query
+%% (`read', `select' with or without continuation, `match_object', `index_read',
+%% `index_match_object', `all_keys', `foldl', `foldr', `first', `last', `next', `prev',
+%% `table_info') runs unchanged on the local table, which holds exactly what reads must show.
+%% Tables that are not EC tables fall through to plain Mnesia.
+%%
+%% Errors abort the activity as Mnesia does: `{bad_type, Tab, Record}' for a record of the
+%% wrong name or size, `{ec_write_failed, Tab, Reason}' if the node's server refuses.
+-module(hm_ec_access).
+
+-export([lock/4, write/5, delete/5, delete_object/5, read/5, match_object/5, all_keys/4,
+         index_match_object/6, index_read/6, table_info/4, select/5, select/6, select_cont/3,
+         first/3, last/3, next/4, prev/4, foldl/6, foldr/6, clear_table/4]).
+
+-define(MODE_KEY, hm_ec_mode).
+
+%%% ------------------------------------------------------------- writes
+
+-spec write(term(), term(), atom(), tuple(), atom()) -> ok.
+write(Tid, Ts, Tab, Val, LockKind) ->
+    case ec(Tab) of
+        false -> mnesia:write(Tid, Ts, Tab, Val, LockKind);
+        true -> check_record(Tab, Val), submit(Tab, {element(2, Val), {write, Val}})
+    end.
+
+-spec delete(term(), term(), atom(), term(), atom()) -> ok.
+delete(Tid, Ts, Tab, Key, LockKind) ->
+    case ec(Tab) of
+        false -> mnesia:delete(Tid, Ts, Tab, Key, LockKind);
+        true -> submit(Tab, {Key, delete})
+    end.
+
+-spec delete_object(term(), term(), atom(), tuple(), atom()) -> ok.
+delete_object(Tid, Ts, Tab, Val, LockKind) ->
+    case ec(Tab) of
+        false -> mnesia:delete_object(Tid, Ts, Tab, Val, LockKind);
+        true -> check_record(Tab, Val), submit(Tab, {element(2, Val), {delete_object, Val}})
+    end.
+
+-spec clear_table(term(), term(), atom(), term()) -> ok.
+clear_table(Tid, Ts, Tab, Obj) ->
+    case ec(Tab) of
+        false -> mnesia:clear_table(Tid, Ts, Tab, Obj);
+        true -> submit(Tab, {'$all', clear})
+    end.
+
+ec(Tab) -> is_atom(Tab) andalso hypermnesia:is_ec_table(Tab).
+
+check_record(Tab, Val) ->
+    RecName = mnesia:table_info(Tab, record_name),
+    Arity = mnesia:table_info(Tab, arity),
+    case is_tuple(Val) andalso tuple_size(Val) =:= Arity andalso element(1, Val) =:= RecName of
+        true -> ok;
+        false -> mnesia:abort({bad_type, Tab, Val})
+    end.
+
+submit(Tab, KeyOp) ->
+    Mode = case get(?MODE_KEY) of
+               sync -> sync;
+               _ -> async
+           end,
+    case hm_ec_server:submit(Tab, KeyOp, Mode) of
+        ok -> ok;
+        {error, Reason} -> mnesia:abort({ec_write_failed, Tab, Reason})
+    end.
+
+%%% ------------------------------------------------------------- everything else: plain Mnesia
+
+-spec lock(term(), term(), term(), atom()) -> term().
+lock(Tid, Ts, LockItem, LockKind) -> mnesia:lock(Tid, Ts, LockItem, LockKind).
+
+-spec read(term(), term(), atom(), term(), atom()) -> [tuple()].
+read(Tid, Ts, Tab, Key, LockKind) -> mnesia:read(Tid, Ts, Tab, Key, LockKind).
+
+-spec match_object(term(), term(), atom(), tuple(), atom()) -> [tuple()].
+match_object(Tid, Ts, Tab, Pat, LockKind) -> mnesia:match_object(Tid, Ts, Tab, Pat, LockKind).
+
+-spec all_keys(term(), term(), atom(), atom()) -> [term()].
+all_keys(Tid, Ts, Tab, LockKind) -> mnesia:all_keys(Tid, Ts, Tab, LockKind).
+
+-spec index_match_object(term(), term(), atom(), tuple(), term(), atom()) -> [tuple()].
+index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind) ->
+    mnesia:index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind).
+
+-spec index_read(term(), term(), atom(), term(), term(), atom()) -> [tuple()].
+index_read(Tid, Ts, Tab, Key, Attr, LockKind) ->
+    mnesia:index_read(Tid, Ts, Tab, Key, Attr, LockKind).
+
+-spec table_info(term(), term(), atom(), atom()) -> term().
+table_info(Tid, Ts, Tab, Item) -> mnesia:table_info(Tid, Ts, Tab, Item).
+
+-spec select(term(), term(), atom(), ets:match_spec(), atom()) -> [term()].
+select(Tid, Ts, Tab, Spec, LockKind) -> mnesia:select(Tid, Ts, Tab, Spec, LockKind).
+
+-spec select(term(), term(), atom(), ets:match_spec(), pos_integer(), atom()) ->
+          {[term()], term()} | '$end_of_table'.
+select(Tid, Ts, Tab, Spec, Limit, LockKind) ->
+    mnesia:select(Tid, Ts, Tab, Spec, Limit, LockKind).
+
+-spec select_cont(term(), term(), term()) -> {[term()], term()} | '$end_of_table'.
+select_cont(Tid, Ts, Cont) -> mnesia:select_cont(Tid, Ts, Cont).
+
+-spec first(term(), term(), atom()) -> term().
+first(Tid, Ts, Tab) -> mnesia:first(Tid, Ts, Tab).
+
+-spec last(term(), term(), atom()) -> term().
+last(Tid, Ts, Tab) -> mnesia:last(Tid, Ts, Tab).
+
+-spec next(term(), term(), atom(), term()) -> term().
+next(Tid, Ts, Tab, Key) -> mnesia:next(Tid, Ts, Tab, Key).
+
+-spec prev(term(), term(), atom(), term()) -> term().
+prev(Tid, Ts, Tab, Key) -> mnesia:prev(Tid, Ts, Tab, Key).
+
+-spec foldl(term(), term(), fun((term(), Acc) -> Acc), Acc, atom(), atom()) -> Acc.
+foldl(Tid, Ts, Fun, Acc, Tab, LockKind) -> mnesia:foldl(Tid, Ts, Fun, Acc, Tab, LockKind).
+
+-spec foldr(term(), term(), fun((term(), Acc) -> Acc), Acc, atom(), atom()) -> Acc.
+foldr(Tid, Ts, Fun, Acc, Tab, LockKind) -> mnesia:foldr(Tid, Ts, Fun, Acc, Tab, LockKind).

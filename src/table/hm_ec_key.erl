@@ -1,0 +1,123 @@
+%% @doc The per-key core of EC tables, pure: pure op-based add-wins (`pawset') and remove-wins
+%% (`prwset') sets of records, with the payload-conflict policies (seed 000 §4.5–4.9,
+%% Algorithm 2, and "Payload conflicts" in §4.9).
+%%
+%% A table is a set of keys; each key holds versions (records). A key's state is
+%% `{Seq, Log}': `Seq' the causally stable versions (no timestamps), `Log' the PO-log entries
+%% `{Dot, Kind, Payload}' not yet stable. Operations on key K, with dot D and vector Ts:
+%% <ul>
+%% <li>`{write, Rec, Hlc}': every entry of K that Ts has seen is redundant (Listing 9, second
+%% rule), and so is `Seq' (stable entries precede every new operation); the write is stored.</li>
+%% <li>`delete': prunes the same way. `pawset': a delete is itself redundant (Listing 9, first
+%% rule) and never stored. `prwset': it is stored, and beats concurrent writes.</li>
+%% <li>`{delete_object, Rec}': as delete, but only for versions equal to `Rec'.</li>
+%% </ul>
+%% Live versions: `pawset' the stable ones and the stored writes; `prwset' the same unless a
+%% stored delete is live, minus versions a live `delete_object' names. The conflict policy
+%% turns live versions into what reads show: `term_order' (the greatest record in Erlang term
+%% order, as in the paper), `lww' (the write with the greatest hybrid logical clock, then
+%% origin), or `siblings' (all of them, sorted).
+%%
+%% {@link stabilize/2}: once every entry of a key is stable, the key keeps only what the
+%% policy shows, without timestamps (for `term_order' and `lww' one record); the table layer
+%% then drops the key's metadata row, so a quiescent key costs no metadata (FEATURES X3).
+%%
+%% Invariants: after an effect, `Seq' and the stored entries never contradict (every entry
+%% delivered after a version became stable causally follows it and pruned it).
+-module(hm_ec_key).
+
+-export([new/0, new/1, effect/5, stabilize/3, live/2, view/3, timestamps/1, is_empty/1]).
+-export_type([key_state/0, op/0, ec_type/0, policy/0]).
+
+-type ec_type() :: pawset | prwset.
+-type policy() :: term_order | lww | siblings.
+-type hlc() :: {integer(), node() | term()}.
+-type op() :: {write, tuple(), hlc()} | delete | {delete_object, tuple()}.
+-type entry() :: {hm_vv:dot(), write, {tuple(), hlc()}}
+               | {hm_vv:dot(), delete, undefined}
+               | {hm_vv:dot(), delete_object, tuple()}.
+-type key_state() :: {[tuple()], [entry()]}.
+
+%% @doc A key with no versions.
+-spec new() -> key_state().
+new() -> {[], []}.
+
+%% @doc A key whose stable versions are what storage shows (no metadata row).
+-spec new([tuple()]) -> key_state().
+new(Stable) -> {Stable, []}.
+
+%% @doc Apply a causally delivered operation (seed 000 Algorithm 2 `add'/`delete' with
+%% `remove_redundant').
+-spec effect(ec_type(), op(), hm_vv:dot(), hm_vv:vv(), key_state()) -> key_state().
+effect(Type, Op, Dot, Ts, {Seq, Log}) ->
+    Older = fun({D, _, _}) -> hm_vv:contains(D, Ts) end,
+    case Op of
+        {write, Rec, Hlc} ->
+            {[], [E || E <- Log, not Older(E)] ++ [{Dot, write, {Rec, Hlc}}]};
+        delete ->
+            Kept = [E || E <- Log, not Older(E)],
+            case Type of
+                pawset -> {[], Kept};
+                prwset -> {[], Kept ++ [{Dot, delete, undefined}]}
+            end;
+        {delete_object, Rec} ->
+            Names = fun({_, write, {R, _}}) -> R =:= Rec;
+                       ({_, delete_object, R}) -> R =:= Rec;
+                       (_) -> false
+                    end,
+            Kept = [E || E <- Log, not (Older(E) andalso Names(E))],
+            Seq1 = [R || R <- Seq, R =/= Rec],
+            case Type of
+                pawset -> {Seq1, Kept};
+                prwset -> {Seq1, Kept ++ [{Dot, delete_object, Rec}]}
+            end
+    end.
+
+%% @doc The live versions with their clocks (stable versions have none).
+-spec live(ec_type(), key_state()) -> [{tuple(), hlc() | stable}].
+live(pawset, {Seq, Log}) ->
+    [{R, stable} || R <- Seq] ++ [{R, H} || {_, write, {R, H}} <- Log];
+live(prwset, {Seq, Log}) ->
+    case lists:keymember(delete, 2, Log) of
+        true -> [];
+        false ->
+            Gone = [R || {_, delete_object, R} <- Log],
+            [{R, stable} || R <- Seq] ++
+                [{R, H} || {_, write, {R, H}} <- Log, not lists:member(R, Gone)]
+    end.
+
+%% @doc What reads show for the key under the policy: `[]' (absent), one record, or for
+%% `siblings' every live version.
+-spec view(ec_type(), policy(), key_state()) -> [tuple()].
+view(Type, Policy, S) ->
+    resolve(Policy, live(Type, S)).
+
+resolve(_, []) -> [];
+resolve(term_order, Vs) -> [lists:max([R || {R, _} <- Vs])];
+resolve(siblings, Vs) -> lists:usort([R || {R, _} <- Vs]);
+resolve(lww, Vs) ->
+    %% a stable version precedes every live write, so it only shows when it is alone
+    case [{H, R} || {R, H} <- Vs, H =/= stable] of
+        [] -> [lists:max([R || {R, _} <- Vs])];
+        Stamped -> [element(2, lists:max(Stamped))]
+    end.
+
+%% @doc Causal stability (seed 000 §4.7): when every entry's dot is in the stable vector `V',
+%% the key keeps only what the policy shows, as timestamp-free stable versions. Returns
+%% `{stable, Versions}' (the key needs no metadata any more) or `{unstable, KeyState}'.
+-spec stabilize(ec_type(), policy(), {hm_vv:vv(), key_state()}) ->
+          {stable, [tuple()]} | {unstable, key_state()}.
+stabilize(Type, Policy, {V, S = {_, Log}}) ->
+    case lists:all(fun({D, _, _}) -> hm_vv:contains(D, V) end, Log) of
+        true -> {stable, view(Type, Policy, S)};
+        false -> {unstable, S}
+    end.
+
+%% @doc Timestamps (dots) the key holds.
+-spec timestamps(key_state()) -> non_neg_integer().
+timestamps({_, Log}) -> length(Log).
+
+%% @doc No version and no entry: the key can be forgotten.
+-spec is_empty(key_state()) -> boolean().
+is_empty({[], []}) -> true;
+is_empty(_) -> false.

@@ -1,0 +1,330 @@
+%% @doc The one EC delivery process of a node (seed 000 §4.3: a gen_server in front of the
+%% tagged causal stable broadcast). It holds, per EC table, the broadcast state
+%% ({@link hm_tcsb}) and applies every operation, local or remote, to Mnesia storage with
+%% {@link hm_ec_key}, in causal order and one at a time: so a key's read-modify-write is
+%% atomic and no effect is applied in a spawned process.
+%%
+%% Storage per EC table `Tab' (all `local_content', on the table's copy holders):
+%% `Tab' holds what reads show (one record per key, or every sibling); `hm_meta_Tab' holds
+%% `{hm_meta, Key, KeyState}' only for keys with causally unstable entries, so a quiescent
+%% table carries no metadata (FEATURES X3).
+%%
+%% Every `tick' (250 ms) it sends acknowledgements (eager: stability progresses when members
+%% never write), folds causally stable keys and drops their metadata, forgets stable logged
+%% operations, resends logged operations a member still lacks after a tick, and refreshes
+%% which tables are EC tables and who holds copies. On `nodeup' it resends everything the
+%% returning member lacks. Messages from unknown nodes or of unknown shape are logged and
+%% dropped.
+-module(hm_ec_server).
+-behaviour(gen_server).
+
+-export([start_link/0, submit/3, info/0, info/1, refresh/0, tick_ms/0]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+-define(TICK_MS, 250).
+-define(SYNC_TIMEOUT_MS, 30000).
+
+%% What callers submit; the server stamps a write with its hybrid logical clock.
+-type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear.
+-type mode() :: async | sync.
+
+%%% ---------------------------------------------------------------- API
+
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() -> gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
+
+%% @doc Apply an operation on `Key' of EC table `Tab' here and broadcast it. `async' returns
+%% once applied locally; `sync' once every reachable copy holder has applied it (and, for a
+%% disc table, once the local write is on disc).
+-spec submit(atom(), {term(), op()}, mode()) -> ok | {error, term()}.
+submit(Tab, KeyOp, Mode) ->
+    gen_server:call(?MODULE, {submit, Tab, KeyOp, Mode}, infinity).
+
+%% @doc Node-wide status: EC tables and, per table, what {@link info/1} gives.
+-spec info() -> map().
+info() -> gen_server:call(?MODULE, info).
+
+%% @doc Status of one EC table on this node.
+-spec info(atom()) -> map() | {error, term()}.
+info(Tab) -> gen_server:call(?MODULE, {info, Tab}).
+
+%% @doc Look for new EC tables and copy holders now (otherwise every few ticks).
+-spec refresh() -> ok.
+refresh() -> gen_server:call(?MODULE, refresh).
+
+-spec tick_ms() -> pos_integer().
+tick_ms() -> ?TICK_MS.
+
+%%% ---------------------------------------------------------------- gen_server
+
+-spec init([]) -> {ok, map()}.
+init([]) ->
+    ok = net_kernel:monitor_nodes(true),
+    erlang:send_after(?TICK_MS, self(), tick),
+    {ok, refresh_tables(#{tables => #{}, hlc => 0, ticks => 0})}.
+
+-spec handle_call(term(), gen_server:from(), map()) ->
+          {reply, term(), map()} | {noreply, map()}.
+handle_call({submit, Tab, KeyOp, Mode}, From, S) ->
+    case table(Tab, S) of
+        {ok, T, S1} -> do_submit(Tab, T, KeyOp, Mode, From, S1);
+        error -> {reply, {error, {not_ec_table, Tab}}, S}
+    end;
+handle_call(info, _From, S = #{tables := Ts}) ->
+    {reply, #{node => node(), tables => maps:map(fun(Tab, T) -> table_info(Tab, T) end, Ts)},
+     S};
+handle_call({info, Tab}, _From, S) ->
+    case table(Tab, S) of
+        {ok, T, S1} -> {reply, table_info(Tab, T), S1};
+        error -> {reply, {error, {not_ec_table, Tab}}, S}
+    end;
+handle_call(refresh, _From, S) ->
+    {reply, ok, refresh_tables(S)};
+handle_call(Req, _From, S) ->
+    {reply, {error, {unknown_request, Req}}, S}.
+
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast(Msg, S) ->
+    logger:warning("hypermnesia: dropped unknown cast ~0p", [Msg]),
+    {noreply, S}.
+
+-spec handle_info(term(), map()) -> {noreply, map()}.
+handle_info({hm_ec, Tab, FromNode, Msg}, S = #{tables := Ts}) when is_atom(FromNode) ->
+    case Ts of
+        #{Tab := T} ->
+            case lists:member(FromNode, hm_tcsb:members(maps:get(tcsb, T))) of
+                true -> {noreply, remote(Tab, T, FromNode, Msg, S)};
+                false -> drop({not_a_member, FromNode, Tab}, S)
+            end;
+        _ -> drop({unknown_table, Tab, FromNode}, S)
+    end;
+handle_info(tick, S) ->
+    erlang:send_after(?TICK_MS, self(), tick),
+    {noreply, tick(S)};
+handle_info({hm_sync_timeout, Tab, Dot}, S = #{tables := Ts}) ->
+    case Ts of
+        #{Tab := T = #{waiters := W = #{Dot := {Caller, Nodes}}}} ->
+            gen_server:reply(Caller, {error, {sync_timeout, Nodes}}),
+            {noreply, put_table(Tab, T#{waiters := maps:remove(Dot, W)}, S)};
+        _ -> {noreply, S}
+    end;
+handle_info({nodeup, N}, S = #{tables := Ts}) ->
+    %% a member is back: send it everything it lacks
+    Ts1 = maps:map(fun(Tab, T = #{tcsb := B}) ->
+                           [send(N, Tab, {op, M}) || lists:member(N, hm_tcsb:members(B)),
+                                                     M <- hm_tcsb:missing(N, all, B)],
+                           T
+                   end, Ts),
+    {noreply, S#{tables := Ts1}};
+handle_info({nodedown, N}, S = #{tables := Ts}) ->
+    %% a sync_ec caller no longer waits for a member it cannot reach
+    {noreply, S#{tables := maps:map(fun(_, T) -> forget_waiter_node(N, T) end, Ts)}};
+handle_info(Msg, S) ->
+    drop({unknown_message, Msg}, S).
+
+drop(What, S) ->
+    logger:warning("hypermnesia: dropped ~0p", [What]),
+    {noreply, S}.
+
+%%% ---------------------------------------------------------------- local operations
+
+do_submit(Tab, T = #{tcsb := B}, {Key, Op0}, Mode, From, S = #{hlc := H0}) ->
+    {Op, H1} = stamp(Op0, H0),
+    {Msg = {Self, Ts, _}, Out, B1} = hm_tcsb:broadcast({Mode, Key, Op}, B),
+    T1 = apply_op(Tab, T#{tcsb := B1}, Msg),
+    [send(N, Tab, M) || {N, M} <- Out],
+    ok = durable(T1, Mode),
+    S1 = S#{hlc := H1},
+    Reachable = [N || {N, _} <- Out, lists:member(N, nodes())],
+    case {Mode, Reachable} of
+        {sync, [_ | _]} ->
+            Dot = {Self, maps:get(Self, Ts)},
+            Waiters = maps:get(waiters, T1),
+            T2 = T1#{waiters := Waiters#{Dot => {From, Reachable}}},
+            erlang:send_after(?SYNC_TIMEOUT_MS, self(), {hm_sync_timeout, Tab, Dot}),
+            {noreply, put_table(Tab, T2, S1)};
+        _ ->
+            {reply, ok, put_table(Tab, T1, S1)}
+    end.
+
+%% Hybrid logical clock for lww: the wall clock, never behind what was seen.
+stamp({write, Rec}, H) ->
+    H1 = max(erlang:system_time(microsecond), H + 1),
+    {{write, Rec, {H1, node()}}, H1};
+stamp(Op, H) -> {Op, H}.
+
+durable(#{storage := disc_copies}, sync) -> mnesia:sync_log();
+durable(_, _) -> ok.
+
+%%% ---------------------------------------------------------------- remote messages
+
+remote(Tab, T = #{tcsb := B}, From, {op, Msg}, S = #{hlc := H}) ->
+    case valid_op_msg(Msg) of
+        false -> element(2, drop({bad_op_message, Tab, From}, S));
+        true ->
+            {Ready, B1} = hm_tcsb:receive_op(Msg, B),
+            T1 = lists:foldl(fun(M, Acc) -> apply_op(Tab, Acc, M) end, T#{tcsb := B1}, Ready),
+            %% sync_ec callers at the origin wait for this
+            [send(ON, Tab, {applied, {O, maps:get(O, Ts)}})
+             || {O = {ON, _}, Ts, {sync, _, _}} <- Ready],
+            H1 = lists:foldl(fun({_, _, {_, _, {write, _, {Hx, _}}}}, Acc) -> max(Acc, Hx);
+                                (_, Acc) -> Acc
+                             end, H, Ready),
+            put_table(Tab, T1, S#{hlc := H1})
+    end;
+remote(Tab, T = #{tcsb := B}, _From, {ack, Replica = {N, _}, V}, S)
+  when is_atom(N), is_map(V) ->
+    put_table(Tab, T#{tcsb := hm_tcsb:receive_ack(Replica, V, B)}, S);
+remote(Tab, T = #{waiters := W}, From, {applied, Dot}, S) ->
+    case W of
+        #{Dot := {Caller, Nodes}} ->
+            case lists:delete(From, Nodes) of
+                [] -> gen_server:reply(Caller, ok),
+                      put_table(Tab, T#{waiters := maps:remove(Dot, W)}, S);
+                Rest -> put_table(Tab, T#{waiters := W#{Dot := {Caller, Rest}}}, S)
+            end;
+        _ -> S
+    end;
+remote(Tab, _T, From, Other, S) ->
+    element(2, drop({bad_message, Tab, From, Other}, S)).
+
+valid_op_msg(Msg = {{N, _}, _, {Mode, _Key, Op}}) when is_atom(N) ->
+    hm_causal_buffer:is_message(Msg) andalso (Mode =:= async orelse Mode =:= sync)
+        andalso valid_op(Op);
+valid_op_msg(_) -> false.
+
+valid_op({write, Rec, {H, N}}) -> is_tuple(Rec) andalso is_integer(H) andalso is_atom(N);
+valid_op(delete) -> true;
+valid_op({delete_object, Rec}) -> is_tuple(Rec);
+valid_op(clear) -> true;
+valid_op(_) -> false.
+
+forget_waiter_node(N, T = #{waiters := W}) ->
+    W1 = maps:fold(fun(Dot, {Caller, Nodes}, Acc) ->
+                           case lists:delete(N, Nodes) of
+                               [] -> gen_server:reply(Caller, ok), Acc;
+                               Rest -> Acc#{Dot => {Caller, Rest}}
+                           end
+                   end, #{}, W),
+    T#{waiters := W1}.
+
+%%% ---------------------------------------------------------------- effects on storage
+
+%% Apply a causally delivered operation to Mnesia storage (seed 000 Algorithm 2).
+apply_op(Tab, T, {Origin, Ts, {_Mode, _Key, clear}}) ->
+    Keys = lists:usort(mnesia:dirty_all_keys(Tab) ++ mnesia:dirty_all_keys(maps:get(meta, T))),
+    lists:foldl(fun(K, Acc) -> apply_key(Tab, Acc, Origin, Ts, K, delete) end, T, Keys);
+apply_op(Tab, T, {Origin, Ts, {_Mode, Key, Op}}) ->
+    apply_key(Tab, T, Origin, Ts, Key, Op).
+
+apply_key(Tab, T = #{type := Type, meta := Meta}, Origin, Ts, Key, Op) ->
+    KS = key_state(Tab, Meta, Key),
+    KS1 = hm_ec_key:effect(Type, Op, {Origin, maps:get(Origin, Ts)}, Ts, KS),
+    store(Tab, T, Key, KS1),
+    T.
+
+key_state(Tab, Meta, Key) ->
+    case mnesia:dirty_read(Meta, Key) of
+        [{hm_meta, Key, KS}] -> KS;
+        [] -> hm_ec_key:new(mnesia:dirty_read(Tab, Key))
+    end.
+
+%% Write what reads show, and the key's metadata only while it has unstable entries.
+store(Tab, #{type := Type, policy := Policy, meta := Meta}, Key, KS) ->
+    show(Tab, Key, hm_ec_key:view(Type, Policy, KS)),
+    case hm_ec_key:timestamps(KS) of
+        0 -> mnesia:dirty_delete(Meta, Key);
+        _ -> mnesia:dirty_write(Meta, {hm_meta, Key, KS})
+    end.
+
+show(Tab, Key, View) ->
+    case mnesia:dirty_read(Tab, Key) of
+        View -> ok;
+        _ ->
+            mnesia:dirty_delete(Tab, Key),
+            lists:foreach(fun(R) -> mnesia:dirty_write(Tab, R) end, View)
+    end.
+
+%% Causal stability (seed 000 §4.7): keys whose entries are all stable lose their metadata.
+stabilize(Tab, T = #{type := Type, policy := Policy, meta := Meta, tcsb := B}) ->
+    V = hm_tcsb:stable(B),
+    lists:foreach(
+      fun(Key) ->
+              case hm_ec_key:stabilize(Type, Policy, {V, key_state(Tab, Meta, Key)}) of
+                  {stable, View} -> show(Tab, Key, View), mnesia:dirty_delete(Meta, Key);
+                  {unstable, _} -> ok
+              end
+      end, mnesia:dirty_all_keys(Meta)),
+    T#{tcsb := hm_tcsb:gc(B)}.
+
+%%% ---------------------------------------------------------------- ticks and tables
+
+tick(S = #{ticks := N}) ->
+    S1 = case N rem 4 of
+             0 -> refresh_tables(S);
+             _ -> S
+         end,
+    Ts = maps:map(fun(Tab, T = #{tcsb := B}) ->
+                          Up = nodes(),
+                          [send(M, Tab, Ack) || {M, Ack} <- hm_tcsb:acks(B), lists:member(M, Up)],
+                          [send(M, Tab, {op, Msg}) || M <- hm_tcsb:members(B), lists:member(M, Up),
+                                                     Msg <- hm_tcsb:missing(M, old, B)],
+                          T1 = stabilize(Tab, T),
+                          T1#{tcsb := hm_tcsb:tick(maps:get(tcsb, T1))}
+                  end, maps:get(tables, S1)),
+    S1#{tables := Ts, ticks := N + 1}.
+
+table(Tab, S = #{tables := Ts}) ->
+    case Ts of
+        #{Tab := T} -> {ok, T, S};
+        _ ->
+            S1 = refresh_tables(S),
+            case maps:get(tables, S1) of
+                #{Tab := T} -> {ok, T, S1};
+                _ -> error
+            end
+    end.
+
+put_table(Tab, T, S = #{tables := Ts}) -> S#{tables := Ts#{Tab => T}}.
+
+%% EC tables with a local copy, and their copy holders, from Mnesia's schema.
+refresh_tables(S = #{tables := Ts}) ->
+    Local = case catch mnesia:system_info(local_tables) of
+                L when is_list(L) -> L;
+                _ -> []
+            end,
+    Ec = [{Tab, Opts} || Tab <- Local, {ok, Opts} <- [hypermnesia:ec_options(Tab)]],
+    Ts1 = maps:from_list(
+            [{Tab, case Ts of
+                       #{Tab := T = #{tcsb := B}} ->
+                           T#{tcsb := hm_tcsb:set_members(copy_holders(Tab), B)};
+                       _ -> new_table(Tab, Opts)
+                   end} || {Tab, Opts} <- Ec]),
+    S#{tables := Ts1}.
+
+new_table(Tab, #{type := Type, conflict := Policy, meta := Meta}) ->
+    Incarnation = erlang:unique_integer([positive, monotonic]) + erlang:system_time(microsecond),
+    #{type => Type, policy => Policy, meta => Meta,
+      storage => mnesia:table_info(Tab, storage_type),
+      tcsb => hm_tcsb:new({node(), Incarnation}, copy_holders(Tab)),
+      waiters => #{}}.
+
+copy_holders(Tab) ->
+    lists:usort(mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies)).
+
+table_info(Tab, #{type := Type, policy := Policy, meta := Meta, tcsb := B, waiters := W}) ->
+    #{table => Tab, type => Type, conflict => Policy,
+      members => hm_tcsb:members(B),
+      reachable => [N || N <- hm_tcsb:members(B), N =:= node() orelse lists:member(N, nodes())],
+      delivered => hm_tcsb:delivered(B),
+      stable => hm_tcsb:stable(B),
+      buffered_ops => hm_tcsb:pending(B),
+      unstable_ops => hm_tcsb:log_size(B),
+      unstable_keys => mnesia:table_info(Meta, size),
+      metadata_words => mnesia:table_info(Meta, memory),
+      size => mnesia:table_info(Tab, size),
+      sync_waiting => map_size(W)}.
+
+send(Node, Tab, Msg) ->
+    _ = erlang:send({?MODULE, Node}, {hm_ec, Tab, node(), Msg}, [noconnect, nosuspend]),
+    ok.

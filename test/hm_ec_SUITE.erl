@@ -1,0 +1,275 @@
+%% @doc EC tables on three real nodes (OTP `peer'), with real partitions.
+%%
+%% Peers are controlled over standard I/O, not distribution, so cutting the nodes' links never
+%% cuts the test's control. A partition gives each side a wrong cookie for the other side
+%% (different on each side, so the handshake fails both ways) and disconnects: traffic is
+%% dropped and reconnection refused until the heal restores the cookies. Nothing in the test
+%% reconnects the nodes or Mnesia: Hypermnesia does it by itself.
+-module(hm_ec_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("eunit/include/eunit.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
+         partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
+         bad_input/1, non_ec_tables_untouched/1]).
+
+all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partition_remove_wins,
+          quiescent_metadata, conflict_policies, sync_ec, bad_input, non_ec_tables_untouched].
+
+%%% ------------------------------------------------------------- cluster
+
+init_per_suite(Config) ->
+    _ = os:cmd("epmd -daemon"),
+    Dir = ?config(priv_dir, Config),
+    %% the library, and this suite: funs written here run on the peers
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [hypermnesia, ?MODULE]]),
+    Names = [list_to_atom(lists:concat(["hm", I, "_", os:getpid()])) || I <- [1, 2, 3]],
+    Peers = [begin
+                 {ok, P, N} = peer:start(#{name => Name, connection => standard_io,
+                                           args => Paths ++ ["-connect_all", "false",
+                                                    "-kernel", "prevent_overlapping_partitions",
+                                                    "false",
+                                                    "-mnesia", "dir",
+                                                    "\"" ++ filename:join(Dir, Name) ++ "\""]}),
+                 {P, N}
+             end || Name <- Names],
+    [{P1, _} | _] = Peers,
+    Nodes = [N || {_, N} <- Peers],
+    [pong = peer:call(P1, net_adm, ping, [N]) || N <- tl(Nodes)],
+    ok = peer:call(P1, mnesia, create_schema, [Nodes]),
+    [begin
+         ok = peer:call(P, application, load, [hypermnesia]),
+         ok = peer:call(P, application, set_env, [hypermnesia, max_backoff_ms, 500]),
+         ok = peer:call(P, hypermnesia, start, [])
+     end || {P, _} <- Peers],
+    [{peers, Peers}, {nodes, Nodes} | Config].
+
+end_per_suite(Config) ->
+    [peer:stop(P) || {P, _} <- ?config(peers, Config)],
+    ok.
+
+init_per_testcase(Case, Config) -> [{tab, Case} | Config].
+
+end_per_testcase(_Case, Config) ->
+    heal(Config),
+    _ = call(1, Config, hypermnesia, delete_table, [?config(tab, Config)]),
+    ok.
+
+call(I, Config, M, F, A) ->
+    {P, _} = lists:nth(I, ?config(peers, Config)),
+    peer:call(P, M, F, A, 30000).
+
+node_n(I, Config) -> lists:nth(I, ?config(nodes, Config)).
+
+ec(I, Config, Fun) -> call(I, Config, hypermnesia, async_ec, [Fun]).
+
+create(Config, Opts) ->
+    Tab = ?config(tab, Config),
+    {atomic, ok} = call(1, Config, hypermnesia, create_table,
+                        [Tab, [{attributes, [id, name, year]},
+                               {ram_copies, ?config(nodes, Config)} | Opts]]),
+    Tab.
+
+%% Give each side a wrong cookie for the other, different per side, and cut the links.
+partition(Side1, Side2, Config) ->
+    [begin
+         ok = set_cookie(I, J, list_to_atom("cut" ++ integer_to_list(I)), Config),
+         true = call(I, Config, erlang, disconnect_node, [node_n(J, Config)])
+     end || I <- Side1, J <- Side2],
+    [ok = set_cookie(J, I, list_to_atom("cut" ++ integer_to_list(J)), Config)
+     || I <- Side1, J <- Side2],
+    wait_until(fun() ->
+                       lists:all(fun({I, J}) ->
+                                         not lists:member(node_n(J, Config),
+                                                          call(I, Config, erlang, nodes, []))
+                                 end, [{I, J} || I <- Side1, J <- Side2])
+               end).
+
+set_cookie(I, J, Cookie, Config) ->
+    true = call(I, Config, erlang, set_cookie, [node_n(J, Config), Cookie]),
+    ok.
+
+%% Restore the cookies; reconnecting (nodes, then Mnesia) is left to Hypermnesia: wait for it.
+heal(Config) ->
+    Cookie = call(1, Config, erlang, get_cookie, []),
+    [set_cookie(I, J, Cookie, Config) || I <- [1, 2, 3], J <- [1, 2, 3], I =/= J],
+    Nodes = lists:sort(?config(nodes, Config)),
+    wait_until(fun() ->
+                       lists:all(fun(I) ->
+                                         lists:sort(call(I, Config, mnesia, system_info,
+                                                         [running_db_nodes])) =:= Nodes
+                                 end, [1, 2, 3])
+               end).
+
+wait_until(F) -> wait_until(F, 200).
+wait_until(F, 0) -> ct:fail({timeout, erlang:fun_info(F, name), F()});
+wait_until(F, N) ->
+    case F() of
+        true -> ok;
+        _ -> timer:sleep(100), wait_until(F, N - 1)
+    end.
+
+contents(I, Config, Tab) ->
+    lists:sort(ec(I, Config, fun() -> mnesia:select(Tab, [{'_', [], ['$_']}]) end)).
+
+converged(Config, Tab) ->
+    wait_until(fun() -> length(lists:usort([contents(I, Config, Tab) || I <- [1, 2, 3]])) =:= 1
+               end),
+    contents(1, Config, Tab).
+
+%%% ------------------------------------------------------------- cases
+
+write_everywhere_read_everywhere(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    [ok = ec(I, Config, fun() -> mnesia:write({Tab, I, node(), 2000 + I}) end) || I <- [1, 2, 3]],
+    Expected = [{Tab, I, node_n(I, Config), 2000 + I} || I <- [1, 2, 3]],
+    Expected = converged(Config, Tab),
+    [[{Tab, 2, _, 2002}] = ec(I, Config, fun() -> mnesia:read(Tab, 2) end) || I <- [1, 2, 3]],
+    ok.
+
+queries(Config) ->
+    Tab = create(Config, [{type, pawset}, {index, [year]}]),
+    ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, K * 10, K rem 3}) || K <- lists:seq(1, 30)],
+                                ok end),
+    wait_until(fun() -> length(contents(3, Config, Tab)) =:= 30 end),
+    %% on another node than the writer
+    10 = length(ec(3, Config, fun() -> mnesia:index_read(Tab, 0, year) end)),
+    10 = length(ec(3, Config, fun() -> mnesia:index_match_object({Tab, '_', '_', 1}, year) end)),
+    {First, Cont} = ec(3, Config, fun() -> mnesia:select(Tab, [{{Tab, '$1', '_', '_'}, [], ['$1']}], 7, read) end),
+    Rest = ec(3, Config, fun() -> collect(mnesia:select(Cont), []) end),
+    Keys = lists:sort(First ++ Rest),
+    Keys = lists:seq(1, 30),
+    4650 = ec(3, Config, fun() -> mnesia:foldl(fun({_, _, N, _}, A) -> A + N end, 0, Tab) end),
+    4650 = ec(3, Config, fun() -> mnesia:foldr(fun({_, _, N, _}, A) -> A + N end, 0, Tab) end),
+    30 = length(ec(2, Config, fun() -> mnesia:all_keys(Tab) end)),
+    10 = length(ec(2, Config, fun() -> mnesia:match_object({Tab, '_', '_', 2}) end)),
+    30 = ec(2, Config, fun() -> mnesia:table_info(Tab, size) end),
+    true = is_integer(ec(2, Config, fun() -> mnesia:first(Tab) end)),
+    {atomic, ok} = ec(2, Config, fun() -> mnesia:clear_table(Tab) end),
+    [] = converged(Config, Tab),
+    ok.
+
+collect('$end_of_table', Acc) -> Acc;
+collect({Items, Cont}, Acc) -> collect(mnesia:select(Cont), Acc ++ Items).
+
+%% The paper's Table 3 / Fig. 4-6, with a real partition: C is cut off; both sides write;
+%% A deletes a key that C concurrently rewrites; after the heal everyone agrees, add wins.
+partition_add_wins(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    ok = ec(1, Config, fun() -> mnesia:write({Tab, a, x, 1}) end),
+    [_] = converged(Config, Tab),
+    partition([1, 2], [3], Config),
+    ok = ec(1, Config, fun() -> mnesia:write({Tab, c, x, 1}) end),
+    ok = ec(1, Config, fun() -> mnesia:delete({Tab, a}) end),
+    ok = ec(3, Config, fun() -> mnesia:write({Tab, b, x, 1}) end),
+    ok = ec(3, Config, fun() -> mnesia:write({Tab, a, y, 2}) end),   % concurrent with the delete
+    [{Tab, c, x, 1}] = contents(2, Config, Tab),
+    [{Tab, a, y, 2}, {Tab, b, x, 1}] = contents(3, Config, Tab),
+    %% heal/1 also waits until Mnesia runs as one cluster again, without a restart
+    heal(Config),
+    [{Tab, a, y, 2}, {Tab, b, x, 1}, {Tab, c, x, 1}] = converged(Config, Tab),
+    ok.
+
+partition_remove_wins(Config) ->
+    Tab = create(Config, [{type, prwset}]),
+    ok = ec(1, Config, fun() -> mnesia:write({Tab, a, x, 1}) end),
+    [_] = converged(Config, Tab),
+    partition([1], [2, 3], Config),
+    ok = ec(1, Config, fun() -> mnesia:delete({Tab, a}) end),
+    ok = ec(2, Config, fun() -> mnesia:write({Tab, a, y, 2}) end),   % concurrent: remove wins
+    ok = ec(3, Config, fun() -> mnesia:write({Tab, b, z, 3}) end),
+    heal(Config),
+    [{Tab, b, z, 3}] = converged(Config, Tab),
+    %% a write after the heal (seeing the delete) wins as usual
+    ok = ec(2, Config, fun() -> mnesia:write({Tab, a, w, 4}) end),
+    [{Tab, a, w, 4}, {Tab, b, z, 3}] = converged(Config, Tab),
+    ok.
+
+%% After quiescence no key carries metadata and no operation waits in a log (X3, X4: nodes 2
+%% and 3 never write, yet stability progresses thanks to eager acknowledgements).
+quiescent_metadata(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, K, K}) || K <- lists:seq(1, 100)], ok end),
+    wait_until(fun() ->
+                       lists:all(fun(I) ->
+                                         #{unstable_keys := K, unstable_ops := O, size := S} =
+                                             call(I, Config, hypermnesia, info, [Tab]),
+                                         {K, O, S} =:= {0, 0, 100}
+                                 end, [1, 2, 3])
+               end),
+    ok.
+
+%% Concurrent writes of one key with different payloads: each policy picks the same on every
+%% node.
+conflict_policies(Config) ->
+    Base = ?config(tab, Config),
+    [begin
+         Tab = list_to_atom(atom_to_list(Base) ++ "_" ++ atom_to_list(P)),
+         C1 = lists:keystore(tab, 1, Config, {tab, Tab}),
+         Tab = create(C1, [{type, pawset}, {conflict, P}]),
+         partition([1], [2, 3], C1),
+         ok = ec(1, C1, fun() -> mnesia:write({Tab, k, b, 1}) end),
+         ok = ec(2, C1, fun() -> mnesia:write({Tab, k, a, 2}) end),
+         heal(C1),
+         Result = converged(C1, Tab),
+         case P of
+             term_order -> [{Tab, k, b, 1}] = Result;            % greatest record
+             lww -> [{Tab, k, a, 2}] = Result;                   % node 2 wrote later
+             siblings -> [{Tab, k, a, 2}, {Tab, k, b, 1}] = Result
+         end,
+         {atomic, ok} = call(1, C1, hypermnesia, delete_table, [Tab])
+     end || P <- [term_order, lww, siblings]],
+    ok.
+
+sync_ec(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    ok = call(1, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({Tab, 1, a, 1}) end]),
+    %% returned once every reachable node applied it: readable everywhere at once
+    [[{Tab, 1, a, 1}] = ec(I, Config, fun() -> mnesia:read(Tab, 1) end) || I <- [2, 3]],
+    %% with a member unreachable, sync_ec still returns (it waits for the reachable ones)
+    partition([1], [3], Config),
+    ok = call(1, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({Tab, 2, b, 1}) end]),
+    [{Tab, 2, b, 1}] = ec(2, Config, fun() -> mnesia:read(Tab, 2) end),
+    ok.
+
+bad_input(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    {aborted, {bad_type, {Tab, 1}}} = catch_ec(1, Config, fun() -> mnesia:write({Tab, 1}) end),
+    {aborted, {bad_type, Tab, {other, 1, 2, 3}}} =
+        catch_ec(1, Config, fun() -> mnesia:write(Tab, {other, 1, 2, 3}, write) end),
+    {aborted, {no_exists, [nope, 1]}} = catch_ec(1, Config, fun() -> mnesia:read(nope, 1) end),
+    {aborted, {bad_ec_option, t1, {conflict, newest}}} =
+        call(1, Config, hypermnesia, create_table, [t1, [{type, pawset}, {conflict, newest}]]),
+    {aborted, {bad_ec_option, t2, {disc_only_copies, _}}} =
+        call(1, Config, hypermnesia, create_table,
+             [t2, [{type, prwset}, {disc_only_copies, [node_n(1, Config)]}]]),
+    {aborted, {already_exists, Tab}} =
+        call(1, Config, hypermnesia, create_table, [Tab, [{type, pawset}]]),
+    {error, {not_ec_table, nope}} = call(1, Config, hypermnesia, info, [nope]),
+    %% a foreign message to the EC server is logged and dropped; the server lives on
+    Pid = call(2, Config, erlang, whereis, [hm_ec_server]),
+    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, 'evil@nowhere', {op, garbage}}]),
+    call(2, Config, erlang, send, [hm_ec_server, garbage]),
+    Pid = call(2, Config, erlang, whereis, [hm_ec_server]),
+    [] = contents(2, Config, Tab),
+    ok.
+
+catch_ec(I, Config, Fun) ->
+    call(I, Config, erlang, apply, [fun() -> catch_exit(Fun) end, []]).
+
+catch_exit(Fun) ->
+    try hypermnesia:async_ec(Fun)
+    catch exit:Reason -> Reason
+    end.
+
+non_ec_tables_untouched(Config) ->
+    Tab = ?config(tab, Config),
+    {atomic, ok} = call(1, Config, mnesia, create_table,
+                        [Tab, [{ram_copies, ?config(nodes, Config)}]]),
+    {atomic, ok} = call(1, Config, mnesia, transaction, [fun() -> mnesia:write({Tab, 1, x}) end]),
+    [{Tab, 1, x}] = call(2, Config, mnesia, dirty_read, [Tab, 1]),
+    %% inside async_ec a non-EC table is plain Mnesia
+    ok = ec(2, Config, fun() -> mnesia:write({Tab, 2, y}) end),
+    wait_until(fun() -> call(3, Config, mnesia, dirty_read, [Tab, 2]) =:= [{Tab, 2, y}] end),
+    ok.
