@@ -12,10 +12,11 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
-         bad_input/1, non_ec_tables_untouched/1]).
+         bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1]).
 
 all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partition_remove_wins,
-          quiescent_metadata, conflict_policies, sync_ec, bad_input, non_ec_tables_untouched].
+          quiescent_metadata, conflict_policies, sync_ec, bad_input, non_ec_tables_untouched,
+          new_copy_and_restart].
 
 %%% ------------------------------------------------------------- cluster
 
@@ -25,15 +26,7 @@ init_per_suite(Config) ->
     %% the library, and this suite: funs written here run on the peers
     Paths = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [hypermnesia, ?MODULE]]),
     Names = [list_to_atom(lists:concat(["hm", I, "_", os:getpid()])) || I <- [1, 2, 3]],
-    Peers = [begin
-                 {ok, P, N} = peer:start(#{name => Name, connection => standard_io,
-                                           args => Paths ++ ["-connect_all", "false",
-                                                    "-kernel", "prevent_overlapping_partitions",
-                                                    "false",
-                                                    "-mnesia", "dir",
-                                                    "\"" ++ filename:join(Dir, Name) ++ "\""]}),
-                 {P, N}
-             end || Name <- Names],
+    Peers = [start_peer(Name, Paths, Dir) || Name <- Names],
     [{P1, _} | _] = Peers,
     Nodes = [N || {_, N} <- Peers],
     [pong = peer:call(P1, net_adm, ping, [N]) || N <- tl(Nodes)],
@@ -43,7 +36,19 @@ init_per_suite(Config) ->
          ok = peer:call(P, application, set_env, [hypermnesia, max_backoff_ms, 500]),
          ok = peer:call(P, hypermnesia, start, [])
      end || {P, _} <- Peers],
-    [{peers, Peers}, {nodes, Nodes} | Config].
+    [{peers, Peers}, {nodes, Nodes}, {paths, Paths} | Config].
+
+start_peer(Name, Paths, Dir) ->
+    {ok, P, N} = peer:start(#{name => Name, connection => standard_io,
+                              args => Paths ++ ["-connect_all", "false",
+                                                "-kernel", "prevent_overlapping_partitions", "false",
+                                                "-mnesia", "dir",
+                                                "\"" ++ filename:join(Dir, Name) ++ "\""]}),
+    %% each node's log goes to a file beside the test logs, for post-mortems
+    ok = peer:call(P, logger, add_handler,
+                   [file, logger_std_h,
+                    #{config => #{file => filename:join(Dir, atom_to_list(Name) ++ ".log")}}]),
+    {P, N}.
 
 end_per_suite(Config) ->
     [peer:stop(P) || {P, _} <- ?config(peers, Config)],
@@ -132,7 +137,7 @@ queries(Config) ->
     Tab = create(Config, [{type, pawset}, {index, [year]}]),
     ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, K * 10, K rem 3}) || K <- lists:seq(1, 30)],
                                 ok end),
-    wait_until(fun() -> length(contents(3, Config, Tab)) =:= 30 end),
+    30 = length(converged(Config, Tab)),
     %% on another node than the writer
     10 = length(ec(3, Config, fun() -> mnesia:index_read(Tab, 0, year) end)),
     10 = length(ec(3, Config, fun() -> mnesia:index_match_object({Tab, '_', '_', 1}, year) end)),
@@ -273,3 +278,51 @@ non_ec_tables_untouched(Config) ->
     ok = ec(2, Config, fun() -> mnesia:write({Tab, 2, y}) end),
     wait_until(fun() -> call(3, Config, mnesia, dirty_read, [Tab, 2]) =:= [{Tab, 2, y}] end),
     ok.
+
+%% A fourth node gets a copy while node 1 keeps writing: it catches up by state transfer and
+%% converges. Then it restarts with an empty ram copy and catches up again.
+new_copy_and_restart(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, old, K}) || K <- lists:seq(1, 50)], ok end),
+    Name = list_to_atom("hm4_" ++ os:getpid()),
+    {P4, N4} = start_peer(Name, ?config(paths, Config), ?config(priv_dir, Config)),
+    join(P4, Config),
+    Writer = call(1, Config, erlang, spawn,
+                  [fun() -> [hypermnesia:async_ec(fun() -> mnesia:write({Tab, K, new, K}) end)
+                             || K <- lists:seq(51, 400)] end]),
+    {atomic, ok} = call(1, Config, hypermnesia, add_table_copy, [Tab, N4, ram_copies]),
+    wait_until(fun() -> not call(1, Config, erlang, is_process_alive, [Writer]) end),
+    Expected = converged(Config, Tab),
+    400 = length(Expected),
+    wait_until(fun() -> contents4(P4, Tab) =:= Expected end),
+    %% restart node 4: its ram copy comes back empty and catches up again
+    peer:stop(P4),
+    ok = ec(2, Config, fun() -> mnesia:delete({Tab, 1}) end),
+    {P4b, N4} = start_peer(Name, ?config(paths, Config), ?config(priv_dir, Config)),
+    pong = peer:call(P4b, net_adm, ping, [node_n(1, Config)]),
+    ok = peer:call(P4b, application, load, [hypermnesia]),
+    ok = peer:call(P4b, hypermnesia, start, []),
+    ok = peer:call(P4b, mnesia, wait_for_tables, [[Tab], 30000]),
+    Expected2 = converged(Config, Tab),
+    399 = length(Expected2),
+    wait_until(fun() -> contents4(P4b, Tab) =:= Expected2 end),
+    %% leave the cluster as it was
+    {atomic, ok} = call(1, Config, hypermnesia, del_table_copy, [Tab, N4]),
+    stopped = peer:call(P4b, mnesia, stop, []),
+    peer:stop(P4b),
+    {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, N4]),
+    ok.
+
+join(P4, Config) ->
+    pong = peer:call(P4, net_adm, ping, [node_n(1, Config)]),
+    ok = peer:call(P4, mnesia, start, []),
+    {ok, [_]} = call(1, Config, mnesia, change_config, [extra_db_nodes, [peer:call(P4, erlang, node, [])]]),
+    {atomic, ok} = call(1, Config, mnesia, change_table_copy_type,
+                        [schema, peer:call(P4, erlang, node, []), disc_copies]),
+    ok = peer:call(P4, application, load, [hypermnesia]),
+    ok = peer:call(P4, application, set_env, [hypermnesia, max_backoff_ms, 500]),
+    ok = peer:call(P4, hypermnesia, start, []).
+
+contents4(P, Tab) ->
+    lists:sort(peer:call(P, hypermnesia, async_ec,
+                         [fun() -> mnesia:select(Tab, [{'_', [], ['$_']}]) end])).

@@ -29,7 +29,7 @@
 -module(hm_tcsb).
 
 -export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/3, stable/1, gc/1,
-         missing/3, tick/1, set_members/2, members/1, self/1, delivered/1, log_size/1, pending/1,
+         missing/3, tick/1, set_members/2, members/1, self/1, own_log/1, delivered/1, log_size/1, pending/1,
          known/1]).
 -export_type([state/0, message/0]).
 
@@ -141,6 +141,11 @@ set_members(Ms, S = #tcsb{self = {Node, _}, known = K, early_acks = E}) ->
 
 -spec self(state()) -> replica().
 self(#tcsb{self = Self}) -> Self.
+
+%% @doc This replica's own logged operations, oldest first (replayed after a state transfer).
+-spec own_log(state()) -> [message()].
+own_log(#tcsb{self = Self, log = L}) ->
+    [M || {_, {M, _}} <- lists:sort([{C, V} || {{R, C}, V} <- maps:to_list(L), R =:= Self])].
 
 -spec members(state()) -> [node()].
 members(#tcsb{members = Ms}) -> Ms.

@@ -18,15 +18,18 @@
 %% order, as in the paper), `lww' (the write with the greatest hybrid logical clock, then
 %% origin), or `siblings' (all of them, sorted).
 %%
-%% {@link stabilize/2}: once every entry of a key is stable, the key keeps only what the
-%% policy shows, without timestamps (for `term_order' and `lww' one record); the table layer
-%% then drops the key's metadata row, so a quiescent key costs no metadata (FEATURES X3).
+%% {@link stabilize/3}: once every entry of a key is stable, the key keeps its live versions
+%% without timestamps; {@link compact/3} says when storage alone represents the key, and the
+%% table layer then drops its metadata row. A quiescent key costs no metadata (FEATURES X3)
+%% unless it holds concurrent versions the policy does not show; those stay, timestamp-free,
+%% until the next write or delete of the key.
 %%
 %% Invariants: after an effect, `Seq' and the stored entries never contradict (every entry
 %% delivered after a version became stable causally follows it and pruned it).
 -module(hm_ec_key).
 
--export([new/0, new/1, effect/5, stabilize/3, live/2, view/3, timestamps/1, is_empty/1]).
+-export([new/0, new/1, effect/5, stabilize/3, compact/3, live/2, view/3, timestamps/1,
+         is_empty/1]).
 -export_type([key_state/0, op/0, ec_type/0, policy/0]).
 
 -type ec_type() :: pawset | prwset.
@@ -36,7 +39,9 @@
 -type entry() :: {hm_vv:dot(), write, {tuple(), hlc()}}
                | {hm_vv:dot(), delete, undefined}
                | {hm_vv:dot(), delete_object, tuple()}.
--type key_state() :: {[tuple()], [entry()]}.
+%% Stable versions keep their clock (lww needs it; it is a payload tag, not causal metadata).
+-type version() :: {tuple(), hlc() | stable}.
+-type key_state() :: {[version()], [entry()]}.
 
 %% @doc A key with no versions.
 -spec new() -> key_state().
@@ -44,7 +49,7 @@ new() -> {[], []}.
 
 %% @doc A key whose stable versions are what storage shows (no metadata row).
 -spec new([tuple()]) -> key_state().
-new(Stable) -> {Stable, []}.
+new(Stable) -> {[{R, stable} || R <- Stable], []}.
 
 %% @doc Apply a causally delivered operation (seed 000 Algorithm 2 `add'/`delete' with
 %% `remove_redundant').
@@ -66,24 +71,23 @@ effect(Type, Op, Dot, Ts, {Seq, Log}) ->
                        (_) -> false
                     end,
             Kept = [E || E <- Log, not (Older(E) andalso Names(E))],
-            Seq1 = [R || R <- Seq, R =/= Rec],
+            Seq1 = [V || V = {R, _} <- Seq, R =/= Rec],
             case Type of
                 pawset -> {Seq1, Kept};
                 prwset -> {Seq1, Kept ++ [{Dot, delete_object, Rec}]}
             end
     end.
 
-%% @doc The live versions with their clocks (stable versions have none).
+%% @doc The live versions with their clocks (`stable' for a version read back from storage).
 -spec live(ec_type(), key_state()) -> [{tuple(), hlc() | stable}].
 live(pawset, {Seq, Log}) ->
-    [{R, stable} || R <- Seq] ++ [{R, H} || {_, write, {R, H}} <- Log];
+    Seq ++ [{R, H} || {_, write, {R, H}} <- Log];
 live(prwset, {Seq, Log}) ->
     case lists:keymember(delete, 2, Log) of
         true -> [];
         false ->
             Gone = [R || {_, delete_object, R} <- Log],
-            [{R, stable} || R <- Seq] ++
-                [{R, H} || {_, write, {R, H}} <- Log, not lists:member(R, Gone)]
+            Seq ++ [{R, H} || {_, write, {R, H}} <- Log, not lists:member(R, Gone)]
     end.
 
 %% @doc What reads show for the key under the policy: `[]' (absent), one record, or for
@@ -103,15 +107,26 @@ resolve(lww, Vs) ->
     end.
 
 %% @doc Causal stability (seed 000 §4.7): when every entry's dot is in the stable vector `V',
-%% the key keeps only what the policy shows, as timestamp-free stable versions. Returns
-%% `{stable, Versions}' (the key needs no metadata any more) or `{unstable, KeyState}'.
--spec stabilize(ec_type(), policy(), {hm_vv:vv(), key_state()}) ->
-          {stable, [tuple()]} | {unstable, key_state()}.
-stabilize(Type, Policy, {V, S = {_, Log}}) ->
+%% the key keeps its live versions without timestamps. All of them, not only the one the
+%% policy shows: nodes stabilize independently, and a later `delete_object' of the shown
+%% version must leave the same survivors everywhere (found by hm_ec_prop). Otherwise the key
+%% is unchanged.
+-spec stabilize(ec_type(), policy(), {hm_vv:vv(), key_state()}) -> key_state().
+stabilize(Type, _Policy, {V, S = {_, Log}}) ->
     case lists:all(fun({D, _, _}) -> hm_vv:contains(D, V) end, Log) of
-        true -> {stable, view(Type, Policy, S)};
-        false -> {unstable, S}
+        true -> {lists:usort(live(Type, S)), []};
+        false -> S
     end.
+
+%% @doc The key's state, or `none' when what reads show says it all (no timestamps and no
+%% version beside the shown ones): then the table layer keeps no metadata row for the key.
+-spec compact(ec_type(), policy(), key_state()) -> key_state() | none.
+compact(Type, Policy, S = {Seq, []}) ->
+    case lists:usort([R || {R, _} <- Seq]) =:= lists:usort(view(Type, Policy, S)) of
+        true -> none;
+        false -> S
+    end;
+compact(_, _, S) -> S.
 
 %% @doc Timestamps (dots) the key holds.
 -spec timestamps(key_state()) -> non_neg_integer().

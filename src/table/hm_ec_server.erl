@@ -67,7 +67,11 @@ init([]) ->
           {reply, term(), map()} | {noreply, map()}.
 handle_call({submit, Tab, KeyOp, Mode}, From, S) ->
     case table(Tab, S) of
-        {ok, T, S1} -> do_submit(Tab, T, KeyOp, Mode, From, S1);
+        {ok, T, S1} ->
+            try do_submit(Tab, T, KeyOp, Mode, From, S1)
+            catch Class:Reason:Stack ->
+                    {reply, {error, {not_applied, Reason}}, failed(Tab, S1, Class, Reason, Stack)}
+            end;
         error -> {reply, {error, {not_ec_table, Tab}}, S}
     end;
 handle_call(info, _From, S = #{tables := Ts}) ->
@@ -93,7 +97,7 @@ handle_info({hm_ec, Tab, FromNode, Msg}, S = #{tables := Ts}) when is_atom(FromN
     case Ts of
         #{Tab := T} ->
             case lists:member(FromNode, hm_tcsb:members(maps:get(tcsb, T))) of
-                true -> {noreply, remote(Tab, T, FromNode, Msg, S)};
+                true -> {noreply, guard(Tab, S, fun() -> remote(Tab, T, FromNode, Msg, S) end)};
                 false -> drop({not_a_member, FromNode, Tab}, S)
             end;
         _ -> drop({unknown_table, Tab, FromNode}, S)
@@ -121,6 +125,21 @@ handle_info({nodedown, N}, S = #{tables := Ts}) ->
     {noreply, S#{tables := maps:map(fun(_, T) -> forget_waiter_node(N, T) end, Ts)}};
 handle_info(Msg, S) ->
     drop({unknown_message, Msg}, S).
+
+%% One table's trouble never takes the node's other tables down: a table that no longer
+%% exists here (deleted, copy removed) is forgotten; anything else is logged and the table
+%% keeps its previous state.
+guard(Tab, S, Fun) ->
+    try Fun()
+    catch Class:Reason:Stack -> failed(Tab, S, Class, Reason, Stack)
+    end.
+
+failed(Tab, S = #{tables := Ts}, _Class, {aborted, {no_exists, _}}, _Stack) ->
+    logger:notice("hypermnesia: ~p is gone from this node", [Tab]),
+    S#{tables := maps:remove(Tab, Ts)};
+failed(Tab, S, Class, Reason, Stack) ->
+    logger:error("hypermnesia: ~p: ~p:~0p at ~0p", [Tab, Class, Reason, Stack]),
+    S.
 
 drop(What, S) ->
     logger:warning("hypermnesia: dropped ~0p", [What]),
@@ -158,15 +177,36 @@ durable(_, _) -> ok.
 
 %%% ---------------------------------------------------------------- remote messages
 
+remote(Tab, T = #{status := {syncing, Raw}}, From, {op, Msg}, S) ->
+    %% not caught up yet: keep it for after the state transfer
+    case valid_op_msg(Msg) of
+        false -> element(2, drop({bad_op_message, Tab, From}, S));
+        true -> put_table(Tab, T#{status := {syncing, [Msg | Raw]}}, S)
+    end;
+remote(Tab, T, From, {snapshot_req}, S) ->
+    case snapshot(Tab, T) of
+        {ok, Snap} -> send(From, Tab, {snapshot, Snap});
+        none -> ok
+    end,
+    put_table(Tab, T, S);
+remote(Tab, T = #{status := {syncing, _}}, _From, {snapshot, {Rows, MetaRows, V}}, S)
+  when is_list(Rows), is_list(MetaRows), is_map(V) ->
+    install(Tab, T, Rows, MetaRows, V, S);
+remote(_Tab, _T, _From, {snapshot, _}, S) ->
+    S;                                          % already caught up
 remote(Tab, T = #{tcsb := B}, From, {op, Msg}, S = #{hlc := H}) ->
     case valid_op_msg(Msg) of
         false -> element(2, drop({bad_op_message, Tab, From}, S));
         true ->
             {Ready, B1} = hm_tcsb:receive_op(Msg, B),
             T1 = lists:foldl(fun(M, Acc) -> apply_op(Tab, Acc, M) end, T#{tcsb := B1}, Ready),
-            %% sync_ec callers at the origin wait for this
-            [send(ON, Tab, {applied, {O, maps:get(O, Ts)}})
-             || {O = {ON, _}, Ts, {sync, _, _}} <- Ready],
+            %% sync_ec callers at the origin wait for this: acknowledge every sync operation
+            %% delivered here, duplicates included (a state transfer may have brought its
+            %% effect before the operation itself arrived)
+            Delivered = hm_tcsb:delivered(B1),
+            [send(ON, Tab, {applied, Dot})
+             || {O = {ON, _}, Ts, {sync, _, _}} <- lists:usort([Msg | Ready]),
+                Dot <- [{O, maps:get(O, Ts)}], hm_vv:contains(Dot, Delivered)],
             H1 = lists:foldl(fun({_, _, {_, _, {write, _, {Hx, _}}}}, Acc) -> max(Acc, Hx);
                                 (_, Acc) -> Acc
                              end, H, Ready),
@@ -187,6 +227,36 @@ remote(Tab, T = #{waiters := W}, From, {applied, Dot}, S) ->
     end;
 remote(Tab, _T, From, Other, S) ->
     element(2, drop({bad_message, Tab, From, Other}, S)).
+
+%%% ---------------------------------------------------------------- state transfer
+
+%% What a member that is caught up sends to one that is not: everything reads show, the
+%% metadata of unstable keys, and the delivered vector they reflect (one process made all
+%% three, so they agree). A member still syncing answers only while it holds nothing at all,
+%% so the members of a brand-new table release each other.
+snapshot(Tab, #{status := ready, meta := Meta, tcsb := B}) ->
+    {ok, {ets_rows(Tab), ets_rows(Meta), hm_tcsb:delivered(B)}};
+snapshot(Tab, #{status := {syncing, _}, tcsb := B}) ->
+    case hm_tcsb:delivered(B) =:= #{} andalso mnesia:table_info(Tab, size) =:= 0 of
+        true -> {ok, {[], [], #{}}};
+        false -> none
+    end.
+
+ets_rows(Tab) -> mnesia:dirty_select(Tab, [{'_', [], ['$_']}]).
+
+%% Install a member's state, then replay this replica's own operations on top of it (they
+%% were applied to the state being replaced), then deliver what arrived meanwhile.
+install(Tab, T = #{meta := Meta, tcsb := Old, status := {syncing, Raw}}, Rows, MetaRows, V, S) ->
+    [mnesia:dirty_delete(X, K) || X <- [Tab, Meta], K <- mnesia:dirty_all_keys(X)],
+    [mnesia:dirty_write(Tab, R) || R <- Rows],
+    [mnesia:dirty_write(Meta, R) || R <- MetaRows],
+    B0 = hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V),
+    T0 = T#{tcsb := B0, status := ready},
+    S0 = put_table(Tab, T0, S),
+    logger:info("hypermnesia: ~p caught up (~p rows)", [Tab, length(Rows)]),
+    lists:foldl(fun(M, Acc) -> remote(Tab, maps:get(Tab, maps:get(tables, Acc)), node(),
+                                      {op, M}, Acc)
+                end, S0, hm_tcsb:own_log(Old) ++ lists:reverse(Raw)).
 
 valid_op_msg(Msg = {{N, _}, _, {Mode, _Key, Op}}) when is_atom(N) ->
     hm_causal_buffer:is_message(Msg) andalso (Mode =:= async orelse Mode =:= sync)
@@ -229,12 +299,12 @@ key_state(Tab, Meta, Key) ->
         [] -> hm_ec_key:new(mnesia:dirty_read(Tab, Key))
     end.
 
-%% Write what reads show, and the key's metadata only while it has unstable entries.
+%% Write what reads show, and the key's metadata only while storage alone does not say it all.
 store(Tab, #{type := Type, policy := Policy, meta := Meta}, Key, KS) ->
     show(Tab, Key, hm_ec_key:view(Type, Policy, KS)),
-    case hm_ec_key:timestamps(KS) of
-        0 -> mnesia:dirty_delete(Meta, Key);
-        _ -> mnesia:dirty_write(Meta, {hm_meta, Key, KS})
+    case hm_ec_key:compact(Type, Policy, KS) of
+        none -> mnesia:dirty_delete(Meta, Key);
+        KS1 -> mnesia:dirty_write(Meta, {hm_meta, Key, KS1})
     end.
 
 show(Tab, Key, View) ->
@@ -245,14 +315,16 @@ show(Tab, Key, View) ->
             lists:foreach(fun(R) -> mnesia:dirty_write(Tab, R) end, View)
     end.
 
-%% Causal stability (seed 000 §4.7): keys whose entries are all stable lose their metadata.
+%% Causal stability (seed 000 §4.7): keys whose entries are all stable lose their timestamps,
+%% and their metadata row when storage alone says it all.
 stabilize(Tab, T = #{type := Type, policy := Policy, meta := Meta, tcsb := B}) ->
     V = hm_tcsb:stable(B),
     lists:foreach(
       fun(Key) ->
-              case hm_ec_key:stabilize(Type, Policy, {V, key_state(Tab, Meta, Key)}) of
-                  {stable, View} -> show(Tab, Key, View), mnesia:dirty_delete(Meta, Key);
-                  {unstable, _} -> ok
+              KS = key_state(Tab, Meta, Key),
+              case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
+                  KS -> ok;
+                  KS1 -> store(Tab, T, Key, KS1)
               end
       end, mnesia:dirty_all_keys(Meta)),
     T#{tcsb := hm_tcsb:gc(B)}.
@@ -264,15 +336,21 @@ tick(S = #{ticks := N}) ->
              0 -> refresh_tables(S);
              _ -> S
          end,
-    Ts = maps:map(fun(Tab, T = #{tcsb := B}) ->
-                          Up = nodes(),
-                          [send(M, Tab, Ack) || {M, Ack} <- hm_tcsb:acks(B), lists:member(M, Up)],
-                          [send(M, Tab, {op, Msg}) || M <- hm_tcsb:members(B), lists:member(M, Up),
-                                                     Msg <- hm_tcsb:missing(M, old, B)],
-                          T1 = stabilize(Tab, T),
-                          T1#{tcsb := hm_tcsb:tick(maps:get(tcsb, T1))}
-                  end, maps:get(tables, S1)),
-    S1#{tables := Ts, ticks := N + 1}.
+    S2 = maps:fold(fun(Tab, T, Acc) -> guard(Tab, Acc, fun() -> tick_table(Tab, T, Acc) end) end,
+                   S1, maps:get(tables, S1)),
+    S2#{ticks := N + 1}.
+
+tick_table(Tab, T = #{tcsb := B}, S) ->
+    Up = nodes(),
+    [send(M, Tab, Ack) || {M, Ack} <- hm_tcsb:acks(B), lists:member(M, Up)],
+    [send(M, Tab, {op, Msg}) || M <- hm_tcsb:members(B), lists:member(M, Up),
+                               Msg <- hm_tcsb:missing(M, old, B)],
+    [send(M, Tab, {snapshot_req}) || syncing(T), M <- hm_tcsb:members(B), lists:member(M, Up)],
+    T1 = stabilize(Tab, T),
+    put_table(Tab, T1#{tcsb := hm_tcsb:tick(maps:get(tcsb, T1))}, S).
+
+syncing(#{status := {syncing, _}}) -> true;
+syncing(_) -> false.
 
 table(Tab, S = #{tables := Ts}) ->
     case Ts of
@@ -304,16 +382,23 @@ refresh_tables(S = #{tables := Ts}) ->
 
 new_table(Tab, #{type := Type, conflict := Policy, meta := Meta}) ->
     Incarnation = erlang:unique_integer([positive, monotonic]) + erlang:system_time(microsecond),
+    Members = copy_holders(Tab),
+    %% with other members, catch up from one of them first (see install/6)
+    Status = case Members -- [node()] of
+                 [] -> ready;
+                 Others -> [send(N, Tab, {snapshot_req}) || N <- Others], {syncing, []}
+             end,
     #{type => Type, policy => Policy, meta => Meta,
       storage => mnesia:table_info(Tab, storage_type),
-      tcsb => hm_tcsb:new({node(), Incarnation}, copy_holders(Tab)),
-      waiters => #{}}.
+      tcsb => hm_tcsb:new({node(), Incarnation}, Members),
+      waiters => #{}, status => Status}.
 
 copy_holders(Tab) ->
     lists:usort(mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies)).
 
-table_info(Tab, #{type := Type, policy := Policy, meta := Meta, tcsb := B, waiters := W}) ->
+table_info(Tab, T = #{type := Type, policy := Policy, meta := Meta, tcsb := B, waiters := W}) ->
     #{table => Tab, type => Type, conflict => Policy,
+      status => case syncing(T) of true -> syncing; false -> ready end,
       members => hm_tcsb:members(B),
       reachable => [N || N <- hm_tcsb:members(B), N =:= node() orelse lists:member(N, nodes())],
       delivered => hm_tcsb:delivered(B),
