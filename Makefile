@@ -28,7 +28,7 @@ ct: bootstrap
 dialyzer: bootstrap
 	$(REBAR) dialyzer
 
-## make demo: three replicas, a partition, writes on both sides, heal, convergence.
+## make demo: three real nodes, an EC table, a real partition, writes on both sides, heal.
 demo: compile
 	erl -noshell -pa _build/default/lib/hypermnesia/ebin -eval 'hm_demo:main(), halt().'
 

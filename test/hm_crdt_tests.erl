@@ -161,6 +161,6 @@ out_of_order(F) ->
 
 %%% ------------------------------------------------------------- the demo
 
-%% `make demo' converges in every flavor (EUnit captures what it prints).
+%% The CRDT-only demo (hm_crdt_demo) converges in every flavor (EUnit captures what it prints).
 demo_test_() ->
-    [{atom_to_list(F), ?_assertEqual(ok, hm_demo:run(F))} || F <- flavors()].
+    [{atom_to_list(F), ?_assertEqual(ok, hm_crdt_demo:run(F))} || F <- flavors()].
