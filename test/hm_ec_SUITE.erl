@@ -12,11 +12,13 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
-         bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1]).
+         bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
+         clear_remove_wins/1]).
 
 all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partition_remove_wins,
           quiescent_metadata, conflict_policies, sync_ec, bad_input, non_ec_tables_untouched,
-          new_copy_and_restart].
+          clear_remove_wins,
+          new_copy_and_restart, disc_kill_restart].
 
 %%% ------------------------------------------------------------- cluster
 
@@ -74,7 +76,15 @@ create(Config, Opts) ->
     {atomic, ok} = call(1, Config, hypermnesia, create_table,
                         [Tab, [{attributes, [id, name, year]},
                                {ram_copies, ?config(nodes, Config)} | Opts]]),
+    %% every copy has caught up (a new table's copies release each other within a tick)
+    wait_until(fun() -> lists:all(fun(I) -> ready(I, Config, Tab) end, [1, 2, 3]) end),
     Tab.
+
+ready(I, Config, Tab) ->
+    case call(I, Config, hypermnesia, info, [Tab]) of
+        #{status := ready} -> true;
+        _ -> false
+    end.
 
 %% Give each side a wrong cookie for the other, different per side, and cut the links.
 partition(Side1, Side2, Config) ->
@@ -98,13 +108,14 @@ set_cookie(I, J, Cookie, Config) ->
 %% Restore the cookies; reconnecting (nodes, then Mnesia) is left to Hypermnesia: wait for it.
 heal(Config) ->
     Cookie = call(1, Config, erlang, get_cookie, []),
-    [set_cookie(I, J, Cookie, Config) || I <- [1, 2, 3], J <- [1, 2, 3], I =/= J],
+    All = lists:seq(1, length(?config(peers, Config))),
+    [set_cookie(I, J, Cookie, Config) || I <- All, J <- All, I =/= J],
     Nodes = lists:sort(?config(nodes, Config)),
     wait_until(fun() ->
                        lists:all(fun(I) ->
                                          lists:sort(call(I, Config, mnesia, system_info,
                                                          [running_db_nodes])) =:= Nodes
-                                 end, [1, 2, 3])
+                                 end, All)
                end).
 
 wait_until(F) -> wait_until(F, 200).
@@ -169,7 +180,7 @@ partition_add_wins(Config) ->
     ok = ec(1, Config, fun() -> mnesia:delete({Tab, a}) end),
     ok = ec(3, Config, fun() -> mnesia:write({Tab, b, x, 1}) end),
     ok = ec(3, Config, fun() -> mnesia:write({Tab, a, y, 2}) end),   % concurrent with the delete
-    [{Tab, c, x, 1}] = contents(2, Config, Tab),
+    wait_until(fun() -> contents(2, Config, Tab) =:= [{Tab, c, x, 1}] end),
     [{Tab, a, y, 2}, {Tab, b, x, 1}] = contents(3, Config, Tab),
     %% heal/1 also waits until Mnesia runs as one cluster again, without a restart
     heal(Config),
@@ -326,3 +337,63 @@ join(P4, Config) ->
 contents4(P, Tab) ->
     lists:sort(peer:call(P, hypermnesia, async_ec,
                          [fun() -> mnesia:select(Tab, [{'_', [], ['$_']}]) end])).
+
+%% FEATURES X2: a disc_copies node cut off from the others acknowledges writes (sync_ec: on
+%% its disc), is killed with kill -9, comes back: every acknowledged write, including those it
+%% could not send before dying, reaches every node.
+disc_kill_restart(Config) ->
+    Tab = ?config(tab, Config),
+    Name = list_to_atom("hm5_" ++ os:getpid()),
+    Dir = ?config(priv_dir, Config),
+    {P4, N4} = start_peer(Name, ?config(paths, Config), Dir),
+    join(P4, Config),
+    [N1, N2, N3] = ?config(nodes, Config),
+    {atomic, ok} = call(1, Config, hypermnesia, create_table,
+                        [Tab, [{type, pawset}, {attributes, [id, v]},
+                               {disc_copies, [N1, N4]}, {ram_copies, [N2, N3]}]]),
+    C4 = [{peers, ?config(peers, Config) ++ [{P4, N4}]},
+          {nodes, ?config(nodes, Config) ++ [N4]} | Config],
+    Sync = fun(P, K) -> ok = peer:call(P, hypermnesia, sync_ec,
+                                        [fun() -> mnesia:write({Tab, K, node()}) end]) end,
+    [Sync(P4, K) || K <- lists:seq(1, 20)],
+    partition([4], [1, 2, 3], C4),
+    [Sync(P4, K) || K <- lists:seq(21, 30)],           % acknowledged, not sent
+    ok = call(1, Config, hypermnesia, async_ec, [fun() -> mnesia:write({Tab, 31, node()}) end]),
+    OsPid = peer:call(P4, os, getpid, []),
+    _ = os:cmd("kill -9 " ++ OsPid),
+    %% the network heals while node 4 is down; then it restarts from its disc
+    Cookie = call(1, Config, erlang, get_cookie, []),
+    [set_cookie(I, 4, Cookie, C4) || I <- [1, 2, 3]],
+    {P4b, N4} = start_peer(Name, ?config(paths, Config), Dir),
+    pong = peer:call(P4b, net_adm, ping, [N1]),
+    ok = peer:call(P4b, application, load, [hypermnesia]),
+    ok = peer:call(P4b, application, set_env, [hypermnesia, max_backoff_ms, 500]),
+    ok = peer:call(P4b, hypermnesia, start, []),
+    ok = peer:call(P4b, mnesia, wait_for_tables, [[Tab], 30000]),
+    C4b = [{peers, ?config(peers, Config) ++ [{P4b, N4}]} | C4],
+    Keys = lists:seq(1, 31),
+    wait_until(fun() ->
+                       lists:all(fun(I) -> [K || {_, K, _} <- contents(I, C4b, Tab)] =:= Keys end,
+                                 [1, 2, 3, 4])
+               end),
+    %% leave the cluster as it was
+    {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Tab]),
+    stopped = peer:call(P4b, mnesia, stop, []),
+    peer:stop(P4b),
+    {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, N4]),
+    ok.
+
+%% prwset: a clear_table beats writes concurrent with it, also on keys the clearing node did
+%% not have yet (add-wins would keep them).
+clear_remove_wins(Config) ->
+    Tab = create(Config, [{type, prwset}]),
+    ok = ec(1, Config, fun() -> mnesia:write({Tab, old, x, 1}) end),
+    [_] = converged(Config, Tab),
+    partition([1], [2, 3], Config),
+    {atomic, ok} = ec(1, Config, fun() -> mnesia:clear_table(Tab) end),
+    ok = ec(2, Config, fun() -> mnesia:write({Tab, new, y, 2}) end),   % concurrent with clear
+    heal(Config),
+    [] = converged(Config, Tab),
+    ok = ec(3, Config, fun() -> mnesia:write({Tab, later, z, 3}) end), % after: survives
+    [{Tab, later, z, 3}] = converged(Config, Tab),
+    ok.

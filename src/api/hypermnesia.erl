@@ -59,25 +59,40 @@ create_ec_table(Tab, Type, Opts) ->
         {true, [B | _]} -> {aborted, {bad_ec_option, Tab, B}};
         {true, []} ->
             Meta = meta_table(Tab),
+            Log = log_table(Tab),
             UserOpts = [O || O = {K, _} <- Opts, K =/= type, K =/= conflict],
-            Props = #{type => Type, conflict => Policy, meta => Meta},
+            Props = #{type => Type, conflict => Policy, meta => Meta, log => Log},
             StorageOpts = [{local_content, true},
                            {type, case Policy of siblings -> bag; _ -> set end},
                            {user_properties, [{?PROP, Props}]} | UserOpts],
             MetaOpts = [{local_content, true}, {record_name, hm_meta},
                         {attributes, [key, state]} | Copies],
-            case mnesia:create_table(Meta, MetaOpts) of
-                {atomic, ok} ->
-                    case mnesia:create_table(Tab, StorageOpts) of
-                        {atomic, ok} -> refresh_servers(Tab), {atomic, ok};
-                        Aborted -> _ = mnesia:delete_table(Meta), Aborted
-                    end;
+            LogOpts = [{local_content, true}, {record_name, hm_log},
+                       {attributes, [key, value]} | Copies],
+            create_all([{Meta, MetaOpts}, {Log, LogOpts}, {Tab, StorageOpts}], Tab, [])
+    end.
+
+%% The helper tables first, the table itself last (it is what makes the table an EC table);
+%% on failure the ones created are removed.
+create_all([], Tab, _Done) ->
+    refresh_servers(Tab),
+    {atomic, ok};
+create_all([{T, Opts} | Rest], Tab, Done) ->
+    case mnesia:create_table(T, Opts) of
+        {atomic, ok} -> create_all(Rest, Tab, [T | Done]);
+        Aborted ->
+            _ = [mnesia:delete_table(D) || D <- Done],
+            case Aborted of
                 {aborted, {already_exists, _}} -> {aborted, {already_exists, Tab}};
-                Aborted -> Aborted
+                _ -> Aborted
             end
     end.
 
 meta_table(Tab) -> list_to_atom("hm_meta_" ++ atom_to_list(Tab)).
+log_table(Tab) -> list_to_atom("hm_log_" ++ atom_to_list(Tab)).
+
+%% The tables behind an EC table: helpers first.
+helpers(#{meta := Meta, log := Log}) -> [Meta, Log].
 
 %% Tell every copy holder's server about the table now rather than at its next refresh.
 refresh_servers(Tab) ->
@@ -90,9 +105,9 @@ refresh_servers(Tab) ->
 -spec delete_table(atom()) -> {atomic, ok} | {aborted, term()}.
 delete_table(Tab) ->
     case ec_options(Tab) of
-        {ok, #{meta := Meta}} ->
+        {ok, Opts} ->
             case mnesia:delete_table(Tab) of
-                {atomic, ok} -> _ = mnesia:delete_table(Meta), {atomic, ok};
+                {atomic, ok} -> _ = [mnesia:delete_table(H) || H <- helpers(Opts)], {atomic, ok};
                 Aborted -> Aborted
             end;
         error -> mnesia:delete_table(Tab)
@@ -105,16 +120,17 @@ add_table_copy(Tab, Node, Type) ->
     case ec_options(Tab) of
         {ok, _} when Type =/= ram_copies, Type =/= disc_copies ->
             {aborted, {bad_ec_option, Tab, Type}};
-        {ok, #{meta := Meta}} ->
-            case mnesia:add_table_copy(Meta, Node, Type) of
-                {atomic, ok} ->
-                    case mnesia:add_table_copy(Tab, Node, Type) of
-                        {atomic, ok} -> refresh_servers(Tab), {atomic, ok};
-                        Aborted -> _ = mnesia:del_table_copy(Meta, Node), Aborted
-                    end;
-                Aborted -> Aborted
-            end;
+        {ok, Opts} -> add_copies(helpers(Opts) ++ [Tab], Tab, Node, Type, []);
         error -> mnesia:add_table_copy(Tab, Node, Type)
+    end.
+
+add_copies([], Tab, _Node, _Type, _Done) ->
+    refresh_servers(Tab),
+    {atomic, ok};
+add_copies([T | Rest], Tab, Node, Type, Done) ->
+    case mnesia:add_table_copy(T, Node, Type) of
+        {atomic, ok} -> add_copies(Rest, Tab, Node, Type, [T | Done]);
+        Aborted -> _ = [mnesia:del_table_copy(D, Node) || D <- Done], Aborted
     end.
 
 %% @doc Remove the copy on `Node'. For an EC table, `Node' stops being a member, so a node
@@ -122,9 +138,10 @@ add_table_copy(Tab, Node, Type) ->
 -spec del_table_copy(atom(), node()) -> {atomic, ok} | {aborted, term()}.
 del_table_copy(Tab, Node) ->
     case ec_options(Tab) of
-        {ok, #{meta := Meta}} ->
+        {ok, Opts} ->
             case mnesia:del_table_copy(Tab, Node) of
-                {atomic, ok} -> _ = mnesia:del_table_copy(Meta, Node), refresh_servers(Tab),
+                {atomic, ok} -> _ = [mnesia:del_table_copy(H, Node) || H <- helpers(Opts)],
+                                refresh_servers(Tab),
                                 {atomic, ok};
                 Aborted -> Aborted
             end;
@@ -184,7 +201,7 @@ info(Tab) -> hm_ec_server:info(Tab).
 -spec is_ec_table(atom()) -> boolean().
 is_ec_table(Tab) -> ec_options(Tab) =/= error.
 
-%% @doc The EC options of a table (`#{type, conflict, meta}'), or `error'.
+%% @doc The EC options of a table (`#{type, conflict, meta, log}'), or `error'.
 -spec ec_options(atom()) -> {ok, #{atom() => term()}} | error.
 ec_options(Tab) ->
     case catch mnesia:table_info(Tab, user_properties) of

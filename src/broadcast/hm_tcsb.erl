@@ -29,7 +29,8 @@
 -module(hm_tcsb).
 
 -export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/3, stable/1, gc/1,
-         missing/3, tick/1, set_members/2, members/1, self/1, own_log/1, delivered/1, log_size/1, pending/1,
+         missing/3, tick/1, set_members/2, members/1, self/1, own_log/1, restore_log/2,
+         gc_dots/1, delivered/1, log_size/1, pending/1,
          known/1]).
 -export_type([state/0, message/0]).
 
@@ -114,9 +115,23 @@ stable(#tcsb{self = {Node, _}, members = Ms, known = K, cb = CB}) ->
 
 %% @doc Forget logged operations that are stable (every member has them).
 -spec gc(state()) -> state().
-gc(S = #tcsb{log = L}) ->
+gc(S) -> element(2, gc_dots(S)).
+
+%% @doc {@link gc/1}, also returning the dots it forgot (to delete them from disc).
+-spec gc_dots(state()) -> {[hm_vv:dot()], state()}.
+gc_dots(S = #tcsb{log = L}) ->
     V = stable(S),
-    S#tcsb{log = maps:filter(fun(D, _) -> not hm_vv:contains(D, V) end, L)}.
+    {Gone, Kept} = maps:fold(fun(D, E, {G, K}) ->
+                                     case hm_vv:contains(D, V) of
+                                         true -> {[D | G], K};
+                                         false -> {G, K#{D => E}}
+                                     end
+                             end, {[], #{}}, L),
+    {Gone, S#tcsb{log = Kept}}.
+
+%% @doc Put back logged operations read from disc after a restart (they are delivered here).
+-spec restore_log([message()], state()) -> state().
+restore_log(Msgs, S) -> lists:foldl(fun log_msg/2, S, Msgs).
 
 %% @doc Logged operations `Peer' is not known to have, oldest first. `all' gives every one
 %% (after a reconnect); `old' only those logged at least one tick ago (a periodic safety net

@@ -247,7 +247,8 @@ ets_rows(Tab) -> mnesia:dirty_select(Tab, [{'_', [], ['$_']}]).
 %% Install a member's state, then replay this replica's own operations on top of it (they
 %% were applied to the state being replaced), then deliver what arrived meanwhile.
 install(Tab, T = #{meta := Meta, tcsb := Old, status := {syncing, Raw}}, Rows, MetaRows, V, S) ->
-    [mnesia:dirty_delete(X, K) || X <- [Tab, Meta], K <- mnesia:dirty_all_keys(X)],
+    [mnesia:dirty_delete(X, K) || X <- [Tab, Meta, maps:get(log, T)],
+                                  K <- mnesia:dirty_all_keys(X)],
     [mnesia:dirty_write(Tab, R) || R <- Rows],
     [mnesia:dirty_write(Meta, R) || R <- MetaRows],
     B0 = hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V),
@@ -281,11 +282,39 @@ forget_waiter_node(N, T = #{waiters := W}) ->
 %%% ---------------------------------------------------------------- effects on storage
 
 %% Apply a causally delivered operation to Mnesia storage (seed 000 Algorithm 2).
-apply_op(Tab, T, {Origin, Ts, {_Mode, _Key, clear}}) ->
+apply_op(Tab, T, Msg) ->
+    T1 = effect(Tab, T, Msg),
+    persist(T1, Msg),
+    T1.
+
+effect(Tab, T, {Origin, Ts, {_Mode, _Key, clear}}) ->
     Keys = lists:usort(mnesia:dirty_all_keys(Tab) ++ mnesia:dirty_all_keys(maps:get(meta, T))),
-    lists:foldl(fun(K, Acc) -> apply_key(Tab, Acc, Origin, Ts, K, delete) end, T, Keys);
-apply_op(Tab, T, {Origin, Ts, {_Mode, Key, Op}}) ->
-    apply_key(Tab, T, Origin, Ts, Key, Op).
+    T1 = lists:foldl(fun(K, Acc) -> apply_key(Tab, Acc, Origin, Ts, K, delete) end, T, Keys),
+    %% remove-wins: the clear also beats writes concurrent with it that arrive later, on keys
+    %% not here yet; kept until stable (add-wins: a delete beats nothing it has not seen)
+    case T of
+        #{type := prwset, clears := Cs} -> T1#{clears := [{{Origin, maps:get(Origin, Ts)}, Ts} | Cs]};
+        _ -> T1
+    end;
+effect(Tab, T = #{clears := Cs}, {Origin, Ts, {_Mode, Key, Op}}) ->
+    T1 = apply_key(Tab, T, Origin, Ts, Key, Op),
+    %% the delete of every unstable clear concurrent with this operation (same dot and vector,
+    %% so it is the very entry the clear would have left had the key been here)
+    lists:foldl(fun({{CO, _} = CDot, CTs}, Acc) ->
+                        case hm_vv:contains(CDot, Ts) of
+                            true -> Acc;
+                            false -> apply_key(Tab, Acc, CO, CTs, Key, delete)
+                        end
+                end, T1, Cs).
+
+%% disc_copies (FEATURES X2): after the effect, log the operation (until it is stable, for
+%% retransmission) and what this replica has delivered. Mnesia's log is append-only, so a crash
+%% loses a suffix: at worst an effect whose delivery was not recorded, delivered again after
+%% the restart, and effects are idempotent.
+persist(#{storage := disc_copies, log := Log, tcsb := B}, Msg = {Origin, Ts, _}) ->
+    mnesia:dirty_write(Log, {hm_log, {Origin, maps:get(Origin, Ts)}, Msg}),
+    mnesia:dirty_write(Log, {hm_log, state, {hm_tcsb:self(B), hm_tcsb:delivered(B)}});
+persist(_, _) -> ok.
 
 apply_key(Tab, T = #{type := Type, meta := Meta}, Origin, Ts, Key, Op) ->
     KS = key_state(Tab, Meta, Key),
@@ -327,7 +356,13 @@ stabilize(Tab, T = #{type := Type, policy := Policy, meta := Meta, tcsb := B}) -
                   KS1 -> store(Tab, T, Key, KS1)
               end
       end, mnesia:dirty_all_keys(Meta)),
-    T#{tcsb := hm_tcsb:gc(B)}.
+    Clears = [C || C = {D, _} <- maps:get(clears, T), not hm_vv:contains(D, V)],
+    {Gone, B1} = hm_tcsb:gc_dots(B),
+    case T of
+        #{storage := disc_copies, log := Log} -> [mnesia:dirty_delete(Log, D) || D <- Gone];
+        _ -> ok
+    end,
+    T#{tcsb := B1, clears := Clears}.
 
 %%% ---------------------------------------------------------------- ticks and tables
 
@@ -371,27 +406,56 @@ refresh_tables(S = #{tables := Ts}) ->
                 L when is_list(L) -> L;
                 _ -> []
             end,
-    Ec = [{Tab, Opts} || Tab <- Local, {ok, Opts} <- [hypermnesia:ec_options(Tab)]],
-    Ts1 = maps:from_list(
-            [{Tab, case Ts of
-                       #{Tab := T = #{tcsb := B}} ->
-                           T#{tcsb := hm_tcsb:set_members(copy_holders(Tab), B)};
-                       _ -> new_table(Tab, Opts)
-                   end} || {Tab, Opts} <- Ec]),
-    S#{tables := Ts1}.
+    Ec = [{Tab, Opts} || Tab <- Local, not maps:is_key(Tab, Ts),
+                         {ok, Opts} <- [hypermnesia:ec_options(Tab)]],
+    %% A table already known keeps its state (its log, its incarnation) whatever Mnesia is
+    %% doing, re-join included, until Mnesia says it is gone from this node; a new one is
+    %% taken up once Mnesia has loaded it.
+    Kept = maps:filter(fun(Tab, _) -> not gone(Tab, Local) end, Ts),
+    Ts1 = maps:map(fun(Tab, T = #{tcsb := B}) ->
+                           case catch copy_holders(Tab) of
+                               Ms when is_list(Ms) -> T#{tcsb := hm_tcsb:set_members(Ms, B)};
+                               _ -> T
+                           end
+                   end, Kept),
+    Ts2 = lists:foldl(
+            fun({Tab, Opts = #{meta := M, log := L}}, Acc) ->
+                    case mnesia:wait_for_tables([Tab, M, L], 0) of
+                        ok -> Acc#{Tab => new_table(Tab, Opts)};
+                        _ -> Acc
+                    end
+            end, Ts1, Ec),
+    S#{tables := Ts2}.
 
-new_table(Tab, #{type := Type, conflict := Policy, meta := Meta}) ->
-    Incarnation = erlang:unique_integer([positive, monotonic]) + erlang:system_time(microsecond),
+%% Gone for sure: Mnesia runs and the table is not among this node's tables any more.
+gone(Tab, Local) ->
+    mnesia:system_info(is_running) =:= yes andalso not lists:member(Tab, Local).
+
+new_table(Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}) ->
     Members = copy_holders(Tab),
-    %% with other members, catch up from one of them first (see install/6)
-    Status = case Members -- [node()] of
-                 [] -> ready;
-                 Others -> [send(N, Tab, {snapshot_req}) || N <- Others], {syncing, []}
-             end,
-    #{type => Type, policy => Policy, meta => Meta,
-      storage => mnesia:table_info(Tab, storage_type),
-      tcsb => hm_tcsb:new({node(), Incarnation}, Members),
-      waiters => #{}, status => Status}.
+    Storage = mnesia:table_info(Tab, storage_type),
+    T = #{type => Type, policy => Policy, meta => Meta, log => Log, storage => Storage,
+          waiters => #{}, clears => []},
+    logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
+    case {Storage, mnesia:dirty_read(Log, state)} of
+        {disc_copies, [{hm_log, state, {Self, Delivered}}]} ->
+            %% a restart with the table on disc: the same replica, its unstable operations
+            %% still logged (they are resent to whoever lacks them)
+            Logged = [M || {hm_log, Dot, M} <- ets_rows(Log), Dot =/= state],
+            B = hm_tcsb:restore_log(Logged, hm_tcsb:new(Self, Members, Delivered)),
+            logger:info("hypermnesia: ~p restored from disc (~p unstable operations)",
+                        [Tab, length(Logged)]),
+            T#{tcsb => B, status => ready};
+        _ ->
+            Incarnation = erlang:unique_integer([positive, monotonic])
+                + erlang:system_time(microsecond),
+            %% with other members, catch up from one of them first (see install/6)
+            Status = case Members -- [node()] of
+                         [] -> ready;
+                         Others -> [send(N, Tab, {snapshot_req}) || N <- Others], {syncing, []}
+                     end,
+            T#{tcsb => hm_tcsb:new({node(), Incarnation}, Members), status => Status}
+    end.
 
 copy_holders(Tab) ->
     lists:usort(mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies)).
