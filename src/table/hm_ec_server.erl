@@ -358,10 +358,10 @@ stabilize(Tab, T = #{type := Type, policy := Policy, meta := Meta, tcsb := B}) -
       end, mnesia:dirty_all_keys(Meta)),
     Clears = [C || C = {D, _} <- maps:get(clears, T), not hm_vv:contains(D, V)],
     {Gone, B1} = hm_tcsb:gc_dots(B),
-    case T of
-        #{storage := disc_copies, log := Log} -> [mnesia:dirty_delete(Log, D) || D <- Gone];
-        _ -> ok
-    end,
+    _ = case T of
+            #{storage := disc_copies, log := Log} -> [mnesia:dirty_delete(Log, D) || D <- Gone];
+            _ -> ok
+        end,
     T#{tcsb := B1, clears := Clears}.
 
 %%% ---------------------------------------------------------------- ticks and tables
