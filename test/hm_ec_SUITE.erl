@@ -13,11 +13,11 @@
 -export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
          bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
-         clear_remove_wins/1]).
+         clear_remove_wins/1, transient_reorder/1]).
 
 all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partition_remove_wins,
           quiescent_metadata, conflict_policies, sync_ec, bad_input, non_ec_tables_untouched,
-          clear_remove_wins,
+          clear_remove_wins, transient_reorder,
           new_copy_and_restart, disc_kill_restart].
 
 %%% ------------------------------------------------------------- cluster
@@ -396,4 +396,22 @@ clear_remove_wins(Config) ->
     [] = converged(Config, Tab),
     ok = ec(3, Config, fun() -> mnesia:write({Tab, later, z, 3}) end), % after: survives
     [{Tab, later, z, 3}] = converged(Config, Tab),
+    ok.
+
+%% Transient failure, delivery out of order: only the link 1-2 is cut (nodes 1 and 3, and 3
+%% and 2, still talk). Node 1 writes k; node 3 receives it and deletes k, writes j. Node 2 gets
+%% node 3's operations first: the delete of k must wait for the write it causally follows
+%% (it is buffered), and k must never show on node 2. After the link heals, all agree.
+transient_reorder(Config) ->
+    Tab = create(Config, [{type, prwset}]),
+    partition([1], [2], Config),
+    ok = ec(1, Config, fun() -> mnesia:write({Tab, k, x, 1}) end),
+    wait_until(fun() -> contents(3, Config, Tab) =:= [{Tab, k, x, 1}] end),
+    ok = ec(3, Config, fun() -> mnesia:delete({Tab, k}), mnesia:write({Tab, j, y, 2}) end),
+    wait_until(fun() -> maps:get(buffered_ops, call(2, Config, hypermnesia, info, [Tab])) =:= 2
+               end),
+    [] = contents(2, Config, Tab),               % nothing shown out of causal order
+    heal(Config),
+    [{Tab, j, y, 2}] = converged(Config, Tab),
+    0 = maps:get(buffered_ops, call(2, Config, hypermnesia, info, [Tab])),
     ok.
