@@ -330,15 +330,18 @@ key_state(Tab, Meta, Key) ->
 
 %% Write what reads show, and the key's metadata only while storage alone does not say it all.
 store(Tab, #{type := Type, policy := Policy, meta := Meta}, Key, KS) ->
-    show(Tab, Key, hm_ec_key:view(Type, Policy, KS)),
+    show(Tab, Key, hm_ec_key:view(Type, Policy, KS), Policy),
     case hm_ec_key:compact(Type, Policy, KS) of
         none -> mnesia:dirty_delete(Meta, Key);
         KS1 -> mnesia:dirty_write(Meta, {hm_meta, Key, KS1})
     end.
 
-show(Tab, Key, View) ->
-    case mnesia:dirty_read(Tab, Key) of
-        View -> ok;
+%% What reads show for a key, written only when it changed.
+show(Tab, Key, View, Policy) ->
+    case {mnesia:dirty_read(Tab, Key), View} of
+        {View, _} -> ok;
+        {_, []} -> mnesia:dirty_delete(Tab, Key);
+        {_, [R]} when Policy =/= siblings -> mnesia:dirty_write(Tab, R);  % a set: replaces
         _ ->
             mnesia:dirty_delete(Tab, Key),
             lists:foreach(fun(R) -> mnesia:dirty_write(Tab, R) end, View)
