@@ -5,9 +5,11 @@
 %% atomic and no effect is applied in a spawned process.
 %%
 %% Storage per EC table `Tab' (all `local_content', on the table's copy holders):
-%% `Tab' holds what reads show (one record per key, or every sibling); `hm_meta_Tab' holds
-%% `{hm_meta, Key, KeyState}' only for keys with causally unstable entries, so a quiescent
-%% table carries no metadata (FEATURES X3).
+%% `Tab' holds what reads show (one record per key, or every sibling); the key state of keys
+%% storage alone cannot represent (causally unstable entries, or concurrent versions the
+%% policy does not show) is kept apart: in `hm_meta_Tab' for a `disc_copies' table, in an ETS
+%% table of this process for `ram_copies'. A quiescent table carries no metadata (FEATURES
+%% X3). `hm_log_Tab' keeps, on disc only, the unstable operations and the delivered vector.
 %%
 %% Every `tick' (250 ms) it sends acknowledgements (eager: stability progresses when members
 %% never write), folds causally stable keys and drops their metadata, forgets stable logged
@@ -234,8 +236,8 @@ remote(Tab, _T, From, Other, S) ->
 %% metadata of unstable keys, and the delivered vector they reflect (one process made all
 %% three, so they agree). A member still syncing answers only while it holds nothing at all,
 %% so the members of a brand-new table release each other.
-snapshot(Tab, #{status := ready, meta := Meta, tcsb := B}) ->
-    {ok, {ets_rows(Tab), ets_rows(Meta), hm_tcsb:delivered(B)}};
+snapshot(Tab, T = #{status := ready, tcsb := B}) ->
+    {ok, {ets_rows(Tab), meta_rows(T), hm_tcsb:delivered(B)}};
 snapshot(Tab, #{status := {syncing, _}, tcsb := B}) ->
     case hm_tcsb:delivered(B) =:= #{} andalso mnesia:table_info(Tab, size) =:= 0 of
         true -> {ok, {[], [], #{}}};
@@ -246,11 +248,11 @@ ets_rows(Tab) -> mnesia:dirty_select(Tab, [{'_', [], ['$_']}]).
 
 %% Install a member's state, then replay this replica's own operations on top of it (they
 %% were applied to the state being replaced), then deliver what arrived meanwhile.
-install(Tab, T = #{meta := Meta, tcsb := Old, status := {syncing, Raw}}, Rows, MetaRows, V, S) ->
-    [mnesia:dirty_delete(X, K) || X <- [Tab, Meta, maps:get(log, T)],
-                                  K <- mnesia:dirty_all_keys(X)],
+install(Tab, T = #{tcsb := Old, status := {syncing, Raw}}, Rows, MetaRows, V, S) ->
+    [mnesia:dirty_delete(X, K) || X <- [Tab, maps:get(log, T)], K <- mnesia:dirty_all_keys(X)],
+    [meta_del(T, K) || K <- meta_keys(T)],
     [mnesia:dirty_write(Tab, R) || R <- Rows],
-    [mnesia:dirty_write(Meta, R) || R <- MetaRows],
+    [meta_put(T, K, KS) || {hm_meta, K, KS} <- MetaRows],
     B0 = hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V),
     T0 = T#{tcsb := B0, status := ready},
     S0 = put_table(Tab, T0, S),
@@ -288,7 +290,7 @@ apply_op(Tab, T, Msg) ->
     T1.
 
 effect(Tab, T, {Origin, Ts, {_Mode, _Key, clear}}) ->
-    Keys = lists:usort(mnesia:dirty_all_keys(Tab) ++ mnesia:dirty_all_keys(maps:get(meta, T))),
+    Keys = lists:usort(mnesia:dirty_all_keys(Tab) ++ meta_keys(T)),
     T1 = lists:foldl(fun(K, Acc) -> apply_key(Tab, Acc, Origin, Ts, K, delete) end, T, Keys),
     %% remove-wins: the clear also beats writes concurrent with it that arrive later, on keys
     %% not here yet; kept until stable (add-wins: a delete beats nothing it has not seen)
@@ -316,29 +318,32 @@ persist(#{storage := disc_copies, log := Log, tcsb := B}, Msg = {Origin, Ts, _})
     mnesia:dirty_write(Log, {hm_log, state, {hm_tcsb:self(B), hm_tcsb:delivered(B)}});
 persist(_, _) -> ok.
 
-apply_key(Tab, T = #{type := Type, meta := Meta}, Origin, Ts, Key, Op) ->
-    KS = key_state(Tab, Meta, Key),
+apply_key(Tab, T = #{type := Type}, Origin, Ts, Key, Op) ->
+    {KS, Shown} = key_state(Tab, T, Key),
     KS1 = hm_ec_key:effect(Type, Op, {Origin, maps:get(Origin, Ts)}, Ts, KS),
-    store(Tab, T, Key, KS1),
+    store(Tab, T, Key, KS1, Shown),
     T.
 
-key_state(Tab, Meta, Key) ->
-    case mnesia:dirty_read(Meta, Key) of
-        [{hm_meta, Key, KS}] -> KS;
-        [] -> hm_ec_key:new(mnesia:dirty_read(Tab, Key))
+%% The key's state, and what storage shows for it when that was read on the way.
+key_state(Tab, T, Key) ->
+    case meta_get(T, Key) of
+        {ok, KS} -> {KS, unknown};
+        none -> Rows = mnesia:dirty_read(Tab, Key), {hm_ec_key:new(Rows), Rows}
     end.
 
 %% Write what reads show, and the key's metadata only while storage alone does not say it all.
-store(Tab, #{type := Type, policy := Policy, meta := Meta}, Key, KS) ->
-    show(Tab, Key, hm_ec_key:view(Type, Policy, KS), Policy),
+store(Tab, T = #{type := Type, policy := Policy}, Key, KS, Shown) ->
+    show(Tab, Key, hm_ec_key:view(Type, Policy, KS), Policy, Shown),
     case hm_ec_key:compact(Type, Policy, KS) of
-        none -> mnesia:dirty_delete(Meta, Key);
-        KS1 -> mnesia:dirty_write(Meta, {hm_meta, Key, KS1})
+        none -> meta_del(T, Key);
+        KS1 -> meta_put(T, Key, KS1)
     end.
 
 %% What reads show for a key, written only when it changed.
-show(Tab, Key, View, Policy) ->
-    case {mnesia:dirty_read(Tab, Key), View} of
+show(Tab, Key, View, Policy, unknown) ->
+    show(Tab, Key, View, Policy, mnesia:dirty_read(Tab, Key));
+show(Tab, Key, View, Policy, Shown) ->
+    case {Shown, View} of
         {View, _} -> ok;
         {_, []} -> mnesia:dirty_delete(Tab, Key);
         {_, [R]} when Policy =/= siblings -> mnesia:dirty_write(Tab, R);  % a set: replaces
@@ -349,16 +354,16 @@ show(Tab, Key, View, Policy) ->
 
 %% Causal stability (seed 000 §4.7): keys whose entries are all stable lose their timestamps,
 %% and their metadata row when storage alone says it all.
-stabilize(Tab, T = #{type := Type, policy := Policy, meta := Meta, tcsb := B}) ->
+stabilize(Tab, T = #{type := Type, policy := Policy, tcsb := B}) ->
     V = hm_tcsb:stable(B),
     lists:foreach(
       fun(Key) ->
-              KS = key_state(Tab, Meta, Key),
+              {KS, Shown} = key_state(Tab, T, Key),
               case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
                   KS -> ok;
-                  KS1 -> store(Tab, T, Key, KS1)
+                  KS1 -> store(Tab, T, Key, KS1, Shown)
               end
-      end, mnesia:dirty_all_keys(Meta)),
+      end, meta_keys(T)),
     Clears = [C || C = {D, _} <- maps:get(clears, T), not hm_vv:contains(D, V)],
     {Gone, B1} = hm_tcsb:gc_dots(B),
     _ = case T of
@@ -437,7 +442,13 @@ gone(Tab, Local) ->
 new_table(Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}) ->
     Members = copy_holders(Tab),
     Storage = mnesia:table_info(Tab, storage_type),
-    T = #{type => Type, policy => Policy, meta => Meta, log => Log, storage => Storage,
+    %% The metadata of unstable keys: on disc with a disc_copies table; for ram_copies in a
+    %% table of this process (as volatile as the copy, and much cheaper than Mnesia's).
+    MetaStore = case Storage of
+                    disc_copies -> {mnesia, Meta};
+                    _ -> {ets, ets:new(hm_meta, [set, protected])}
+                end,
+    T = #{type => Type, policy => Policy, meta => MetaStore, log => Log, storage => Storage,
           waiters => #{}, clears => []},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     case {Storage, mnesia:dirty_read(Log, state)} of
@@ -463,7 +474,7 @@ new_table(Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}) ->
 copy_holders(Tab) ->
     lists:usort(mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies)).
 
-table_info(Tab, T = #{type := Type, policy := Policy, meta := Meta, tcsb := B, waiters := W}) ->
+table_info(Tab, T = #{type := Type, policy := Policy, tcsb := B, waiters := W}) ->
     #{table => Tab, type => Type, conflict => Policy,
       status => case syncing(T) of true -> syncing; false -> ready end,
       members => hm_tcsb:members(B),
@@ -472,10 +483,41 @@ table_info(Tab, T = #{type := Type, policy := Policy, meta := Meta, tcsb := B, w
       stable => hm_tcsb:stable(B),
       buffered_ops => hm_tcsb:pending(B),
       unstable_ops => hm_tcsb:log_size(B),
-      unstable_keys => mnesia:table_info(Meta, size),
-      metadata_words => mnesia:table_info(Meta, memory),
+      unstable_keys => meta_size(T),
+      metadata_words => meta_words(T),
       size => mnesia:table_info(Tab, size),
       sync_waiting => map_size(W)}.
+
+%%% ---------------------------------------------------------------- metadata store
+
+meta_get(#{meta := {ets, E}}, Key) ->
+    case ets:lookup(E, Key) of
+        [{_, KS}] -> {ok, KS};
+        [] -> none
+    end;
+meta_get(#{meta := {mnesia, M}}, Key) ->
+    case mnesia:dirty_read(M, Key) of
+        [{hm_meta, _, KS}] -> {ok, KS};
+        [] -> none
+    end.
+
+meta_put(#{meta := {ets, E}}, Key, KS) -> ets:insert(E, {Key, KS});
+meta_put(#{meta := {mnesia, M}}, Key, KS) -> mnesia:dirty_write(M, {hm_meta, Key, KS}).
+
+meta_del(#{meta := {ets, E}}, Key) -> ets:delete(E, Key);
+meta_del(#{meta := {mnesia, M}}, Key) -> mnesia:dirty_delete(M, Key).
+
+meta_keys(#{meta := {ets, E}}) -> [K || {K, _} <- ets:tab2list(E)];
+meta_keys(#{meta := {mnesia, M}}) -> mnesia:dirty_all_keys(M).
+
+meta_rows(#{meta := {ets, E}}) -> [{hm_meta, K, KS} || {K, KS} <- ets:tab2list(E)];
+meta_rows(#{meta := {mnesia, M}}) -> ets_rows(M).
+
+meta_size(#{meta := {ets, E}}) -> ets:info(E, size);
+meta_size(#{meta := {mnesia, M}}) -> mnesia:table_info(M, size).
+
+meta_words(#{meta := {ets, E}}) -> ets:info(E, memory);
+meta_words(#{meta := {mnesia, M}}) -> mnesia:table_info(M, memory).
 
 send(Node, Tab, Msg) ->
     _ = erlang:send({?MODULE, Node}, {hm_ec, Tab, node(), Msg}, [noconnect, nosuspend]),
