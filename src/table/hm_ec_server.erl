@@ -354,8 +354,13 @@ show(Tab, Key, View, Policy, Shown) ->
 
 %% Causal stability (seed 000 §4.7): keys whose entries are all stable lose their timestamps,
 %% and their metadata row when storage alone says it all.
-stabilize(Tab, T = #{type := Type, policy := Policy, tcsb := B}) ->
-    V = hm_tcsb:stable(B),
+stabilize(Tab, T = #{tcsb := B}) ->
+    case hm_tcsb:stable(B) of
+        V when V =:= map_get(stable_seen, T) -> T;    % nothing new is stable: no key to fold
+        V -> stabilize(Tab, T#{stable_seen := V}, V)
+    end.
+
+stabilize(Tab, T = #{type := Type, policy := Policy, tcsb := B}, V) ->
     lists:foreach(
       fun(Key) ->
               {KS, Shown} = key_state(Tab, T, Key),
@@ -449,7 +454,7 @@ new_table(Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}) ->
                     _ -> {ets, ets:new(hm_meta, [set, protected])}
                 end,
     T = #{type => Type, policy => Policy, meta => MetaStore, log => Log, storage => Storage,
-          waiters => #{}, clears => []},
+          waiters => #{}, clears => [], stable_seen => undefined},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     case {Storage, mnesia:dirty_read(Log, state)} of
         {disc_copies, [{hm_log, state, {Self, Delivered}}]} ->
