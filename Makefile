@@ -3,7 +3,7 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell demo bench-crdt clean
+.PHONY: all bootstrap compile test eunit ct dialyzer shell demo bench-crdt sim sim-report clean
 
 all: compile
 
@@ -42,6 +42,26 @@ bench-crdt: compile
 	erlc -o _build/bench bench/crdt_bench.erl
 	erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench \
 	    -eval 'crdt_bench:main(["bench/results/crdt.md"]), halt().'
+
+## make sim SEEDS=N: the deterministic simulator (sim/hm_sim.erl) on seeds 1..N, every fault
+## and workload; prints failures (seed, minimised trace) and `sim: P passed, F failed'.
+## make sim SEED=S [TRACE=file]: replay one seed (or a minimised trace written by a failure).
+## make sim-report: the scale table (10/50/100/200 replicas) into sim/REPORT.md.
+SEEDS ?= 300
+SIM_ERL = erl -noshell -pa _build/test/lib/hypermnesia/ebin _build/test/lib/hypermnesia/sim
+sim: bootstrap
+	$(REBAR) as test compile
+ifdef SEED
+	$(SIM_ERL) -eval 'hm_sim:main(["seed", "$(SEED)" $(if $(TRACE),$(comma) "$(TRACE)")]).'
+else
+	$(SIM_ERL) -eval 'hm_sim:main(["seeds", "$(SEEDS)"]).'
+endif
+
+sim-report: bootstrap
+	$(REBAR) as test compile
+	$(SIM_ERL) -eval 'hm_sim:main(["report", "sim/REPORT.md"]).'
+
+comma := ,
 
 clean:
 	rm -rf _build

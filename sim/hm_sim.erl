@@ -1,0 +1,713 @@
+%% @doc Deterministic simulator of EC tables (seed 000 §4.4–4.8; issue X6 durability of
+%% disc replicas, X7 partition tolerance): N replicas ({@link hm_sim_replica}, the logic of
+%% hm_ec_server over the SAME pure cores hm_tcsb and hm_ec_key) in ONE Erlang process, a
+%% seeded scheduler (`rand:seed_s', explicit state; simulated milliseconds, no wall clock)
+%% and a faulty network.
+%%
+%% A schedule (seed S, see {@link gen/2}) is a configuration (replica count, `pawset' or
+%% `prwset', conflict policy, ram / disc / mixed storage, network fault rates) and a trace of
+%% timed actions: client operations (write, delete, delete_object over 3 keys and 3 values,
+%% rarely clear), partitions (`halves', one node `isolated', `bridge': two sides joined only
+%% through one node, non-transitive; `flap': a burst of alternating cuts and heals), heals,
+%% crashes and restarts. The network drops, duplicates and delays (hence reorders) every
+%% message with the configured probabilities; a cut drops everything across it. Every
+%% replica ticks every 250 ms of simulated time (acks, retransmission with missing/3,
+%% stabilization, gc). After the work phase: heal, restart every crashed replica, turn the
+%% random faults off, run until quiescent (or a time cap), then check.
+%%
+%% Checkers:
+%% <ol>
+%% <li>convergence: every replica's rows (what reads show) are equal, and so their hash;</li>
+%% <li>no lost acknowledged write. An operation is ACKNOWLEDGED when it was applied at its
+%% origin (async_ec returns then) and, from then on, at every moment at least one replica
+%% that has delivered it keeps it: a replica that is up, or a crashed disc replica with a
+%% durable broadcast state (hm_log `state'). A crash of a ram replica (or of a disc replica
+%% with no such state: it restarts by snapshot) removes it from the holders; when the
+%% holders become empty the operation is lost with a ram crash, which async_ec permits. An
+%% acknowledged operation must be delivered everywhere at the end; an acknowledged write
+%% `W' of record R on key K must be visible (siblings: R is shown; term_order / lww: K is
+%% present) unless an operation delivered at the end supersedes it: on K (or a clear) and
+%% causally after W (a write, delete, delete_object of R, clear), or, for `prwset' only,
+%% concurrent with W and a delete, clear or delete_object of R;</li>
+%% <li>causal delivery: every application at a replica is checked, against a delivered
+%% vector the simulator keeps itself, to be the next operation of its origin and to follow
+%% everything its timestamp has seen (a snapshot install sets the vector);</li>
+%% <li>stability safety: at every stabilization step, every dot whose timestamp is dropped
+%% (a key folded, a logged operation gc'd, a prwset clear forgotten) must be delivered by
+%% every member that is up and ready, and by every crashed disc member with a durable
+%% state; a member that is syncing (or a crashed ram member) is excluded: it takes a
+%% snapshot from a ready member;</li>
+%% <li>metadata bound: at quiescence every key holds at most 1 timestamp
+%% (hm_ec_key:timestamps/1), the broadcast log and the causal buffer are empty.</li>
+%% </ol>
+%% Failures come with the seed; {@link minimise/3} drops trace actions while the failure
+%% persists; the minimised trace replays with `make sim SEED=S TRACE=File'.
+-module(hm_sim).
+
+-export([main/1, gen/2, run/2, run_seed/2, minimise/3, check_seeds/2, report/2]).
+-export_type([cfg/0, action/0, result/0]).
+
+-define(TICK, 250).
+-define(KEYS, [k1, k2, k3]).
+-define(VALUES, [a, b, c]).
+-define(QUIESCE_CAP, 60000).
+
+-type cfg() :: #{n := pos_integer(), type := hm_ec_key:ec_type(),
+                 policy := hm_ec_key:policy(), storage := ram | disc | mixed,
+                 drop := float(), dup := float(), delay := pos_integer(),
+                 duration := pos_integer(), seed := integer(), skew := #{node() => integer()},
+                 keys => [term()]}.
+-type action() :: {non_neg_integer(), term()}.
+-type result() :: #{ok := boolean(), failures := [term()], stats := map()}.
+
+%%% ================================================================ schedules
+
+%% @doc The configuration and trace of seed `Seed'. Options override configuration fields
+%% (`n', `type', `policy', `storage', `drop', `dup', `delay', `duration', `ops', `faults').
+-spec gen(integer(), map()) -> {cfg(), [action()]}.
+gen(Seed, Opts) ->
+    R0 = rand:seed_s(exsss, {Seed, 16#5eed, 16#51e}),
+    {[N, TI, PI, SI, Drop, Dup, Delay, NOps, NFaults], R1} =
+        draws([{int, 3, 7}, {int, 1, 2}, {int, 1, 3}, {int, 1, 3}, {int, 0, 15},
+               {int, 0, 10}, {int, 1, 150}, {int, 15, 60}, {int, 0, 4}], R0),
+    Cfg0 = #{n => N, type => element(TI, {pawset, prwset}),
+             policy => element(PI, {term_order, lww, siblings}),
+             storage => element(SI, {ram, disc, mixed}),
+             drop => Drop / 100, dup => Dup / 100, delay => Delay, duration => 4000,
+             seed => Seed, ops => NOps, faults => NFaults, keys => ?KEYS},
+    Cfg1 = maps:merge(Cfg0, Opts),
+    #{n := N1, duration := Dur, ops := Ops, faults := Fs} = Cfg1,
+    Nodes = nodes_of(N1),
+    {Skews, R2} = lists:foldl(fun(Nd, {M, R}) ->
+                                      {X, R_} = rand:uniform_s(20001, R),
+                                      {M#{Nd => (X - 10001) * 10}, R_}
+                              end, {#{}, R1}, Nodes),
+    Cfg = maps:without([ops, faults], Cfg1#{skew => Skews}),
+    Keys = maps:get(keys, Cfg),
+    {OpActs0, R3} = gen_ops(Ops, Nodes, Dur, Keys, R2),
+    OpActs = case maps:get(clear, Cfg, true) of
+                 true -> OpActs0;
+                 false -> [{T, {op, Nd, K, {write, a}}} || {T, {op, Nd, K, clear}} <- OpActs0]
+                          ++ [A || A = {_, {op, _, _, Op}} <- OpActs0, Op =/= clear]
+             end,
+    {FaultActs0, _} = gen_faults(Fs, Nodes, Dur, R3),
+    FaultActs = case maps:get(crash, Cfg, true) of
+                    true -> FaultActs0;
+                    false -> [A || A = {_, F} <- FaultActs0, element(1, F) =/= crash,
+                                   element(1, F) =/= restart]
+                end,
+    {Cfg, lists:keysort(1, OpActs ++ FaultActs)}.
+
+draws(Specs, R) ->
+    lists:foldl(fun({int, Lo, Hi}, {Acc, Ra}) ->
+                        {X, Ra1} = rand:uniform_s(Hi - Lo + 1, Ra),
+                        {Acc ++ [Lo + X - 1], Ra1}
+                end, {[], R}, Specs).
+
+pick(L, R) -> {I, R1} = rand:uniform_s(length(L), R), {lists:nth(I, L), R1}.
+
+gen_ops(0, _, _, _, R) -> {[], R};
+gen_ops(K, Nodes, Dur, Keys, R) ->
+    {T, R1} = rand:uniform_s(Dur, R),
+    {Nd, R2} = pick(Nodes, R1),
+    {Key, R3} = pick(Keys, R2),
+    {V, R4} = pick(?VALUES, R3),
+    {X, R5} = rand:uniform_s(100, R4),
+    Op = if X =< 55 -> {write, V};
+            X =< 75 -> delete;
+            X =< 97 -> {delete_object, V};
+            true -> clear
+         end,
+    {Rest, R6} = gen_ops(K - 1, Nodes, Dur, Keys, R5),
+    {[{T, {op, Nd, Key, Op}} | Rest], R6}.
+
+gen_faults(0, _, _, R) -> {[], R};
+gen_faults(K, Nodes, Dur, R) ->
+    {Kind, R1} = pick([halves, isolated, bridge, flap, crash, crash], R),
+    {T, R2} = rand:uniform_s(Dur, R1),
+    {Len, R3} = rand:uniform_s(Dur, R2),
+    {Acts, R4} = fault(Kind, T, Len, Nodes, R3),
+    {Rest, R5} = gen_faults(K - 1, Nodes, Dur, R4),
+    {Acts ++ Rest, R5}.
+
+fault(halves, T, Len, Nodes, R) ->
+    {Sh, R1} = shuffle(Nodes, R),
+    {A, B} = lists:split(length(Nodes) div 2, Sh),
+    {[{T, {partition, halves, [A, B]}}, {T + Len, heal}], R1};
+fault(isolated, T, Len, Nodes, R) ->
+    {X, R1} = pick(Nodes, R),
+    {[{T, {partition, isolated, [[X], Nodes -- [X]]}}, {T + Len, heal}], R1};
+fault(bridge, T, Len, Nodes, R) ->
+    {Sh, R1} = shuffle(Nodes, R),
+    [Br | Others] = Sh,
+    {A, B} = lists:split(length(Others) div 2, Others),
+    {[{T, {partition, bridge, [[Br | A], [Br | B]]}}, {T + Len, heal}], R1};
+fault(flap, T, _Len, Nodes, R) ->
+    {Sh, R1} = shuffle(Nodes, R),
+    {A, B} = lists:split(length(Nodes) div 2, Sh),
+    {Acts, R2} = lists:foldl(fun(I, {Acc, Ra}) ->
+                                     {D, Ra1} = rand:uniform_s(300, Ra),
+                                     At = T + I * 200 + D,
+                                     Act = case I rem 2 of
+                                               0 -> {partition, flap, [A, B]};
+                                               1 -> heal
+                                           end,
+                                     {[{At, Act} | Acc], Ra1}
+                             end, {[], R1}, lists:seq(0, 5)),
+    {lists:reverse(Acts), R2};
+fault(crash, T, Len, Nodes, R) ->
+    {X, R1} = pick(Nodes, R),
+    {[{T, {crash, X}}, {T + Len div 2, {restart, X}}], R1}.
+
+shuffle(L, R) ->
+    {Tagged, R1} = lists:foldl(fun(X, {Acc, Ra}) ->
+                                       {U, Ra1} = rand:uniform_s(Ra),
+                                       {[{U, X} | Acc], Ra1}
+                               end, {[], R}, L),
+    {[X || {_, X} <- lists:sort(Tagged)], R1}.
+
+nodes_of(N) -> [list_to_atom("n" ++ integer_to_list(I)) || I <- lists:seq(1, N)].
+
+%%% ================================================================ running
+
+%% @doc Generate and run seed `Seed'.
+-spec run_seed(integer(), map()) -> result().
+run_seed(Seed, Opts) ->
+    {Cfg, Trace} = gen(Seed, Opts),
+    run(Cfg, Trace).
+
+%% @doc Run a configuration and trace to quiescence, then check.
+-spec run(cfg(), [action()]) -> result().
+run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
+    Nodes = nodes_of(N),
+    S0 = #{now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg, nodes => Nodes,
+           rand => rand:seed_s(exsss, {Seed, 16#e7, 16#ab}), reps => #{}, inc => #{},
+           groups => all, applied => #{}, ops => #{}, failures => [], faults => true,
+           stats => #{}, samples => []},
+    try
+        S1 = lists:foldl(fun(Nd, Acc) -> start_node(Nd, Acc) end, S0, Nodes),
+        S2 = lists:foldl(fun(Nd, Acc) ->
+                                 {Off, Acc1} = uniform(?TICK, Acc),
+                                 schedule(Off, {tick, Nd}, Acc1)
+                         end, S1, Nodes),
+        S3 = lists:foldl(fun({T, A}, Acc) -> schedule_at(T, {action, A}, Acc) end, S2,
+                         [{T, A} || {T, A} <- Trace, T < Dur]),
+        S4 = run_until(Dur, S3),
+        S5 = final_heal(S4),
+        S6 = quiesce(Dur, S5),
+        finish(S6)
+    catch Class:Reason:Stack ->
+            #{ok => false, failures => [{exception, Class, Reason, lists:sublist(Stack, 6)}],
+              stats => #{}}
+    end.
+
+start_node(Nd, S = #{nodes := Nodes, inc := Inc}) ->
+    {R, Out} = hm_sim_replica:new(Nd, 1, Nodes, storage3(Nd, S)),
+    S1 = S#{reps := (maps:get(reps, S))#{Nd => R}, inc := Inc#{Nd => 1},
+            applied := (maps:get(applied, S))#{Nd => #{}}},
+    send_all(Nd, Out, S1).
+
+storage3(Nd, #{cfg := #{type := T, policy := P, storage := St}, nodes := Nodes}) ->
+    Storage = case St of
+                  mixed -> case index(Nd, Nodes) rem 2 of 0 -> disc; 1 -> ram end;
+                  _ -> St
+              end,
+    {T, P, Storage}.
+
+index(X, L) -> length(lists:takewhile(fun(Y) -> Y =/= X end, L)) + 1.
+
+uniform(N, S = #{rand := R}) -> {X, R1} = rand:uniform_s(N, R), {X, S#{rand := R1}}.
+coin(P, S = #{rand := R}) -> {U, R1} = rand:uniform_s(R), {U < P, S#{rand := R1}}.
+
+schedule(Delay, Ev, S = #{now := Now}) -> schedule_at(Now + Delay, Ev, S).
+schedule_at(T, Ev, S = #{q := Q, seq := Seq}) ->
+    S#{q := gb_trees:insert({T, Seq}, Ev, Q), seq := Seq + 1}.
+
+bump(K, S) -> bump(K, 1, S).
+bump(K, N, S = #{stats := St}) -> S#{stats := St#{K => maps:get(K, St, 0) + N}}.
+
+run_until(T, S = #{q := Q}) ->
+    case gb_trees:is_empty(Q) of
+        true -> S#{now := T};
+        false ->
+            case gb_trees:smallest(Q) of
+                {{At, _}, _} when At > T -> S#{now := T};
+                {{At, _} = K, Ev} ->
+                    S1 = S#{now := At, q := gb_trees:delete(K, Q)},
+                    run_until(T, event(Ev, S1))
+            end
+    end.
+
+up(Nd, #{reps := Reps}) -> is_map(maps:get(Nd, Reps)).
+
+connected(A, A, _) -> true;
+connected(_, _, #{groups := all}) -> true;
+connected(A, B, #{groups := Gs}) ->
+    lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G) end, Gs).
+
+reachable(Nd, S = #{nodes := Nodes}) ->
+    [M || M <- Nodes, M =/= Nd, up(M, S), connected(Nd, M, S)].
+
+event({tick, Nd}, S) ->
+    S1 = schedule(?TICK, {tick, Nd}, S),
+    case up(Nd, S1) of
+        false -> S1;
+        true ->
+            R = maps:get(Nd, maps:get(reps, S1)),
+            {Out, R1, Ev} = hm_sim_replica:tick(reachable(Nd, S1), R),
+            S2 = sample(Nd, R1, put_rep(Nd, R1, S1)),
+            send_all(Nd, Out, events(Nd, Ev, S2))
+    end;
+event({deliver, From, To, Msg}, S) ->
+    case up(To, S) andalso connected(From, To, S) of
+        false -> bump(dropped_cut, S);
+        true ->
+            {Out, R1, Ev} = hm_sim_replica:handle(From, Msg, maps:get(To, maps:get(reps, S))),
+            send_all(To, Out, events(To, Ev, put_rep(To, R1, S)))
+    end;
+event({action, A}, S) ->
+    action(A, bump(actions, S)).
+
+put_rep(Nd, R, S = #{reps := Reps}) -> S#{reps := Reps#{Nd => R}}.
+
+action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
+    case up(Nd, S) of
+        false -> bump(ops_skipped, S);
+        true ->
+            Rec = fun(V) -> {r, Key, V} end,
+            KeyOp = case Spec of
+                        {write, V} -> {Key, {write, Rec(V)}};
+                        delete -> {Key, delete};
+                        {delete_object, V} -> {Key, {delete_object, Rec(V)}};
+                        clear -> {all, clear}
+                    end,
+            Clock = Now * 1000 + maps:get(Nd, Skew),
+            {Msg = {O, Ts, {_, _, Op}}, Out, R1, Ev} =
+                hm_sim_replica:submit(KeyOp, Clock, maps:get(Nd, maps:get(reps, S)), Nd),
+            Dot = {O, maps:get(O, Ts)},
+            Info = #{dot => Dot, ts => Ts, key => element(1, KeyOp), op => Op,
+                     holders => [], lost => false, msg => Msg},
+            S1 = put_rep(Nd, R1, S#{ops := (maps:get(ops, S))#{Dot => Info}}),
+            send_all(Nd, Out, events(Nd, Ev, bump(ops, S1)))
+    end;
+action({partition, Shape, Groups}, S) ->
+    bump({partition, Shape}, reconnect(S#{groups := Groups}, S));
+action(heal, S) ->
+    reconnect(S#{groups := all}, S);
+action({crash, Nd}, S = #{reps := Reps, ops := Ops}) ->
+    case up(Nd, S) of
+        false -> S;
+        true ->
+            R = maps:get(Nd, Reps),
+            D = hm_sim_replica:durable(R),
+            Stateful = case D of
+                           {disc, _, _, #{state := _}} -> true;
+                           _ -> false
+                       end,
+            %% a ram replica, or a disc one with no durable broadcast state (it will take a
+            %% snapshot), no longer holds what it delivered
+            Ops1 = case Stateful of
+                       false -> maps:map(fun(_, I = #{holders := H}) ->
+                                                H1 = lists:delete(Nd, H),
+                                                I#{holders := H1,
+                                                   lost := maps:get(lost, I) orelse H1 =:= []}
+                                        end, Ops);
+                       true -> Ops
+                   end,
+            bump(crashes, S#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1})
+    end;
+action({restart, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
+    case maps:get(Nd, Reps) of
+        {down, D, _} ->
+            Inc = maps:get(Nd, Incs) + 1,
+            {R, Out} = hm_sim_replica:restart(Nd, Inc, Nodes, {storage3(Nd, S), D}),
+            Applied = case hm_sim_replica:status(R) of
+                          ready -> maps:get(Nd, maps:get(applied, S));
+                          syncing -> #{}
+                      end,
+            S1 = S#{reps := Reps#{Nd => R}, inc := Incs#{Nd => Inc},
+                    applied := (maps:get(applied, S))#{Nd => Applied}},
+            S2 = send_all(Nd, Out, bump(restarts, S1)),
+            lists:foldl(fun(M, Acc) -> nodeup(M, Nd, nodeup(Nd, M, Acc)) end, S2,
+                        reachable(Nd, S2));
+        _ -> S
+    end.
+
+%% pairs connected now and not before get a nodeup both ways
+reconnect(S1, S0 = #{nodes := Nodes}) ->
+    New = [{A, B} || A <- Nodes, B <- Nodes, A < B, up(A, S1), up(B, S1),
+                     connected(A, B, S1), not connected(A, B, S0)],
+    lists:foldl(fun({A, B}, Acc) -> nodeup(A, B, nodeup(B, A, Acc)) end, S1, New).
+
+nodeup(At, Peer, S) ->
+    send_all(At, hm_sim_replica:nodeup(Peer, maps:get(At, maps:get(reps, S))), S).
+
+send_all(From, Out, S) -> lists:foldl(fun({To, Msg}, Acc) -> send(From, To, Msg, Acc) end,
+                                      S, Out).
+
+send(From, To, Msg, S0 = #{cfg := #{drop := PD, dup := PU, delay := Max}, faults := F}) ->
+    S = bump({msg, element(1, Msg)}, bump(msgs, S0)),
+    case connected(From, To, S) of
+        false -> bump(dropped_cut, S);
+        true ->
+            {Drop, S1} = case F of true -> coin(PD, S); false -> {false, S} end,
+            case Drop of
+                true -> bump(dropped, S1);
+                false ->
+                    {D1, S2} = uniform(Max, S1),
+                    S3 = schedule(D1, {deliver, From, To, Msg}, S2),
+                    {Dup, S4} = case F of true -> coin(PU, S3); false -> {false, S3} end,
+                    case Dup of
+                        false -> S4;
+                        true ->
+                            {D2, S5} = uniform(Max, S4),
+                            bump(duplicated, schedule(D2, {deliver, From, To, Msg}, S5))
+                    end
+            end
+    end.
+
+%%% ================================================================ checkers 3 and 4
+
+fail(What, S = #{failures := Fs, now := Now}) when length(Fs) < 20 ->
+    S#{failures := Fs ++ [{Now, What}]};
+fail(_, S) -> S.
+
+events(Nd, Evs, S) -> lists:foldl(fun(E, Acc) -> ev(Nd, E, Acc) end, S, Evs).
+
+ev(Nd, {applied, {O, Ts, _}}, S = #{applied := Ap, ops := Ops}) ->
+    A = maps:get(Nd, Ap),
+    Seq = maps:get(O, Ts),
+    Ok = Seq =:= hm_vv:get(O, A) + 1 andalso
+        lists:all(fun({R, C}) -> R =:= O orelse C =< hm_vv:get(R, A) end, maps:to_list(Ts)),
+    S1 = case Ok of
+             true -> S;
+             false -> fail({causal_delivery, Nd, {O, Seq}, Ts, {delivered_before, A}}, S)
+         end,
+    Dot = {O, Seq},
+    Ops1 = case Ops of
+               #{Dot := I = #{holders := H}} -> Ops#{Dot := I#{holders := lists:usort([Nd | H])}};
+               _ -> Ops
+           end,
+    S1#{applied := Ap#{Nd := A#{O => max(Seq, hm_vv:get(O, A))}}, ops := Ops1};
+ev(Nd, {installed, V}, S = #{applied := Ap, ops := Ops}) ->
+    Ops1 = maps:map(fun(Dot, I = #{holders := H}) ->
+                            case hm_vv:contains(Dot, V) of
+                                true -> I#{holders := lists:usort([Nd | H])};
+                                false -> I
+                            end
+                    end, Ops),
+    bump(installs, S#{applied := Ap#{Nd := V}, ops := Ops1});
+ev(_Nd, {stabilized, []}, S) -> S;
+ev(Nd, {stabilized, Dots}, S = #{nodes := Nodes, reps := Reps, applied := Ap}) ->
+    Judges = [M || M <- Nodes, M =/= Nd,
+                   case maps:get(M, Reps) of
+                       {down, _, Stateful} -> Stateful;
+                       R -> hm_sim_replica:status(R) =:= ready
+                   end],
+    Bad = [{Dot, M} || Dot <- Dots, M <- Judges, not hm_vv:contains(Dot, maps:get(M, Ap))],
+    case Bad of
+        [] -> bump(stabilized_dots, length(Dots), S);
+        _ -> fail({unsafe_stability, Nd, {not_delivered_by, lists:sublist(Bad, 5)}}, S)
+    end.
+
+%%% ================================================================ quiescence and checks
+
+final_heal(S = #{nodes := Nodes, reps := Reps}) ->
+    S1 = (reconnect(S#{groups := all}, S))#{faults := false},
+    lists:foldl(fun(Nd, Acc) ->
+                        case maps:get(Nd, Reps) of
+                            {down, _, _} -> action({restart, Nd}, Acc);
+                            _ -> Acc
+                        end
+                end, S1, Nodes).
+
+quiesce(Dur, S) -> quiesce(Dur, Dur + ?TICK, S).
+
+quiesce(Dur, T, S) ->
+    S1 = run_until(T, S),
+    S2 = case {maps:is_key(converged_ms, maps:get(stats, S1)), converged(S1)} of
+             {false, true} -> (bump(converged_ms, T - Dur, S1));
+             _ -> S1
+         end,
+    case quiescent(S2) orelse T - Dur >= ?QUIESCE_CAP of
+        true -> S2#{quiesced_ms => T - Dur};
+        false -> quiesce(Dur, T + ?TICK, S2)
+    end.
+
+reps(#{reps := Reps, nodes := Nodes}) -> [maps:get(N, Reps) || N <- Nodes].
+
+converged(S) ->
+    Rs = reps(S),
+    lists:all(fun(R) -> hm_sim_replica:status(R) =:= ready end, Rs) andalso
+        length(lists:usort([hm_tcsb:delivered(hm_sim_replica:tcsb(R)) || R <- Rs])) =:= 1
+        andalso length(lists:usort([hm_sim_replica:rows(R) || R <- Rs])) =:= 1.
+
+quiescent(S) ->
+    converged(S) andalso
+        lists:all(fun(R) ->
+                          B = hm_sim_replica:tcsb(R),
+                          hm_tcsb:log_size(B) =:= 0 andalso hm_tcsb:pending(B) =:= 0
+                              andalso hm_sim_replica:clears(R) =:= []
+                              andalso lists:all(fun(KS) -> hm_ec_key:timestamps(KS) =:= 0 end,
+                                                maps:values(hm_sim_replica:meta(R)))
+                  end, reps(S)).
+
+finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
+    Rs = reps(S0),
+    %% 1. convergence
+    Rows = [hm_sim_replica:rows(R) || R <- Rs],
+    Hashes = [erlang:phash2(lists:sort(maps:to_list(Rw))) || Rw <- Rows],
+    S1 = case length(lists:usort(Rows)) of
+             1 -> S0;
+             _ -> fail({diverged, lists:zip(Nodes, Hashes),
+                        lists:usort(lists:zip(Hashes, Rows))}, S0)
+         end,
+    %% 2. no lost acknowledged write
+    Final = hm_tcsb:delivered(hm_sim_replica:tcsb(hd(Rs))),
+    View = hd(Rows),
+    S2 = maps:fold(fun(_, I, Acc) -> check_acked(I, Ops, Final, View, Cfg, Acc) end, S1, Ops),
+    %% 5. metadata bound
+    S3 = lists:foldl(
+           fun({Nd, R}, Acc) ->
+                   B = hm_sim_replica:tcsb(R),
+                   Big = [{K, KS} || {K, KS} <- maps:to_list(hm_sim_replica:meta(R)),
+                                     hm_ec_key:timestamps(KS) > 1],
+                   Acc1 = case Big of
+                              [] -> Acc;
+                              _ -> fail({metadata_bound, Nd, Big}, Acc)
+                          end,
+                   case {hm_tcsb:log_size(B), hm_tcsb:pending(B)} of
+                       {0, 0} -> Acc1;
+                       LP -> fail({log_not_empty, Nd, LP}, Acc1)
+                   end
+           end, S2, lists:zip(Nodes, Rs)),
+    MaxTs = lists:max([0 | [hm_ec_key:timestamps(KS) || R <- Rs,
+                                                         KS <- maps:values(hm_sim_replica:meta(R))]]),
+    Lost = length([x || #{lost := true} <- maps:values(Ops)]),
+    #{failures := Fs} = S3,
+    #{ok => Fs =:= [], failures => Fs,
+      stats => St#{quiesced_ms => maps:get(quiesced_ms, S3), max_timestamps => MaxTs,
+                   lost_with_ram_crash => Lost, hash => hd(Hashes),
+                   samples => maps:get(samples, S3)}}.
+
+check_acked(#{lost := true}, _, _, _, _, S) -> S;
+check_acked(I = #{dot := Dot}, Ops, Final, View, Cfg, S) ->
+    case hm_vv:contains(Dot, Final) of
+        false -> fail({acknowledged_op_lost, maps:without([msg], I)}, S);
+        true -> check_visible(I, Ops, Final, View, Cfg, S)
+    end.
+
+check_visible(W = #{op := {write, Rec, _}, key := K, dot := WD, ts := WTs}, Ops, Final, View,
+              #{type := Type, policy := Policy}, S) ->
+    Supersedes =
+        fun(#{dot := OD, ts := OTs, key := OK, op := Op}) ->
+                After = hm_vv:contains(WD, OTs) andalso OD =/= WD,
+                Conc = not After andalso not hm_vv:contains(OD, WTs),
+                OnKey = OK =:= K orelse Op =:= clear,
+                Kills = case Op of
+                            {write, _, _} -> After;
+                            delete -> After orelse (Conc andalso Type =:= prwset);
+                            clear -> After orelse (Conc andalso Type =:= prwset);
+                            {delete_object, R} ->
+                                R =:= Rec andalso (After orelse (Conc andalso Type =:= prwset))
+                        end,
+                hm_vv:contains(OD, Final) andalso OnKey andalso Kills
+        end,
+    case lists:any(Supersedes, maps:values(Ops)) of
+        true -> S;
+        false ->
+            Shown = maps:get(K, View, []),
+            Visible = case Policy of
+                          siblings -> lists:member(Rec, Shown);
+                          _ -> Shown =/= []
+                      end,
+            case Visible of
+                true -> S;
+                false -> fail({acknowledged_write_invisible, maps:without([msg, holders], W),
+                               {shown, Shown}}, S)
+            end
+    end;
+check_visible(_, _, _, _, _, S) -> S.
+
+%% metadata sample of one replica at a tick (for the scale report): bytes of the hm_meta
+%% rows over the keys the replica knows, and of the delivered vector
+sample(n1, R, S = #{samples := Sm, faults := true}) ->
+    Meta = hm_sim_replica:meta(R),
+    Keys = lists:usort(maps:keys(Meta) ++ maps:keys(hm_sim_replica:rows(R))),
+    Bytes = lists:sum([byte_size(term_to_binary({hm_meta, K, KS})) || {K, KS} <- maps:to_list(Meta)]),
+    VV = byte_size(term_to_binary(hm_tcsb:delivered(hm_sim_replica:tcsb(R)))),
+    S#{samples := [{Bytes, max(1, length(Keys)), VV} | Sm]};
+sample(_, _, S) -> S.
+
+%%% ================================================================ minimisation
+
+%% @doc Drop trace actions one at a time (a fault with its heal or restart), keeping a drop when the run still
+%% fails; at most `Budget' runs.
+-spec minimise(cfg(), [action()], pos_integer()) -> [action()].
+minimise(Cfg, Trace, Budget) -> min_loop(Cfg, Trace, 1, Budget).
+
+min_loop(_, Trace, I, B) when I > length(Trace); B =< 0 -> Trace;
+min_loop(Cfg, Trace, I, B) ->
+    {Pre, [Act | Post]} = lists:split(I - 1, Trace),
+    Smaller = Pre ++ (Post -- partner(Act, Post)),
+    case maps:get(ok, run(Cfg, Smaller)) of
+        false -> min_loop(Cfg, Smaller, I, B - 1);
+        true -> min_loop(Cfg, Trace, I + 1, B - 1)
+    end.
+
+%% a fault's closing action goes with it
+partner({_, {crash, N}}, Post) ->
+    case [A || A = {_, {restart, M}} <- Post, M =:= N] of [A | _] -> [A]; [] -> [] end;
+partner({_, {partition, _, _}}, Post) ->
+    case [A || A = {_, heal} <- Post] of [A | _] -> [A]; [] -> [] end;
+partner(_, _) -> [].
+
+%%% ================================================================ seeds, CLI, report
+
+%% @doc Run seeds `From' .. `From + Count - 1'; returns {Passed, Failed, Totals, FailedSeeds}.
+-spec check_seeds({integer(), pos_integer()}, map()) ->
+          {non_neg_integer(), non_neg_integer(), map(), [{integer(), result()}]}.
+check_seeds({From, Count}, Opts) ->
+    lists:foldl(fun(Seed, {P, F, Tot, Bad}) ->
+                        Res = #{ok := Ok, stats := St} = run_seed(Seed, Opts),
+                        Tot1 = totals(St, Tot),
+                        case Ok of
+                            true -> {P + 1, F, Tot1, Bad};
+                            false -> {P, F + 1, Tot1, Bad ++ [{Seed, Res}]}
+                        end
+                end, {0, 0, #{}, []}, lists:seq(From, From + Count - 1)).
+
+totals(St, Tot) ->
+    maps:fold(fun(K, V, Acc) when is_integer(V), K =/= hash, K =/= max_timestamps ->
+                      Acc#{K => maps:get(K, Acc, 0) + V};
+                 (max_timestamps, V, Acc) -> Acc#{max_timestamps => max(V, maps:get(max_timestamps, Acc, 0))};
+                 (_, _, Acc) -> Acc
+              end, Tot, St).
+
+%% @doc Command line: `["seeds", N]', `["seed", S]', `["seed", S, TraceFile]',
+%% `["report", File]'. Halts with status 1 when a schedule failed.
+-spec main([string()]) -> no_return().
+main(["seeds", N]) ->
+    Count = list_to_integer(N),
+    {P, F, Tot, Bad} = check_seeds({1, Count}, #{}),
+    [print_failure(Seed, Res) || {Seed, Res} <- Bad],
+    io:format("~p schedules, ~p client ops, ~p messages; faults injected: ~s~n",
+              [P + F, maps:get(ops, Tot, 0), maps:get(msgs, Tot, 0), fault_line(Tot)]),
+    io:format("sim: ~p passed, ~p failed~n", [P, F]),
+    halt(case F of 0 -> 0; _ -> 1 end);
+main(["seed", S]) ->
+    Seed = list_to_integer(S),
+    {Cfg, Trace} = gen(Seed, #{}),
+    replay(Seed, Cfg, Trace);
+main(["seed", S, File]) ->
+    Seed = list_to_integer(S),
+    {ok, [{Cfg, Trace}]} = file:consult(File),
+    replay(Seed, Cfg, Trace);
+main(["report", File]) ->
+    report(File, [10, 50, 100, 200]),
+    halt(0).
+
+replay(Seed, Cfg, Trace) ->
+    Res = #{ok := Ok} = run(Cfg, Trace),
+    io:format("seed ~p: ~p~ntrace (~p actions): ~p~n", [Seed, Cfg, length(Trace), Trace]),
+    case Ok of
+        true ->
+            io:format("stats: ~p~nsim: 1 passed, 0 failed~n",
+                      [maps:without([samples], maps:get(stats, Res))]),
+            halt(0);
+        false -> print_failure(Seed, Res), io:format("sim: 0 passed, 1 failed~n"), halt(1)
+    end.
+
+print_failure(Seed, #{failures := Fs}) ->
+    {Cfg, Trace} = gen(Seed, #{}),
+    Min = minimise(Cfg, Trace, 150),
+    Dir = "_build/sim",
+    ok = filelib:ensure_dir(Dir ++ "/x"),
+    File = Dir ++ "/trace-" ++ integer_to_list(Seed) ++ ".eterm",
+    ok = file:write_file(File, io_lib:format("~p.~n", [{Cfg, Min}])),
+    #{failures := MinFs} = run(Cfg, Min),
+    io:format("FAILED seed ~p (~p, ~p, ~p, ~p replicas): ~P~n"
+              "  minimised trace (~p of ~p actions, replay: make sim SEED=~p TRACE=~s):~n"
+              "  ~p~n  failures of the minimised trace: ~P~n",
+              [Seed, maps:get(type, Cfg), maps:get(policy, Cfg), maps:get(storage, Cfg),
+               maps:get(n, Cfg), Fs, 40, length(Min), length(Trace), Seed, File, Min,
+               MinFs, 60]).
+
+fault_line(T) ->
+    Parts = [{"partitions", lists:sum([V || {{partition, _}, V} <- maps:to_list(T)])},
+             {"crashes", maps:get(crashes, T, 0)}, {"restarts", maps:get(restarts, T, 0)},
+             {"dropped", maps:get(dropped, T, 0)}, {"duplicated", maps:get(duplicated, T, 0)},
+             {"cut", maps:get(dropped_cut, T, 0)}, {"snapshots", maps:get(installs, T, 0)},
+             {"ops lost with a ram crash", maps:get(lost_with_ram_crash, T, 0)}],
+    string:join([io_lib:format("~s ~p", [K, V]) || {K, V} <- Parts], ", ").
+
+%% @doc Scale report: per replica count, one schedule: 200 operations over 8 keys in 2 s with a
+%% halves partition for the second half, then heal. The table replaces what lies between the
+%% `<!-- scale:begin -->' and `<!-- scale:end -->' markers of `File' (the rest of the file is
+%% written by hand), or makes up the whole file when it has no markers.
+-spec report(file:filename(), [pos_integer()]) -> ok.
+report(File, Ns) ->
+    Rows = [scale(N) || N <- Ns],
+    Table = ["<!-- scale:begin -->\n"
+             "Produced by `make sim-report` (hm_sim:report/2, ", otp(), "): for each replica "
+             "count, one schedule (seed 1, pawset/lww, ram copies, 200 client operations spread "
+             "over 2 s of simulated time on 8 keys from random replicas, network delay 1-50 ms, "
+             "no random loss, a halves partition from 1 s until the end of the work phase at "
+             "2 s, then heal). Ticks every 250 ms of simulated time.\n\n"
+             "| replicas | ops | messages/op (all) | op messages/op | ack messages/op | "
+             "meta bytes/key (mean) | meta bytes/key (max) | delivered-vector bytes | "
+             "converge after heal (sim ms) | quiescent after heal (sim ms) | checks | run time (s) |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|\n", Rows, notes(),
+             "<!-- scale:end -->\n"],
+    Text = case file:read_file(File) of
+               {ok, Old} ->
+                   case binary:split(Old, <<"<!-- scale:begin -->\n">>) of
+                       [Pre, Rest] ->
+                           [_, Post] = binary:split(Rest, <<"<!-- scale:end -->\n">>),
+                           [Pre, Table, Post];
+                       _ -> ["# Simulator report\n\n", Table]
+                   end;
+               _ -> ["# Simulator report\n\n", Table]
+           end,
+    ok = file:write_file(File, Text),
+    io:format("~s", [Table]).
+
+otp() -> "OTP " ++ erlang:system_info(otp_release).
+
+scale(N) ->
+    Keys = [list_to_atom("k" ++ integer_to_list(I)) || I <- lists:seq(1, 8)],
+    Opts = #{n => N, type => pawset, policy => lww, storage => ram, drop => 0.0, dup => 0.0,
+             delay => 50, duration => 2000, ops => 200, faults => 0, keys => Keys},
+    {Cfg, Trace0} = gen(1, Opts),
+    Nodes = nodes_of(N),
+    {A, B} = lists:split(N div 2, Nodes),
+    Trace = lists:keysort(1, [{1000, {partition, halves, [A, B]}} | Trace0]),
+    T0 = erlang:monotonic_time(millisecond),
+    #{ok := Ok, stats := St, failures := Fs} = run(Cfg, Trace),
+    Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
+    Ops = max(1, maps:get(ops, St, 0)),
+    Samples = maps:get(samples, St, []),
+    PerKey = [Bt / Ks || {Bt, Ks, _} <- Samples],
+    Mean = case PerKey of [] -> 0; _ -> lists:sum(PerKey) / length(PerKey) end,
+    Max = lists:max([0 | PerKey]),
+    VV = lists:max([0 | [V || {_, _, V} <- Samples]]),
+    io_lib:format("| ~p | ~p | ~.1f | ~.1f | ~.1f | ~.1f | ~.1f | ~p | ~p | ~p | ~s | ~.1f |~n",
+                  [N, Ops, maps:get(msgs, St, 0) / Ops, maps:get({msg, op}, St, 0) / Ops,
+                   maps:get({msg, ack}, St, 0) / Ops, Mean, Max, VV,
+                   maps:get(converged_ms, St, -1), maps:get(quiesced_ms, St, -1),
+                   case Ok of true -> "pass"; false -> io_lib:format("FAIL ~0P", [Fs, 8]) end,
+                   Secs]).
+
+notes() ->
+    "\nColumns: messages are every send (op, ack, snapshot request) from the start to "
+    "quiescence, divided by client operations. Op messages include retransmissions: every "
+    "replica logs every delivered operation until it is stable and, at each tick, resends it "
+    "(missing/3, `old') to every reachable member it does not know to have it, and on a "
+    "nodeup resends all of them (`all'). Acks: every replica to every reachable member every "
+    "tick (N^2 per tick). Meta bytes/key: `term_to_binary({hm_meta, Key, KeyState})` summed "
+    "over replica n1's metadata rows, divided by the keys it holds, sampled at each of its "
+    "ticks during the work phase. The delivered vector (one entry per replica incarnation) "
+    "is what every ack and every operation's timestamp carries. Converge: simulated time "
+    "from the heal until every replica shows the same rows and delivered vector; quiescent: "
+    "until, in addition, logs are empty and no key keeps a timestamp (checked every 250 ms, "
+    "so both are multiples of 250).\n".
