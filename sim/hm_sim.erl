@@ -339,8 +339,13 @@ reconnect(S1, S0 = #{nodes := Nodes}) ->
                      connected(A, B, S1), not connected(A, B, S0)],
     lists:foldl(fun({A, B}, Acc) -> nodeup(A, B, nodeup(B, A, Acc)) end, S1, New).
 
-nodeup(At, Peer, S) ->
-    send_all(At, hm_sim_replica:nodeup(Peer, maps:get(At, maps:get(reps, S))), S).
+nodeup(At, Peer, S = #{reps := Reps}) ->
+    case Reps of
+        #{At := R} ->
+            {Out, R1} = hm_sim_replica:nodeup(Peer, R),
+            send_all(At, Out, S#{reps := Reps#{At := R1}});
+        _ -> S
+    end.
 
 send_all(From, Out, S) -> lists:foldl(fun({To, Msg}, Acc) -> send(From, To, Msg, Acc) end,
                                       S, Out).

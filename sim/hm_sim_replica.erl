@@ -13,8 +13,9 @@
 %% snapshot `{Rows, Meta, Delivered}', installs the first one, replays its own log and what
 %% arrived meanwhile (hm_ec_server:install/6).</li>
 %% <li>disc persistence (FEATURES X2 / issue X6): `disc' replicas keep `rows', `meta' and a
-%% `dlog' mirroring the `hm_log' table (Dot => Msg until gc, and `state' => {Self,
-%% Delivered}); that, and nothing else (not `clears', not the hlc), survives a crash.</li>
+%% `dlog' mirroring the `hm_log' table (Dot => Msg until gc, `state' => {Self, Delivered},
+%% `clears' => the unstable clears); that, and nothing else (not the hlc), survives a
+%% crash.</li>
 %% </ul>
 %% Every function returns the messages to send (`[{To, Msg}]') and events for the checkers:
 %% `{applied, Msg}', `{installed, V}', `{stabilized, Dots}' (dots whose timestamps a
@@ -30,7 +31,8 @@
 -type replica() :: #{node := node(), type := ec_type(), policy := policy(),
                      storage := ram | disc, tcsb := hm_tcsb:state(),
                      rows := #{term() => [tuple()]}, meta := #{term() => hm_ec_key:key_state()},
-                     dlog := map(), clears := list(), status := ready | {syncing, list()},
+                     dlog := map(), clears := list(),
+                     status := ready | {syncing, list(), [node()]},
                      hlc := integer()}.
 -type durable() :: none | {disc, #{term() => [tuple()]}, map(), map()}.
 -type out() :: [{node(), term()}].
@@ -45,7 +47,7 @@ new(Node, Inc, Members, {Type, Policy, Storage}) ->
 
 fresh(Node, Inc, Members, Type, Policy, Storage, Rows, Meta) ->
     Others = Members -- [Node],
-    Status = case Others of [] -> ready; _ -> {syncing, []} end,
+    Status = case Others of [] -> ready; _ -> {syncing, [], []} end,
     R = #{node => Node, type => Type, policy => Policy, storage => Storage,
           tcsb => hm_tcsb:new({Node, Inc}, Members), rows => Rows, meta => Meta,
           dlog => #{}, clears => [], status => Status, hlc => 0},
@@ -59,11 +61,11 @@ restart(Node, Inc, Members, {{Type, Policy, Storage}, none}) ->
 restart(Node, Inc, Members, {{Type, Policy, disc}, {disc, Rows, Meta, DLog}}) ->
     case DLog of
         #{state := {Self, Delivered}} ->
-            Logged = [M || {Dot, M} <- maps:to_list(DLog), Dot =/= state],
+            Logged = [M || {{_, _}, M} <- maps:to_list(DLog)],
             B = hm_tcsb:restore_log(Logged, hm_tcsb:new(Self, Members, Delivered)),
             {#{node => Node, type => Type, policy => Policy, storage => disc, tcsb => B,
-               rows => Rows, meta => Meta, dlog => DLog, clears => [], status => ready,
-               hlc => 0}, []};
+               rows => Rows, meta => Meta, dlog => DLog, clears => maps:get(clears, DLog, []),
+               status => ready, hlc => 0}, []};
         _ ->
             {R, Out} = fresh(Node, Inc, Members, Type, Policy, disc, Rows, Meta),
             {R#{dlog := DLog}, Out}
@@ -89,16 +91,23 @@ submit({Key, Op0}, Clock, R = #{tcsb := B, hlc := H0}, Node) ->
 
 %% @doc A message from member `From'.
 -spec handle(node(), term(), replica()) -> {out(), replica(), [event()]}.
-handle(_From, {op, Msg}, R = #{status := {syncing, Raw}}) ->
-    {[], R#{status := {syncing, [Msg | Raw]}}, []};
+handle(_From, {op, Msg}, R = #{status := {syncing, Raw, E}}) ->
+    {[], R#{status := {syncing, [Msg | Raw], E}}, []};
 handle(From, {snapshot_req}, R) ->
-    case snapshot(R) of
-        {ok, Snap} -> {[{From, {snapshot, Snap}}], R, []};
-        none -> {[], R, []}
+    {[{From, snapshot(R)}], R, []};
+handle(_From, {snapshot, Snap}, R = #{status := {syncing, _, _}}) ->
+    install(Snap, R);
+handle(From, {snapshot_empty}, R = #{status := {syncing, Raw, E}, tcsb := B, node := Me}) ->
+    E1 = lists:usort([From | E]),
+    case hm_tcsb:members(B) -- [Me | E1] of
+        [] -> install(#{rows => #{}, meta => #{}, delivered => #{}, log => [], clears => []}, R);
+        _ -> {[], R#{status := {syncing, Raw, E1}}, []}
     end;
-handle(_From, {snapshot, {Rows, Meta, V}}, R = #{status := {syncing, _}}) ->
-    install(Rows, Meta, V, R);
 handle(_From, {snapshot, _}, R) ->
+    {[], R, []};
+handle(_From, {snapshot_empty}, R) ->
+    {[], R, []};
+handle(_From, {snapshot_none}, R) ->
     {[], R, []};
 handle(_From, {op, Msg}, R = #{tcsb := B, hlc := H}) ->
     {Ready, B1} = hm_tcsb:receive_op(Msg, B),
@@ -113,17 +122,21 @@ handle(_From, {op, Msg}, R = #{tcsb := B, hlc := H}) ->
 handle(_From, {ack, Replica, V}, R = #{tcsb := B}) ->
     {[], R#{tcsb := hm_tcsb:receive_ack(Replica, V, B)}, []}.
 
-snapshot(#{status := ready, rows := Rows, meta := Meta, tcsb := B}) ->
-    {ok, {Rows, Meta, hm_tcsb:delivered(B)}};
-snapshot(#{status := {syncing, _}, rows := Rows, tcsb := B}) ->
-    case hm_tcsb:delivered(B) =:= #{} andalso map_size(Rows) =:= 0 of
-        true -> {ok, {#{}, #{}, #{}}};
-        false -> none
+snapshot(#{status := ready, rows := Rows, meta := Meta, tcsb := B, clears := Cs}) ->
+    {snapshot, #{rows => Rows, meta => Meta, delivered => hm_tcsb:delivered(B),
+                 log => hm_tcsb:log_msgs(B), clears => Cs}};
+snapshot(#{status := {syncing, _, _}, tcsb := B}) ->
+    case maps:keys(hm_tcsb:delivered(B)) -- [hm_tcsb:self(B)] of
+        [] -> {snapshot_empty};
+        _ -> {snapshot_none}
     end.
 
-install(Rows, Meta, V, R = #{tcsb := Old, status := {syncing, Raw}}) ->
-    B0 = hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V),
-    R0 = R#{rows := Rows, meta := Meta, dlog := #{}, tcsb := B0, status := ready},
+install(#{rows := Rows, meta := Meta, delivered := V, log := Log, clears := Clears},
+        R = #{tcsb := Old, status := {syncing, Raw, _}}) ->
+    B0 = hm_tcsb:restore_log(Log, hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V)),
+    R00 = R#{rows := Rows, meta := Meta, dlog := #{}, tcsb := B0, status := ready,
+             clears := Clears},
+    R0 = lists:foldl(fun(M, Acc) -> persist(Acc, M) end, persist_clears(R00), Log),
     lists:foldl(fun(M, {O, Acc, E}) ->
                         {O1, Acc1, E1} = handle(node, {op, M}, Acc),
                         {O ++ O1, Acc1, E ++ E1}
@@ -141,10 +154,13 @@ tick(Up, R = #{tcsb := B}) ->
     {R1, Ev} = stabilize(R),
     {Out, R1#{tcsb := hm_tcsb:tick(maps:get(tcsb, R1))}, Ev}.
 
-%% @doc A member is reachable again: send it every logged operation it lacks.
--spec nodeup(node(), replica()) -> out().
-nodeup(N, #{tcsb := B}) ->
-    [{N, {op, M}} || lists:member(N, hm_tcsb:members(B)), M <- hm_tcsb:missing(N, all, B)].
+%% @doc A member is reachable again (maybe a new incarnation without its state): forget what
+%% it was known to have and send it every logged operation (hm_ec_server nodeup).
+-spec nodeup(node(), replica()) -> {out(), replica()}.
+nodeup(N, R = #{tcsb := B0}) ->
+    B = hm_tcsb:forget_member(N, B0),
+    {[{N, {op, M}} || lists:member(N, hm_tcsb:members(B)), M <- hm_tcsb:missing(N, all, B)],
+     R#{tcsb := B}}.
 
 %%% ------------------------------------------------------------ effects (hm_ec_server)
 
@@ -157,17 +173,29 @@ effect(R = #{rows := Rows, meta := Meta}, {Origin, Ts, {_, _, clear}}) ->
     R1 = lists:foldl(fun(K, Acc) -> apply_key(Acc, Origin, Ts, K, delete) end, R, Keys),
     case R of
         #{type := prwset, clears := Cs} ->
-            R1#{clears := [{{Origin, maps:get(Origin, Ts)}, Ts} | Cs]};
+            Handled = maps:from_list([{K, true} || K <- Keys]),
+            persist_clears(R1#{clears := [{{Origin, maps:get(Origin, Ts)}, Ts, Handled} | Cs]});
         _ -> R1
     end;
 effect(R = #{clears := Cs}, {Origin, Ts, {_, Key, Op}}) ->
     R1 = apply_key(R, Origin, Ts, Key, Op),
-    lists:foldl(fun({{CO, _} = CDot, CTs}, Acc) ->
-                        case hm_vv:contains(CDot, Ts) of
-                            true -> Acc;
-                            false -> apply_key(Acc, CO, CTs, Key, delete)
-                        end
-                end, R1, Cs).
+    {Cs1, R2} = lists:mapfoldl(
+                  fun(C = {{CO, _} = CDot, CTs, Handled}, Acc) ->
+                          case {hm_vv:contains(CDot, Ts), maps:is_key(Key, Handled)} of
+                              {_, true} -> {C, Acc};
+                              {true, false} -> {{CDot, CTs, Handled#{Key => true}}, Acc};
+                              {false, false} ->
+                                  {{CDot, CTs, Handled#{Key => true}},
+                                   apply_key(Acc, CO, CTs, Key, delete)}
+                          end
+                  end, R1, Cs),
+    case Cs1 of
+        Cs -> R2;
+        _ -> persist_clears(R2#{clears := Cs1})
+    end.
+
+persist_clears(R = #{storage := disc, dlog := D, clears := Cs}) -> R#{dlog := D#{clears => Cs}};
+persist_clears(R) -> R.
 
 persist(R = #{storage := disc, dlog := D, tcsb := B}, {Origin, Ts, _} = Msg) ->
     R#{dlog := D#{{Origin, maps:get(Origin, Ts)} => Msg,
@@ -204,14 +232,14 @@ stabilize(R = #{type := Type, policy := Policy, meta := Meta, tcsb := B, clears 
                               KS1 -> {store(Acc, Key, KS1), [D || {D, _, _} <- Log] ++ Ds}
                           end
                   end, {R, []}, Meta),
-    Clears = [C || C = {D, _} <- Cs, not hm_vv:contains(D, V)],
+    Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
     {Gone, B1} = hm_tcsb:gc_dots(B),
     R2 = case R1 of
              #{storage := disc, dlog := DL} -> R1#{dlog := maps:without(Gone, DL)};
              _ -> R1
          end,
-    {R2#{tcsb := B1, clears := Clears},
-     [{stabilized, lists:usort(Dots ++ Gone ++ [D || {D, _} <- Cs -- Clears])}]}.
+    {persist_clears(R2#{tcsb := B1, clears := Clears}),
+     [{stabilized, lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears])}]}.
 
 -spec rows(replica()) -> #{term() => [tuple()]}.
 rows(#{rows := Rows}) -> Rows.

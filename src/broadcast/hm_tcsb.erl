@@ -30,7 +30,7 @@
 
 -export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/3, stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, own_log/1, restore_log/2,
-         gc_dots/1, delivered/1, log_size/1, pending/1,
+         gc_dots/1, log_msgs/1, forget_member/2, delivered/1, log_size/1, pending/1,
          known/1]).
 -export_type([state/0, message/0]).
 
@@ -41,7 +41,8 @@
                cb :: hm_causal_buffer:buffer(),
                %% delivered, not yet stable: Dot => {Message, TickLogged}
                log = #{} :: #{hm_vv:dot() => {message(), non_neg_integer()}},
-               known = #{} :: #{node() => hm_vv:vv()},
+               %% per member node: the incarnation last heard of and what it has delivered
+               known = #{} :: #{node() => {term(), hm_vv:vv()}},
                %% acks whose sender's own operations have not all arrived yet
                early_acks = #{} :: #{replica() => hm_vv:vv()},
                ticks = 0 :: non_neg_integer()}).
@@ -70,16 +71,31 @@ broadcast(Payload, S = #tcsb{self = Self = {Node, _}, cb = CB, members = Ms}) ->
 -spec receive_op(message(), state()) -> {[message()], state()}.
 receive_op(Msg, S = #tcsb{cb = CB}) ->
     {Ready, CB1} = hm_causal_buffer:rcv_msg(Msg, CB),
-    S1 = lists:foldl(fun(M = {{Node, _}, Ts, _}, Acc = #tcsb{known = K}) ->
+    S1 = lists:foldl(fun(M = {Origin, Ts, _}, Acc = #tcsb{known = K}) ->
                              %% the origin had delivered Ts when it sent the message
-                             log_msg(M, Acc#tcsb{known = K#{Node => join(Node, Ts, K)}})
+                             log_msg(M, Acc#tcsb{known = learn(Origin, Ts, K)})
                      end, S#tcsb{cb = CB1}, Ready),
     {Ready, settle_acks(S1)}.
 
 log_msg(Msg = {Origin, Ts, _}, S = #tcsb{log = L, ticks = T}) ->
     S#tcsb{log = L#{{Origin, maps:get(Origin, Ts)} => {Msg, T}}}.
 
-join(R, V, Known) -> hm_vv:join(maps:get(R, Known, #{}), V).
+%% What member `Node' (incarnation `Inc') has delivered. A newer incarnation replaces what
+%% was known of the node (it restarted without its state and may lack what the old one had:
+%% counting the old one's acks would let operations it lacks be collected as stable); an
+%% older incarnation's news is ignored. Incarnations grow with time (hm_ec_server).
+learn({Node, Inc}, V, Known) ->
+    case Known of
+        #{Node := {Inc, Old}} -> Known#{Node := {Inc, hm_vv:join(Old, V)}};
+        #{Node := {Cur, _}} when Cur > Inc -> Known;
+        _ -> Known#{Node => {Inc, V}}
+    end.
+
+known_vv(Node, Known) ->
+    case Known of
+        #{Node := {_, V}} -> V;
+        _ -> #{}
+    end.
 
 %% @doc The acknowledgements to send to every other member: `{ack, Replica, Delivered}'.
 -spec acks(state()) -> [{node(), term()}].
@@ -101,7 +117,7 @@ settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
                                            false -> {R, Er#{From => V}}
                                        end
                                end, {#{}, #{}}, E),
-    K1 = maps:fold(fun({Node, _}, V, Acc) -> Acc#{Node => join(Node, V, Acc)} end, K, Ready),
+    K1 = maps:fold(fun(Replica, V, Acc) -> learn(Replica, V, Acc) end, K, Ready),
     S#tcsb{early_acks = Early, known = K1}.
 
 %% @doc Algorithm 1 "check stability": every operation whose dot is in the returned vector
@@ -110,7 +126,7 @@ settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
 stable(#tcsb{self = {Node, _}, members = Ms, known = K, cb = CB}) ->
     D = hm_causal_buffer:delivered(CB),
     lists:foldl(fun(M, Acc) when M =:= Node -> Acc;
-                   (M, Acc) -> hm_vv:meet(Acc, maps:get(M, K, #{}))
+                   (M, Acc) -> hm_vv:meet(Acc, known_vv(M, K))
                 end, D, Ms).
 
 %% @doc Forget logged operations that are stable (every member has them).
@@ -129,7 +145,21 @@ gc_dots(S = #tcsb{log = L}) ->
                              end, {[], #{}}, L),
     {Gone, S#tcsb{log = Kept}}.
 
-%% @doc Put back logged operations read from disc after a restart (they are delivered here).
+%% @doc Every logged operation (delivered here, not yet stable), oldest first per origin: what
+%% a state transfer hands on, so the receiver can repair others too.
+-spec log_msgs(state()) -> [message()].
+log_msgs(#tcsb{log = L}) -> [M || {_, {M, _}} <- lists:sort(maps:to_list(L))].
+
+%% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
+%% incarnation): stability waits for its next acknowledgement, and {@link missing/3} offers it
+%% the whole log.
+-spec forget_member(node(), state()) -> state().
+forget_member(Node, S = #tcsb{known = K, early_acks = E}) ->
+    S#tcsb{known = maps:remove(Node, K),
+           early_acks = maps:filter(fun({N, _}, _) -> N =/= Node end, E)}.
+
+%% @doc Put back logged operations read from disc or received in a state transfer (they are
+%% delivered here).
 -spec restore_log([message()], state()) -> state().
 restore_log(Msgs, S) -> lists:foldl(fun log_msg/2, S, Msgs).
 
@@ -138,7 +168,7 @@ restore_log(Msgs, S) -> lists:foldl(fun log_msg/2, S, Msgs).
 %% that does not resend what is still in flight).
 -spec missing(node(), all | old, state()) -> [message()].
 missing(Peer, Which, #tcsb{log = L, known = K, ticks = T}) ->
-    Has = maps:get(Peer, K, #{}),
+    Has = known_vv(Peer, K),
     Msgs = [{D, M} || {D, {M, At}} <- maps:to_list(L), not hm_vv:contains(D, Has),
                       Which =:= all orelse At < T],
     [M || {_, M} <- lists:sort(fun({{_, A}, _}, {{_, B}, _}) -> A =< B end, Msgs)].
@@ -177,4 +207,4 @@ pending(#tcsb{cb = CB}) -> hm_causal_buffer:pending_count(CB).
 
 %% @doc What each member is known to have delivered.
 -spec known(state()) -> #{node() => hm_vv:vv()}.
-known(#tcsb{known = K}) -> K.
+known(#tcsb{known = K}) -> maps:map(fun(_, {_, V}) -> V end, K).

@@ -115,16 +115,21 @@ handle_info({hm_sync_timeout, Tab, Dot}, S = #{tables := Ts}) ->
         _ -> {noreply, S}
     end;
 handle_info({nodeup, N}, S = #{tables := Ts}) ->
-    %% a member is back: send it everything it lacks
-    Ts1 = maps:map(fun(Tab, T = #{tcsb := B}) ->
+    %% a member is back, maybe as a new incarnation without its state: forget what it was
+    %% known to have and send it everything logged (duplicates are dropped there)
+    Ts1 = maps:map(fun(Tab, T = #{tcsb := B0}) ->
+                           B = hm_tcsb:forget_member(N, B0),
                            [send(N, Tab, {op, M}) || lists:member(N, hm_tcsb:members(B)),
                                                      M <- hm_tcsb:missing(N, all, B)],
-                           T
+                           T#{tcsb := B}
                    end, Ts),
     {noreply, S#{tables := Ts1}};
 handle_info({nodedown, N}, S = #{tables := Ts}) ->
-    %% a sync_ec caller no longer waits for a member it cannot reach
-    {noreply, S#{tables := maps:map(fun(_, T) -> forget_waiter_node(N, T) end, Ts)}};
+    %% a sync_ec caller no longer waits for a member it cannot reach; what the member had is
+    %% relearned from its next acknowledgement (it may restart without its state)
+    {noreply, S#{tables := maps:map(fun(_, T = #{tcsb := B}) ->
+                                            forget_waiter_node(N, T#{tcsb := hm_tcsb:forget_member(N, B)})
+                                    end, Ts)}};
 handle_info(Msg, S) ->
     drop({unknown_message, Msg}, S).
 
@@ -179,23 +184,29 @@ durable(_, _) -> ok.
 
 %%% ---------------------------------------------------------------- remote messages
 
-remote(Tab, T = #{status := {syncing, Raw}}, From, {op, Msg}, S) ->
+remote(Tab, T = #{status := {syncing, Raw, Empty}}, From, {op, Msg}, S) ->
     %% not caught up yet: keep it for after the state transfer
     case valid_op_msg(Msg) of
         false -> element(2, drop({bad_op_message, Tab, From}, S));
-        true -> put_table(Tab, T#{status := {syncing, [Msg | Raw]}}, S)
+        true -> put_table(Tab, T#{status := {syncing, [Msg | Raw], Empty}}, S)
     end;
 remote(Tab, T, From, {snapshot_req}, S) ->
-    case snapshot(Tab, T) of
-        {ok, Snap} -> send(From, Tab, {snapshot, Snap});
-        none -> ok
-    end,
+    send(From, Tab, snapshot(Tab, T)),
     put_table(Tab, T, S);
-remote(Tab, T = #{status := {syncing, _}}, _From, {snapshot, {Rows, MetaRows, V}}, S)
-  when is_list(Rows), is_list(MetaRows), is_map(V) ->
-    install(Tab, T, Rows, MetaRows, V, S);
+remote(Tab, T = #{status := {syncing, _, _}}, _From, {snapshot, Snap = #{rows := Rows}}, S)
+  when is_list(Rows) ->
+    install(Tab, T, Snap, S);
+remote(Tab, T = #{status := {syncing, Raw, Empty}}, From, {snapshot_empty}, S) ->
+    %% only when every other member holds nothing may this one start from nothing too
+    Empty1 = lists:usort([From | Empty]),
+    case hm_tcsb:members(maps:get(tcsb, T)) -- [node() | Empty1] of
+        [] -> install(Tab, T, empty_snapshot(), S);
+        _ -> put_table(Tab, T#{status := {syncing, Raw, Empty1}}, S)
+    end;
 remote(_Tab, _T, _From, {snapshot, _}, S) ->
     S;                                          % already caught up
+remote(_Tab, _T, _From, {snapshot_empty}, S) ->
+    S;
 remote(Tab, T = #{tcsb := B}, From, {op, Msg}, S = #{hlc := H}) ->
     case valid_op_msg(Msg) of
         false -> element(2, drop({bad_op_message, Tab, From}, S));
@@ -227,34 +238,47 @@ remote(Tab, T = #{waiters := W}, From, {applied, Dot}, S) ->
             end;
         _ -> S
     end;
+remote(_Tab, _T, _From, {snapshot_none}, S) ->
+    S;                                          % that member cannot help yet
 remote(Tab, _T, From, Other, S) ->
     element(2, drop({bad_message, Tab, From, Other}, S)).
 
 %%% ---------------------------------------------------------------- state transfer
 
 %% What a member that is caught up sends to one that is not: everything reads show, the
-%% metadata of unstable keys, and the delivered vector they reflect (one process made all
-%% three, so they agree). A member still syncing answers only while it holds nothing at all,
-%% so the members of a brand-new table release each other.
-snapshot(Tab, T = #{status := ready, tcsb := B}) ->
-    {ok, {ets_rows(Tab), meta_rows(T), hm_tcsb:delivered(B)}};
-snapshot(Tab, #{status := {syncing, _}, tcsb := B}) ->
-    case hm_tcsb:delivered(B) =:= #{} andalso mnesia:table_info(Tab, size) =:= 0 of
-        true -> {ok, {[], [], #{}}};
-        false -> none
+%% metadata of unstable keys, the delivered vector they reflect, the logged operations not yet
+%% stable (so the receiver can pass them on should their origin die) and the unstable clears
+%% (one process made them all, so they agree). A member still syncing that holds nothing from
+%% anyone else says so; a replica starts from nothing only when every other member said so
+%% (the members of a brand-new table), never because some member that lost its state did.
+snapshot(Tab, T = #{status := ready, tcsb := B, clears := Cs}) ->
+    {snapshot, #{rows => ets_rows(Tab), meta => meta_rows(T), delivered => hm_tcsb:delivered(B),
+                 log => hm_tcsb:log_msgs(B), clears => Cs}};
+snapshot(_Tab, #{status := {syncing, _, _}, tcsb := B}) ->
+    case only_own(B) of
+        true -> {snapshot_empty};
+        false -> {snapshot_none}
     end.
+
+%% Nothing delivered but this incarnation's own operations (which reach the others by
+%% broadcast anyway, and are replayed after a state transfer).
+only_own(B) -> maps:keys(hm_tcsb:delivered(B)) -- [hm_tcsb:self(B)] =:= [].
+
+empty_snapshot() -> #{rows => [], meta => [], delivered => #{}, log => [], clears => []}.
 
 ets_rows(Tab) -> mnesia:dirty_select(Tab, [{'_', [], ['$_']}]).
 
 %% Install a member's state, then replay this replica's own operations on top of it (they
 %% were applied to the state being replaced), then deliver what arrived meanwhile.
-install(Tab, T = #{tcsb := Old, status := {syncing, Raw}}, Rows, MetaRows, V, S) ->
+install(Tab, T = #{tcsb := Old, status := {syncing, Raw, _}},
+        #{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := Clears}, S) ->
     [mnesia:dirty_delete(X, K) || X <- [Tab, maps:get(log, T)], K <- mnesia:dirty_all_keys(X)],
     [meta_del(T, K) || K <- meta_keys(T)],
     [mnesia:dirty_write(Tab, R) || R <- Rows],
     [meta_put(T, K, KS) || {hm_meta, K, KS} <- MetaRows],
-    B0 = hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V),
-    T0 = T#{tcsb := B0, status := ready},
+    B0 = hm_tcsb:restore_log(Log, hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V)),
+    T0 = persist_clears(T#{tcsb := B0, status := ready, clears := Clears}),
+    [persist(T0, M) || M <- Log],
     S0 = put_table(Tab, T0, S),
     logger:info("hypermnesia: ~p caught up (~p rows)", [Tab, length(Rows)]),
     lists:foldl(fun(M, Acc) -> remote(Tab, maps:get(Tab, maps:get(tables, Acc)), node(),
@@ -293,21 +317,42 @@ effect(Tab, T, {Origin, Ts, {_Mode, _Key, clear}}) ->
     Keys = lists:usort(mnesia:dirty_all_keys(Tab) ++ meta_keys(T)),
     T1 = lists:foldl(fun(K, Acc) -> apply_key(Tab, Acc, Origin, Ts, K, delete) end, T, Keys),
     %% remove-wins: the clear also beats writes concurrent with it that arrive later, on keys
-    %% not here yet; kept until stable (add-wins: a delete beats nothing it has not seen)
+    %% not here yet; kept until stable (add-wins: a delete beats nothing it has not seen).
+    %% `Handled': keys where the clear's delete is settled (it was applied here, or an
+    %% operation that follows the clear has been applied and superseded it).
     case T of
-        #{type := prwset, clears := Cs} -> T1#{clears := [{{Origin, maps:get(Origin, Ts)}, Ts} | Cs]};
+        #{type := prwset, clears := Cs} ->
+            Handled = maps:from_list([{K, true} || K <- Keys]),
+            persist_clears(T1#{clears := [{{Origin, maps:get(Origin, Ts)}, Ts, Handled} | Cs]});
         _ -> T1
     end;
+effect(Tab, T = #{clears := []}, {Origin, Ts, {_Mode, Key, Op}}) ->
+    apply_key(Tab, T, Origin, Ts, Key, Op);
 effect(Tab, T = #{clears := Cs}, {Origin, Ts, {_Mode, Key, Op}}) ->
     T1 = apply_key(Tab, T, Origin, Ts, Key, Op),
-    %% the delete of every unstable clear concurrent with this operation (same dot and vector,
-    %% so it is the very entry the clear would have left had the key been here)
-    lists:foldl(fun({{CO, _} = CDot, CTs}, Acc) ->
-                        case hm_vv:contains(CDot, Ts) of
-                            true -> Acc;
-                            false -> apply_key(Tab, Acc, CO, CTs, Key, delete)
-                        end
-                end, T1, Cs).
+    %% for every unstable clear this operation does not follow and that has not touched the
+    %% key yet: its delete (same dot and vector, so the very entry the clear would have left
+    %% had the key been here when it arrived)
+    {Cs1, T2} = lists:mapfoldl(
+                  fun(C = {{CO, _} = CDot, CTs, Handled}, Acc) ->
+                          case {hm_vv:contains(CDot, Ts), maps:is_key(Key, Handled)} of
+                              {_, true} -> {C, Acc};
+                              {true, false} -> {{CDot, CTs, Handled#{Key => true}}, Acc};
+                              {false, false} ->
+                                  {{CDot, CTs, Handled#{Key => true}},
+                                   apply_key(Tab, Acc, CO, CTs, Key, delete)}
+                          end
+                  end, T1, Cs),
+    persist_clears(T2#{clears := Cs1}, Cs).
+
+%% disc_copies: the unstable clears survive a restart too.
+persist_clears(T) -> persist_clears(T, undefined).
+
+persist_clears(T = #{clears := Cs}, Cs) -> T;             % unchanged
+persist_clears(T = #{storage := disc_copies, log := Log, clears := Cs}, _) ->
+    mnesia:dirty_write(Log, {hm_log, clears, Cs}),
+    T;
+persist_clears(T, _) -> T.
 
 %% disc_copies (FEATURES X2): after the effect, log the operation (until it is stable, for
 %% retransmission) and what this replica has delivered. Mnesia's log is append-only, so a crash
@@ -369,13 +414,13 @@ stabilize(Tab, T = #{type := Type, policy := Policy, tcsb := B}, V) ->
                   KS1 -> store(Tab, T, Key, KS1, Shown)
               end
       end, meta_keys(T)),
-    Clears = [C || C = {D, _} <- maps:get(clears, T), not hm_vv:contains(D, V)],
+    Clears = [C || C = {D, _, _} <- maps:get(clears, T), not hm_vv:contains(D, V)],
     {Gone, B1} = hm_tcsb:gc_dots(B),
     _ = case T of
             #{storage := disc_copies, log := Log} -> [mnesia:dirty_delete(Log, D) || D <- Gone];
             _ -> ok
         end,
-    T#{tcsb := B1, clears := Clears}.
+    persist_clears(T#{tcsb := B1, clears := Clears}, maps:get(clears, T)).
 
 %%% ---------------------------------------------------------------- ticks and tables
 
@@ -397,7 +442,7 @@ tick_table(Tab, T = #{tcsb := B}, S) ->
     T1 = stabilize(Tab, T),
     put_table(Tab, T1#{tcsb := hm_tcsb:tick(maps:get(tcsb, T1))}, S).
 
-syncing(#{status := {syncing, _}}) -> true;
+syncing(#{status := {syncing, _, _}}) -> true;
 syncing(_) -> false.
 
 table(Tab, S = #{tables := Ts}) ->
@@ -460,18 +505,20 @@ new_table(Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}) ->
         {disc_copies, [{hm_log, state, {Self, Delivered}}]} ->
             %% a restart with the table on disc: the same replica, its unstable operations
             %% still logged (they are resent to whoever lacks them)
-            Logged = [M || {hm_log, Dot, M} <- ets_rows(Log), Dot =/= state],
+            Logged = [M || {hm_log, {_, _}, M} <- ets_rows(Log)],
+            Clears = [C || {hm_log, clears, Cs} <- ets_rows(Log), C <- Cs],
             B = hm_tcsb:restore_log(Logged, hm_tcsb:new(Self, Members, Delivered)),
             logger:info("hypermnesia: ~p restored from disc (~p unstable operations)",
                         [Tab, length(Logged)]),
-            T#{tcsb => B, status => ready};
+            T#{tcsb => B, status => ready, clears := Clears};
         _ ->
             Incarnation = erlang:unique_integer([positive, monotonic])
                 + erlang:system_time(microsecond),
             %% with other members, catch up from one of them first (see install/6)
             Status = case Members -- [node()] of
                          [] -> ready;
-                         Others -> [send(N, Tab, {snapshot_req}) || N <- Others], {syncing, []}
+                         Others -> [send(N, Tab, {snapshot_req}) || N <- Others],
+                                   {syncing, [], []}
                      end,
             T#{tcsb => hm_tcsb:new({node(), Incarnation}, Members), status => Status}
     end.
