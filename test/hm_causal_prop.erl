@@ -17,7 +17,7 @@
 %%     `is_message'.</li>
 %% </ul>
 -module(hm_causal_prop).
--include_lib("proper/include/proper.hrl").
+-include("hm_prop.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
 -export([prop_vv_join/0, prop_vv_leq/0, prop_vv_meet/0, prop_vv_compare/0,
@@ -30,16 +30,6 @@
 
 check(Prop) -> hm_crdt_prop:check(Prop).
 
-%% PropEr 1.2 calls erlang:get_stacktrace/0 (gone since OTP 23) when a property raises, which
-%% loses the counterexample: turn an exception into a plain failure, so it is shown and shrunk.
--define(SAFE_FORALL(X, Gen, Prop), ?FORALL(X, Gen, safe(fun() -> Prop end))).
-
-safe(F) ->
-    try F()
-    catch Class:Reason:Stack ->
-            ?WHENFAIL(io:format(user, "raised ~p:~p~n  at ~p~n",
-                                [Class, Reason, lists:sublist(Stack, 3)]), false)
-    end.
 
 %%% ================================================================ generators and models
 

@@ -17,7 +17,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -export([prop_converges/2, prop_merge_laws/2, prop_delta_mutators/1, prop_binary/2,
-         prop_delta_any_order/1, run/4, numtests/0, check/1, types/0]).
+         prop_delta_any_order/1, run/4, numtests/0, check/1, types/0, safe/1]).
 
 -define(REPLICAS, {a, b, c, d, e}).
 
@@ -29,6 +29,15 @@ numtests() ->
         false -> 300;
         "" -> 300;
         N -> list_to_integer(N)
+    end.
+
+%% Run a property body, turning an exception into a failure that PropEr shows and shrinks
+%% (see ?SAFE_FORALL in hm_prop.hrl).
+safe(F) ->
+    try F()
+    catch Class:Reason:Stack ->
+            ?WHENFAIL(io:format(user, "raised ~p:~p~n  at ~p~n",
+                                [Class, Reason, lists:sublist(Stack, 3)]), false)
     end.
 
 check(Prop) ->

@@ -39,23 +39,13 @@
 %% stabilized replica empty while a replica that had not stabilized yet shows the loser, for
 %% good (replicas diverge, and the stabilized one disagrees with the spec).
 -module(hm_ec_prop).
--include_lib("proper/include/proper.hrl").
+-include("hm_prop.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
 -export([prop_ec_key/2, prop_tcsb/0, run_ec/5, run_tcsb/3, spec/3]).
 
 check(Prop) -> hm_crdt_prop:check(Prop).
 
-%% PropEr 1.2 calls erlang:get_stacktrace/0 (gone since OTP 23) when a property raises, which
-%% loses the counterexample: turn an exception into a plain failure, so it is shown and shrunk.
--define(SAFE_FORALL(X, Gen, Prop), ?FORALL(X, Gen, safe(fun() -> Prop end))).
-
-safe(F) ->
-    try F()
-    catch Class:Reason:Stack ->
-            ?WHENFAIL(io:format(user, "raised ~p:~p~n  at ~p~n",
-                                [Class, Reason, lists:sublist(Stack, 3)]), false)
-    end.
 
 %% With HM_EC_PROP_STATS set, PropEr prints how often each tagged statistic occurred.
 stats(Tags, Prop) ->
