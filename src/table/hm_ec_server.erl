@@ -127,9 +127,10 @@ handle_info({nodeup, N}, S = #{tables := Ts}) ->
 handle_info({nodedown, N}, S = #{tables := Ts}) ->
     %% a sync_ec caller no longer waits for a member it cannot reach; what the member had is
     %% relearned from its next acknowledgement (it may restart without its state)
-    {noreply, S#{tables := maps:map(fun(_, T = #{tcsb := B}) ->
-                                            forget_waiter_node(N, T#{tcsb := hm_tcsb:forget_member(N, B)})
-                                    end, Ts)}};
+    Forget = fun(_, T = #{tcsb := B}) ->
+                     forget_waiter_node(N, T#{tcsb := hm_tcsb:forget_member(N, B)})
+             end,
+    {noreply, S#{tables := maps:map(Forget, Ts)}};
 handle_info(Msg, S) ->
     drop({unknown_message, Msg}, S).
 
