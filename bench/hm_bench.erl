@@ -23,7 +23,8 @@
 %% run on the peer nodes
 -export([node_create/2, node_populate/3, node_start/1, node_collect/1, node_memory/1,
          node_hash/1, node_ec_quiet/1, node_sample_start/0, node_sample_stop/0, node_sample_stop/1,
-         node_costs/1, node_eprof/1, node_delete/1, node_stats/0]).
+         node_costs/1, node_eprof/1, node_trace_start/0, node_trace_stop/0,
+         node_remote_delivered/1, node_delete/1, node_stats/0]).
 %% the transaction types and the context runner, exported so the migration is visible
 -export([netsplit_filter/2]).
 -export([t1/2, t2/2, t3/2, t4/2, t5/2, run_in/2]).
@@ -169,7 +170,8 @@ sweeps() ->
 
 %%% ============================================================= main
 
-%% @doc `hm_bench:main(["quick"])' or `main(["full"])': run, write
+%% @doc `hm_bench:main(["quick"])' or `main(["full"])' (`["smoke"]': a 1.5-minute check of
+%% the code paths, tiny phases): run, write
 %% `bench/results/<profile>-<date>.json', the PNG plots and a Markdown summary; halt(1) on failure.
 -spec main([string()]) -> ok.
 main([Name]) ->
@@ -208,6 +210,7 @@ run_profile(P = #{profile := quick}) ->
         ++ [point(C, P#{gens := G}, Ctx) || {G, Ctxs} <- maps:get(extra, P, []), Ctx <- Ctxs],
     Costs = ec_costs(C),
     Eprof = ec_eprof(C, P),
+    Amp = ec_amplification(C, P),
     stop_cluster(C),
     %% each timeline on a fresh cluster: what a partition leaves behind in plain Mnesia
     %% (diverged replicas of the non-EC tables) must not leak into the next context
@@ -216,6 +219,7 @@ run_profile(P = #{profile := quick}) ->
                      try timeline(C1, P, Ctx) after stop_cluster(C1) end
                  end || Ctx <- maps:get(contexts, P)],
     #{config => cfg_json(P), points => Points, costs => Costs, eprof => Eprof,
+      amplification => Amp,
       timelines => Timelines};
 run_profile(P = #{profile := full}) ->
     Base = run_profile(P#{profile := quick, extra => []}),
@@ -749,7 +753,68 @@ node_eprof(Ms) ->
     Top = lists:reverse(lists:sublist(lists:reverse([L || L <- Lines, L =/= <<>>]), 45)),
     [unicode:characters_to_binary(L) || L <- Top].
 
+%% @doc Count, by kind, the Hypermnesia messages hm_ec_server receives on this node (trace).
+-spec node_trace_start() -> ok.
+node_trace_start() ->
+    Srv = whereis(hm_ec_server),
+    Tracer = spawn(fun() -> tracer(#{}) end),
+    catch unregister(hm_bench_tracer),
+    register(hm_bench_tracer, Tracer),
+    1 = erlang:trace(Srv, true, ['receive', {tracer, Tracer}]),
+    ok.
+
+tracer(Acc) ->
+    receive
+        {trace, _, 'receive', {hm_ec, _, _, Msg}} ->
+            K = case Msg of
+                    T when is_tuple(T) -> element(1, T);
+                    _ -> other
+                end,
+            tracer(maps:update_with(K, fun(X) -> X + 1 end, 1, Acc));
+        {trace, _, 'receive', _} -> tracer(Acc);
+        {stop, From} -> From ! {trace_counts, Acc}
+    end.
+
+%% @doc Stop counting; the counts by message kind (`op', `ack', ...).
+-spec node_trace_stop() -> map().
+node_trace_stop() ->
+    catch erlang:trace(whereis(hm_ec_server), false, ['receive']),
+    hm_bench_tracer ! {stop, self()},
+    receive {trace_counts, C} -> C after 60000 -> #{timeout => true} end.
+
+%% @doc Operations of other nodes delivered here, summed over the tables.
+-spec node_remote_delivered([atom()]) -> non_neg_integer().
+node_remote_delivered(Tabs) ->
+    lists:sum([N || T <- Tabs, {{Nd, _}, N} <- maps:to_list(maps:get(delivered, hypermnesia:info(T))),
+                    Nd =/= node()]).
+
 %%% ============================================================= EC cost breakdown
+
+%% How many `op' messages a node's server receives per remote operation it delivers, under
+%% the quick point's load: 1.0 means no retransmission.
+ec_amplification(C, P) ->
+    io:format("== retransmission amplification on node 2 (trace)~n"),
+    Ctx = {async_ec, pawset},
+    setup_tables(C, P, Ctx),
+    I = min(2, length(maps:get(nodes, C))),
+    D0 = call(C, I, ?MODULE, node_remote_delivered, [?TABS]),
+    ok = call(C, I, ?MODULE, node_trace_start, []),
+    StartAt = erlang:system_time(millisecond) + 300,
+    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
+             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => 0,
+             measure_ms => 3000, stop_at => StartAt + 3000},
+    _ = pcall(C, ?MODULE, node_start, [Spec]),
+    _ = pcall(C, ?MODULE, node_collect, [60000]),
+    Quiet = wait_until(fun() -> lists:all(fun(Q) -> Q =:= true end,
+                                          pcall(C, ?MODULE, node_ec_quiet, [?TABS]))
+                       end, 30000),
+    Counts = call(C, I, ?MODULE, node_trace_stop, []),
+    D1 = call(C, I, ?MODULE, node_remote_delivered, [?TABS]),
+    delete_tables(C),
+    Ops = maps:get(op, Counts, 0),
+    #{node => I, received_by_kind => Counts, remote_ops_delivered => D1 - D0,
+      op_messages_per_remote_op => case D1 - D0 of 0 -> null; D -> Ops / D end,
+      quiet => Quiet}.
 
 ec_costs(C) ->
     io:format("== EC write cost breakdown on node 1~n"),
@@ -846,6 +911,9 @@ machine() ->
 %%% ============================================================= Markdown
 
 summary_md(#{points := Pts} = Out) ->
+    Amp = maps:get(amplification, Out, #{node => 0, received_by_kind => #{},
+                                         remote_ops_delivered => 0,
+                                         op_messages_per_remote_op => null}),
     Get = fun(Name, G) -> hd([X || X = #{context := N, gens_per_node := G1} <- Pts,
                                    N =:= Name, G1 =:= G] ++ [#{}]) end,
     Tp = fun(Name, G) -> maps:get(throughput_ops_s, Get(Name, G), null) end,
@@ -902,6 +970,13 @@ summary_md(#{points := Pts} = Out) ->
        "\n| EC write step (node 1, idle) | us per call |\n|---|---|\n", Costs,
        "\n| context | gens/node | hm_ec_server queue max per node | queue mean per node | server share of node reductions % |\n",
        "|---|---|---|---|---|\n", Q,
+       io_lib:format("~nRetransmission amplification (node ~w, 3 s of load then quiescence): "
+                     "~w op messages received for ~w remote operations delivered = ~s per "
+                     "operation; all messages by kind: ~0p~n",
+                     [maps:get(node, Amp), maps:get(op, maps:get(received_by_kind, Amp), 0),
+                      maps:get(remote_ops_delivered, Amp),
+                      fmt(maps:get(op_messages_per_remote_op, Amp), x),
+                      maps:get(received_by_kind, Amp)]),
        "\neprof of hm_ec_server on node 1 (1.5 s under load), last lines:\n\n```\n",
        lists:join("\n", maps:get(eprof, Out)), "\n```\n"]).
 
