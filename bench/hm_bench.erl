@@ -157,6 +157,10 @@ profile("quick") ->
 profile("smoke") ->
     (profile("quick"))#{profile => quick, subs => 1000, warm_ms => 300, measure_ms => 1000,
                         timeline => #{total_s => 5, part_from_s => 1, part_to_s => 3}};
+profile("sweep-smoke") ->
+    %% a check of bench-full's sweep code path: two short sweep points, no base run
+    (profile("full"))#{subs => 1000, warm_ms => 300, sweep_measure_ms => 1000, skip_base => true,
+                       sweeps => [{nodes, [1]}, {storage, [disc_copies]}]};
 profile("full") ->
     (profile("quick"))#{profile => full, warm_ms => 2000, measure_ms => 10000,
                         timeline => #{total_s => 30, part_from_s => 10, part_to_s => 20}}.
@@ -222,15 +226,20 @@ run_profile(P = #{profile := quick}) ->
       amplification => Amp,
       timelines => Timelines};
 run_profile(P = #{profile := full}) ->
-    Base = run_profile(P#{profile := quick, extra => []}),
+    Base = case maps:get(skip_base, P, false) of
+               true -> #{config => cfg_json(P), points => [], costs => #{}, eprof => [],
+                         timelines => []};
+               false -> run_profile(P#{profile := quick, extra => []})
+           end,
     Sweeps = [#{param => K, values => [val_json(V) || V <- Vs],
-                points => sweep(P, K, Vs)} || {K, Vs} <- sweeps()],
+                points => sweep(P, K, Vs)} || {K, Vs} <- maps:get(sweeps, P, sweeps())],
     Base#{sweeps => Sweeps}.
 
 sweep(P, K, Vs) ->
     lists:flatmap(
       fun(V) ->
-              Q = maps:put(K, V, P#{measure_ms := 5000, warm_ms := 1000}),
+              Q = maps:put(K, V, P#{measure_ms := maps:get(sweep_measure_ms, P, 5000),
+                                    warm_ms := min(1000, maps:get(warm_ms, P))}),
               io:format("== sweep ~p = ~p~n", [K, V]),
               C = cluster(maps:get(nodes, Q), maps:get(storage, Q)),
               try [(point(C, Q, Ctx))#{param => K, value => val_json(V)}
@@ -888,7 +897,7 @@ merge_lat(Ls0) ->
 ctx_name({async_ec, T}) -> list_to_binary("async_ec_" ++ atom_to_list(T));
 ctx_name(A) -> atom_to_binary(A).
 
-cfg_json(P) -> maps:map(fun(_, V) -> val_json(V) end, maps:without([contexts, extra], P)).
+cfg_json(P) -> maps:map(fun(_, V) -> val_json(V) end, maps:without([contexts, extra, sweeps], P)).
 
 val_json(V) when is_atom(V) -> atom_to_binary(V);
 val_json(V) when is_map(V) -> V;
@@ -1004,7 +1013,8 @@ plots(Base, #{points := Pts, timelines := TLs} = Out) ->
                                   || T <- Good], "\n"]
                                 || S <- lists:seq(0, Secs - 1)]),
     Part = case Good of [#{partition_s := [F, To]} | _] -> {F, To}; _ -> {0, 0} end,
-    Gp = [term(Base ++ "-throughput.png"),
+    %% a sweep-only run has no base points or timelines: plot only what exists
+    Gp = [[[term(Base ++ "-throughput.png"),
           "set title 'Throughput per context (/gN = N generators per node)'\n",
           "set xlabel '", profile_title(Out), "'\n",
           "set style fill solid 0.6\nset boxwidth 0.6\nset ylabel 'ops/s (all nodes)'\n",
@@ -1015,8 +1025,8 @@ plots(Base, #{points := Pts, timelines := TLs} = Out) ->
           "set style data histogram\nset style histogram cluster gap 1\nset yrange [*:*]\n",
           "plot '", Dat, "' using 4:xtic(1) title 'p50', '' using 5 title 'p95', "
           "'' using 6 title 'p99', '' using 3 title 'mean'\n",
-          "unset logscale y\nset style data lines\n",
-          term(Base ++ "-timeline.png"),
+          "unset logscale y\nset style data lines\n"] || Pts =/= []],
+          [[term(Base ++ "-timeline.png"),
           io_lib:format("set title 'Throughput per second, real partition of the last node "
                         "from ~w s to ~w s'\n", [element(1, Part), element(2, Part)]),
           io_lib:format("set object 1 rect from ~w, graph 0 to ~w, graph 1 fc rgb '#eeeeee' "
@@ -1026,7 +1036,8 @@ plots(Base, #{points := Pts, timelines := TLs} = Out) ->
           "plot ", lists:join(", ", [io_lib:format("'~s' using 1:~w with linespoints title '~s'",
                                                    [TDat, I + 1, N])
                                      || {I, #{context := N}} <- lists:zip(lists:seq(1, length(Good)), Good)]),
-          "\n", sweep_plots(Base, maps:get(sweeps, Out, []))],
+          "\nunset object 1\n"] || Good =/= []],
+          sweep_plots(Base, maps:get(sweeps, Out, []))],
     GpFile = Base ++ ".gp",
     ok = file:write_file(GpFile, Gp),
     case os:find_executable("gnuplot") of
