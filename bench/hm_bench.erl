@@ -161,6 +161,9 @@ profile("sweep-smoke") ->
     %% a check of bench-full's sweep code path: two short sweep points, no base run
     (profile("full"))#{subs => 1000, warm_ms => 300, sweep_measure_ms => 1000, skip_base => true,
                        sweeps => [{nodes, [1]}, {storage, [disc_copies]}]};
+profile("amp") ->
+    %% retransmission amplification alone, at rising load (diagnostic for REPORT.md)
+    (profile("quick"))#{profile => amp, amp_gens => [1, 2, 4]};
 profile("full") ->
     (profile("quick"))#{profile => full, warm_ms => 2000, measure_ms => 10000,
                         timeline => #{total_s => 30, part_from_s => 10, part_to_s => 20}}.
@@ -196,7 +199,10 @@ main([Name]) ->
             ok = file:write_file(Base ++ ".json", json(Out)),
             ok = file:write_file("/tmp/hm_bench_last_" ++ os:getpid() ++ ".bin",
                                  term_to_binary({Base, Out})),
-            ok = render(Base, Out),
+            ok = case Out of
+                     #{points := _} -> render(Base, Out);
+                     _ -> ok
+                 end,
             io:format("wrote ~s.json, ~s.md and PNGs (~.1f s)~n",
                       [Base, Base, (now_ms() - T0) / 1000]),
             ok
@@ -225,6 +231,13 @@ run_profile(P = #{profile := quick}) ->
     #{config => cfg_json(P), points => Points, costs => Costs, eprof => Eprof,
       amplification => Amp,
       timelines => Timelines};
+run_profile(P = #{profile := amp}) ->
+    C = cluster(maps:get(nodes, P), maps:get(storage, P)),
+    try #{config => cfg_json(maps:without([amp_gens], P)),
+          amplification_by_gens => [(ec_amplification(C, P#{gens := G}))#{gens_per_node => G}
+                                    || G <- maps:get(amp_gens, P)]}
+    after stop_cluster(C)
+    end;
 run_profile(P = #{profile := full}) ->
     Base = case maps:get(skip_base, P, false) of
                true -> #{config => cfg_json(P), points => [], costs => #{}, eprof => [],
