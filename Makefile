@@ -3,7 +3,8 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell demo bench-crdt sim sim-report clean
+.PHONY: all bootstrap compile test eunit ct dialyzer shell demo bench-crdt bench bench-full \
+        bench-build sim sim-report clean
 
 all: compile
 
@@ -62,6 +63,24 @@ sim-report: bootstrap
 	$(SIM_ERL) -eval 'hm_sim:main(["report", "sim/REPORT.md"]).'
 
 comma := ,
+
+## make bench: Mnesia's bench workload (t1..t5) under transaction, sync_dirty, async_dirty and
+## async_ec (pawset, prwset), 3 nodes, 2 generators/node, 10k subscribers, plus a 12 s partition
+## timeline -> bench/results/quick-<date>.{json,md,png}. About 3 minutes.
+bench-build: compile
+	@scripts/bootstrap gnuplot-nox
+	mkdir -p _build/bench bench/results
+	erlc +debug_info -o _build/bench bench/hm_bench.erl
+
+bench: bench-build
+	erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench \
+	    -eval 'hm_bench:main(["quick"]), halt().'
+
+## make bench-full: the quick point plus the sweeps (generators 1,2,4,8; nodes 1,3,5,7; read share
+## 0..100%; subscribers 1k,10k,100k; ram_copies, disc_copies), 30 s timeline. Long.
+bench-full: bench-build
+	erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench \
+	    -eval 'hm_bench:main(["full"]), halt().'
 
 clean:
 	rm -rf _build

@@ -1,0 +1,1119 @@
+%% @doc `make bench' / `make bench-full': Mnesia's own benchmark workload (the
+%% subscriber / group / server / session tables and the transaction types t1..t5, seed 000
+%% §5.3–5.4) run under five access contexts in the same run: `transaction', `sync_dirty',
+%% `async_dirty', and `async_ec' on `pawset' and on `prwset' EC tables. It measures what the
+%% paper measures in §5.5–5.10: throughput and latency per context (§5.5–5.8), space overhead
+%% after quiescence (§5.9), time to convergence, and throughput per second through a real
+%% network partition (§5.10, Fig. 12).
+%%
+%% This is an independent implementation of the workload's shape, not OTP's bench files.
+%%
+%% Every run has the four phases of the paper (§5.4): populate, warm-up, measure, cool-down.
+%% Request generators are processes on every node; each runs its requests on its own node's
+%% replica. The nodes are OTP `peer' nodes controlled over standard I/O, and the partition is
+%% a real one (per-side wrong cookies, then `disconnect_node'), healed by restoring the
+%% cookies only: Hypermnesia reconnects and re-joins Mnesia by itself.
+%%
+%% The migration the paper advertises is one line: every transaction type below is a plain
+%% Mnesia fun (`t1/2' .. `t5/2'), and {@link run_in/2} runs it under a context; `async_ec'
+%% only replaces `mnesia:activity(transaction, F)' by `hypermnesia:async_ec(F)'.
+-module(hm_bench).
+
+-export([main/1, render/2]).
+%% run on the peer nodes
+-export([node_create/2, node_populate/3, node_start/1, node_collect/1, node_memory/1,
+         node_hash/1, node_ec_quiet/1, node_sample_start/0, node_sample_stop/0, node_sample_stop/1,
+         node_costs/1, node_eprof/1, node_trace_start/0, node_trace_stop/0,
+         node_remote_delivered/1, node_delete/1, node_stats/0]).
+%% the transaction types and the context runner, exported so the migration is visible
+-export([netsplit_filter/2]).
+-export([t1/2, t2/2, t3/2, t4/2, t5/2, run_in/2]).
+
+-export_type([context/0]).
+
+-type context() :: transaction | sync_dirty | async_dirty | {async_ec, pawset | prwset}.
+
+-define(TABS, [subscriber, group, server, session]).
+-define(GROUPS, 32).
+-define(SERVERS, 64).
+-define(BITS, 8).
+-define(CALL_MS, 120000).
+
+%%% ============================================================= the workload (§5.4)
+%%
+%% subscriber {subscriber, Number, Name, GroupId, Location, ActiveSessions, ChangedBy, ChangedTime}
+%% group      {group, GroupId, Name, AllowRead, AllowInsert, AllowDelete}   (bit masks)
+%% server     {server, ServerId, NoRead, NoInsert, NoDelete}
+%% session    {session, {Number, ServerBit}, Details}
+
+attrs(subscriber) -> [number, name, group_id, location, active_sessions, changed_by, changed_time];
+attrs(group) -> [group_id, name, allow_read, allow_insert, allow_delete];
+attrs(server) -> [server_id, no_read, no_insert, no_delete];
+attrs(session) -> [key, details].
+
+%% @doc Run a transaction-type fun under a context: the one line that changes.
+-spec run_in(context(), fun(() -> R)) -> R.
+run_in({async_ec, _}, F) -> hypermnesia:async_ec(F);
+run_in(Kind, F) -> mnesia:activity(Kind, F).
+
+%% @doc t1, update_current_location: read the subscriber for update, write a new location.
+-spec t1(pos_integer(), map()) -> fun(() -> ok | not_found).
+t1(Sub, _) ->
+    fun() ->
+            case mnesia:wread({subscriber, Sub}) of
+                [S] -> mnesia:write(setelement(5, setelement(7, setelement(8, S, stamp()),
+                                                             node()),
+                                               rand:uniform(1000)));
+                [] -> not_found
+            end
+    end.
+
+%% @doc t2, get_subscriber_data: read one subscriber.
+-spec t2(pos_integer(), map()) -> fun(() -> tuple() | not_found).
+t2(Sub, _) ->
+    fun() ->
+            case mnesia:read({subscriber, Sub}) of
+                [S] -> S;
+                [] -> not_found
+            end
+    end.
+
+%% @doc t3, get_session_details: subscriber, its group's read permission, then the session.
+-spec t3(pos_integer(), map()) -> fun(() -> term()).
+t3(Sub, #{bit := Bit}) ->
+    fun() ->
+            case mnesia:read({subscriber, Sub}) of
+                [S] ->
+                    [G] = mnesia:read({group, element(4, S)}),
+                    case allowed(element(4, G), Bit) of
+                        true -> case mnesia:read({session, {Sub, Bit}}) of
+                                    [Se] -> element(3, Se);
+                                    [] -> not_found
+                                end;
+                        false -> denied
+                    end;
+                [] -> not_found
+            end
+    end.
+
+%% @doc t4, create_session: check the group's insert right, write the session, mark it in the
+%% subscriber, count it on the server.
+-spec t4(pos_integer(), map()) -> fun(() -> term()).
+t4(Sub, #{bit := Bit, server := Srv}) ->
+    fun() ->
+            case mnesia:wread({subscriber, Sub}) of
+                [S] ->
+                    [G] = mnesia:read({group, element(4, S)}),
+                    case allowed(element(5, G), Bit) of
+                        true ->
+                            ok = mnesia:write({session, {Sub, Bit}, {node(), stamp()}}),
+                            ok = mnesia:write(setelement(6, S, element(6, S) bor (1 bsl Bit))),
+                            bump(Srv, 4);
+                        false -> denied
+                    end;
+                [] -> not_found
+            end
+    end.
+
+%% @doc t5, delete_session: check the group's delete right, delete the session, unmark it,
+%% count it on the server.
+-spec t5(pos_integer(), map()) -> fun(() -> term()).
+t5(Sub, #{bit := Bit, server := Srv}) ->
+    fun() ->
+            case mnesia:wread({subscriber, Sub}) of
+                [S] ->
+                    [G] = mnesia:read({group, element(4, S)}),
+                    case allowed(element(6, G), Bit) of
+                        true ->
+                            ok = mnesia:delete({session, {Sub, Bit}}),
+                            ok = mnesia:write(setelement(6, S,
+                                                         element(6, S) band bnot (1 bsl Bit))),
+                            bump(Srv, 5);
+                        false -> denied
+                    end;
+                [] -> not_found
+            end
+    end.
+
+bump(Srv, Pos) ->
+    case mnesia:wread({server, Srv}) of
+        [R] -> mnesia:write(setelement(Pos, R, element(Pos, R) + 1));
+        [] -> not_found
+    end.
+
+allowed(Mask, Bit) -> Mask band (1 bsl Bit) =/= 0.
+
+stamp() -> erlang:system_time(microsecond).
+
+%%% ============================================================= profiles
+
+profile("quick") ->
+    #{profile => quick, nodes => 3, gens => 2, subs => 10000, read_pct => 50,
+      storage => ram_copies, warm_ms => 1000, measure_ms => 3000,
+      timeline => #{total_s => 12, part_from_s => 3, part_to_s => 7},
+      contexts => contexts(),
+      %% the 4-generators point of the EC >= 0.8x async_dirty target
+      extra => [{4, [async_dirty, {async_ec, pawset}, {async_ec, prwset}]}]};
+profile("smoke") ->
+    (profile("quick"))#{profile => quick, subs => 1000, warm_ms => 300, measure_ms => 1000,
+                        timeline => #{total_s => 5, part_from_s => 1, part_to_s => 3}};
+profile("sweep-smoke") ->
+    %% a check of bench-full's sweep code path: two short sweep points, no base run
+    (profile("full"))#{subs => 1000, warm_ms => 300, sweep_measure_ms => 1000, skip_base => true,
+                       sweeps => [{nodes, [1]}, {storage, [disc_copies]}]};
+profile("amp") ->
+    %% retransmission amplification alone, at rising load (diagnostic for REPORT.md)
+    (profile("quick"))#{profile => amp, amp_gens => [1, 2, 4]};
+profile("full") ->
+    (profile("quick"))#{profile => full, warm_ms => 2000, measure_ms => 10000,
+                        timeline => #{total_s => 30, part_from_s => 10, part_to_s => 20}}.
+
+contexts() -> [transaction, sync_dirty, async_dirty, {async_ec, pawset}, {async_ec, prwset}].
+
+%% The sweeps of `bench-full': one parameter varies, the others stay at the quick point.
+sweeps() ->
+    [{gens, [1, 2, 4, 8]}, {nodes, [1, 3, 5, 7]}, {read_pct, [0, 20, 50, 80, 100]},
+     {subs, [1000, 10000, 100000]}, {storage, [ram_copies, disc_copies]}].
+
+%%% ============================================================= main
+
+%% @doc `hm_bench:main(["quick"])' or `main(["full"])' (`["smoke"]': a 1.5-minute check of
+%% the code paths, tiny phases): run, write
+%% `bench/results/<profile>-<date>.json', the PNG plots and a Markdown summary; halt(1) on failure.
+-spec main([string()]) -> ok.
+main([Name]) ->
+    P = profile(Name),
+    T0 = now_ms(),
+    Date = date_string(),
+    put(peers, []),
+    Res = try run_profile(P)
+          catch C:R:St -> io:format("BENCH FAILED: ~p:~p~n~p~n", [C, R, St]), error
+          after stop_all()
+          end,
+    case Res of
+        error -> erlang:halt(1);
+        Out0 ->
+            Out = Out0#{profile => Name, date => list_to_binary(Date),
+                        wall_s => (now_ms() - T0) / 1000, machine => machine()},
+            Base = filename:join("bench/results", Name ++ "-" ++ Date),
+            ok = file:write_file(Base ++ ".json", json(Out)),
+            ok = file:write_file("/tmp/hm_bench_last_" ++ os:getpid() ++ ".bin",
+                                 term_to_binary({Base, Out})),
+            ok = case Out of
+                     #{points := _} -> render(Base, Out);
+                     _ -> ok
+                 end,
+            io:format("wrote ~s.json, ~s.md and PNGs (~.1f s)~n",
+                      [Base, Base, (now_ms() - T0) / 1000]),
+            ok
+    end.
+
+%% @doc Write the plots and the Markdown summary of a run's results.
+-spec render(string(), map()) -> ok.
+render(Base, Out) ->
+    ok = plots(Base, Out),
+    file:write_file(Base ++ ".md", summary_md(Out)).
+
+run_profile(P = #{profile := quick}) ->
+    C = cluster(maps:get(nodes, P), maps:get(storage, P)),
+    Points = [point(C, P, Ctx) || Ctx <- maps:get(contexts, P)]
+        ++ [point(C, P#{gens := G}, Ctx) || {G, Ctxs} <- maps:get(extra, P, []), Ctx <- Ctxs],
+    Costs = ec_costs(C),
+    Eprof = ec_eprof(C, P),
+    Amp = ec_amplification(C, P),
+    stop_cluster(C),
+    %% each timeline on a fresh cluster: what a partition leaves behind in plain Mnesia
+    %% (diverged replicas of the non-EC tables) must not leak into the next context
+    Timelines = [begin
+                     C1 = cluster(maps:get(nodes, P), maps:get(storage, P)),
+                     try timeline(C1, P, Ctx) after stop_cluster(C1) end
+                 end || Ctx <- maps:get(contexts, P)],
+    #{config => cfg_json(P), points => Points, costs => Costs, eprof => Eprof,
+      amplification => Amp,
+      timelines => Timelines};
+run_profile(P = #{profile := amp}) ->
+    C = cluster(maps:get(nodes, P), maps:get(storage, P)),
+    try #{config => cfg_json(maps:without([amp_gens], P)),
+          amplification_by_gens => [(ec_amplification(C, P#{gens := G}))#{gens_per_node => G}
+                                    || G <- maps:get(amp_gens, P)]}
+    after stop_cluster(C)
+    end;
+run_profile(P = #{profile := full}) ->
+    Base = case maps:get(skip_base, P, false) of
+               true -> #{config => cfg_json(P), points => [], costs => #{}, eprof => [],
+                         timelines => []};
+               false -> run_profile(P#{profile := quick, extra => []})
+           end,
+    Sweeps = [#{param => K, values => [val_json(V) || V <- Vs],
+                points => sweep(P, K, Vs)} || {K, Vs} <- maps:get(sweeps, P, sweeps())],
+    Base#{sweeps => Sweeps}.
+
+sweep(P, K, Vs) ->
+    lists:flatmap(
+      fun(V) ->
+              Q = maps:put(K, V, P#{measure_ms := maps:get(sweep_measure_ms, P, 5000),
+                                    warm_ms := min(1000, maps:get(warm_ms, P))}),
+              io:format("== sweep ~p = ~p~n", [K, V]),
+              C = cluster(maps:get(nodes, Q), maps:get(storage, Q)),
+              try [(point(C, Q, Ctx))#{param => K, value => val_json(V)}
+                   || Ctx <- contexts()]
+              after stop_cluster(C)
+              end
+      end, Vs).
+
+%%% ============================================================= cluster
+
+cluster(N, Storage) ->
+    _ = os:cmd("epmd -daemon"),
+    Dir = filename:join("/tmp", lists:concat(["hm_bench_", os:getpid(), "_",
+                                               erlang:unique_integer([positive])])),
+    ok = file:make_dir(Dir),
+    Paths = lists:append([["-pa", filename:absname(filename:dirname(code:which(M)))]
+                          || M <- [hypermnesia, ?MODULE]]),
+    Cookie = ["-setcookie", "hm_bench_" ++ os:getpid()],
+    Peers = [start_peer(I, Dir, Paths ++ Cookie) || I <- lists:seq(1, N)],
+    C = #{peers => [Pr || {Pr, _} <- Peers], nodes => [Nd || {_, Nd} <- Peers], dir => Dir,
+          storage => Storage},
+    Nodes = maps:get(nodes, C),
+    [pong = call(C, 1, net_adm, ping, [Nd]) || Nd <- tl(Nodes)],
+    ok = call(C, 1, mnesia, create_schema, [Nodes]),
+    [begin
+         ok = call(C, I, logger, add_primary_filter,
+                   [hm_bench_netsplit, {fun ?MODULE:netsplit_filter/2, []}]),
+         ok = call(C, I, application, load, [hypermnesia]),
+         ok = call(C, I, application, set_env, [hypermnesia, max_backoff_ms, 500]),
+         ok = call(C, I, hypermnesia, start, [])
+     end || I <- ids(C)],
+    wait_whole(C),
+    C.
+
+start_peer(I, Dir, Args) ->
+    Name = list_to_atom(lists:concat(["bench", I, "_", os:getpid()])),
+    MDir = "\"" ++ filename:join(Dir, atom_to_list(Name)) ++ "\"",
+    {ok, P, N} = peer:start(#{name => Name, connection => standard_io,
+                              args => Args ++ ["-connect_all", "false",
+                                               "-kernel", "prevent_overlapping_partitions",
+                                               "false", "-mnesia", "dir", MDir]}),
+    put(peers, [P | get(peers)]),
+    {P, N}.
+
+stop_cluster(#{peers := Ps, dir := Dir}) ->
+    _ = [catch peer:stop(P) || P <- Ps],
+    put(peers, get(peers) -- Ps),
+    _ = file:del_dir_r(Dir),
+    ok.
+
+stop_all() ->
+    _ = [catch peer:stop(P) || P <- get(peers)],
+    ok.
+
+ids(#{nodes := Ns}) -> lists:seq(1, length(Ns)).
+
+call(#{peers := Ps}, I, M, F, A) -> peer:call(lists:nth(I, Ps), M, F, A, ?CALL_MS).
+
+%% the same call on every node, in parallel
+pcall(C, M, F, A) ->
+    Self = self(),
+    Refs = [begin
+                R = make_ref(),
+                spawn_link(fun() -> Self ! {R, catch call(C, I, M, F, A)} end),
+                R
+            end || I <- ids(C)],
+    [receive {R, X} -> X end || R <- Refs].
+
+wait_whole(C) ->
+    Whole = lists:sort(maps:get(nodes, C)),
+    wait_until(fun() ->
+                       lists:all(fun(I) -> lists:sort(call(C, I, mnesia, system_info,
+                                                           [running_db_nodes])) =:= Whole
+                                 end, ids(C))
+               end, 30000).
+
+wait_until(F, Ms) -> wait_until(F, now_ms() + Ms, 20).
+wait_until(F, Deadline, Poll) ->
+    case F() of
+        true -> ok;
+        _ -> case now_ms() > Deadline of
+                 true -> timeout;
+                 false -> timer:sleep(Poll), wait_until(F, Deadline, Poll)
+             end
+    end.
+
+%%% ============================================================= one point
+
+%% populate, warm-up, measure, cool-down for one context
+point(C, P, Ctx) ->
+    io:format("~s == ~s: ~p~n", [clock(), ctx_name(Ctx), maps:without([contexts, timeline], P)]),
+    setup_tables(C, P, Ctx),
+    Warm = maps:get(warm_ms, P), Meas = maps:get(measure_ms, P),
+    Before = pcall(C, ?MODULE, node_stats, []),
+    _ = pcall(C, ?MODULE, node_sample_start, []),
+    StartAt = erlang:system_time(millisecond) + 300,
+    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
+             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => Warm,
+             measure_ms => Meas, stop_at => StartAt + Warm + Meas},
+    _ = pcall(C, ?MODULE, node_start, [Spec]),
+    Results = pcall(C, ?MODULE, node_collect, [Meas + Warm + 60000]),
+    StopAt = maps:get(stop_at, Spec),
+    %% cool-down: convergence of every replica's content, then quiescence of EC metadata
+    %% dirty contexts have no conflict resolution: replicas may stay different for good, so
+    %% they get a shorter wait; `distinct_replicas' says how many contents remained
+    Conv = wait_converged(C, case Ctx of {async_ec, _} -> 20000; _ -> 5000 end),
+    ConvMs = case Conv of ok -> max(0, now_ms_sys() - StopAt); timeout -> null end,
+    Distinct = length(lists:usort(pcall(C, ?MODULE, node_hash, [?TABS]))),
+    Quiet = case Ctx of
+                {async_ec, _} ->
+                    case wait_until(fun() -> lists:all(fun(Q) -> Q =:= true end,
+                                                       pcall(C, ?MODULE, node_ec_quiet,
+                                                             [?TABS]))
+                                    end, 15000) of
+                        ok -> max(0, now_ms_sys() - StopAt);
+                        timeout -> null
+                    end;
+                _ -> 0
+            end,
+    Samples = pcall(C, ?MODULE, node_sample_stop, []),
+    After = pcall(C, ?MODULE, node_stats, []),
+    Mem = pcall(C, ?MODULE, node_memory, [?TABS]),
+    delete_tables(C),
+    (summarize(Ctx, P, Results, Meas, ConvMs, Quiet, Mem, Samples, Before, After))#{
+      distinct_replicas => Distinct}.
+
+setup_tables(C, P, Ctx) ->
+    Nodes = maps:get(nodes, C),
+    Storage = maps:get(storage, P, maps:get(storage, C)),
+    ok = call(C, 1, ?MODULE, node_create, [Ctx, {Storage, Nodes}]),
+    _ = pcall(C, mnesia, wait_for_tables, [?TABS, 30000]),
+    case Ctx of
+        {async_ec, _} ->
+            ok = wait_until(fun() ->
+                                    lists:all(fun(I) -> ec_ready(C, I) end, ids(C))
+                            end, 30000);
+        _ -> ok
+    end,
+    ok = call(C, 1, ?MODULE, node_populate, [Ctx, maps:get(subs, P), 0]),
+    ok = wait_converged(C, 60000).
+
+ec_ready(C, I) ->
+    lists:all(fun(T) -> case call(C, I, hypermnesia, info, [T]) of
+                            #{status := ready} -> true;
+                            _ -> false
+                        end
+              end, ?TABS).
+
+delete_tables(C) ->
+    [_ = call(C, 1, ?MODULE, node_delete, [T]) || T <- ?TABS],
+    ok.
+
+wait_converged(C, Ms) ->
+    wait_until(fun() -> length(lists:usort(pcall(C, ?MODULE, node_hash, [?TABS]))) =:= 1 end,
+               Ms).
+
+%%% ============================================================= partition timeline
+
+timeline(C, P, Ctx) ->
+    #{total_s := Tot, part_from_s := From, part_to_s := To} = maps:get(timeline, P),
+    case length(maps:get(nodes, C)) < 2 of
+        true -> #{context => ctx_name(Ctx), skipped => <<"one node">>};
+        false -> timeline(C, P, Ctx, Tot, From, To)
+    end.
+
+timeline(C, P, Ctx, Tot, From, To) ->
+    io:format("~s == timeline ~s: ~p s, partition ~p..~p s~n", [clock(), ctx_name(Ctx), Tot, From, To]),
+    setup_tables(C, P, Ctx),
+    StartAt = erlang:system_time(millisecond) + 300,
+    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
+             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => 0,
+             measure_ms => Tot * 1000, stop_at => StartAt + Tot * 1000},
+    _ = pcall(C, ?MODULE, node_sample_start, []),
+    _ = pcall(C, ?MODULE, node_start, [Spec]),
+    N = length(maps:get(nodes, C)),
+    Side1 = lists:seq(1, N - 1), Side2 = [N],
+    sleep_until(StartAt + From * 1000),
+    partition(C, Side1, Side2),
+    sleep_until(StartAt + To * 1000),
+    heal(C),
+    HealAt = now_ms_sys(),
+    Results = pcall(C, ?MODULE, node_collect, [Tot * 1000 + 60000]),
+    Samples = pcall(C, ?MODULE, node_sample_stop, [StartAt]),
+    QPerSec = [[maps:get(S, maps:get(queue_max_per_sec, Sm, #{}), 0) || S <- lists:seq(0, Tot - 1)]
+               || Sm <- Samples],
+    Whole = wait_whole(C),
+    Conv = wait_converged(C, case Ctx of {async_ec, _} -> 20000; _ -> 5000 end),
+    ConvAfterHeal = case Conv of ok -> now_ms_sys() - HealAt; timeout -> null end,
+    PerSec = [lists:sum([maps:get(S, maps:get(per_sec, R), 0) || R <- Results])
+              || S <- lists:seq(0, Tot - 1)],
+    PerNode = [[maps:get(S, maps:get(per_sec, R), 0) || S <- lists:seq(0, Tot - 1)]
+               || R <- Results],
+    Errs = lists:sum([maps:get(errors, R) || R <- Results]),
+    #{context => ctx_name(Ctx), per_sec => PerSec, per_node_per_sec => PerNode,
+      ec_server_queue_max_per_node_per_sec => QPerSec,
+      partition_s => [From, To], errors => Errs, rejoined => Whole,
+      converged_ms_after_heal => ConvAfterHeal,
+      before_ops_s => mean(sub(PerSec, 2, From - 1)),
+      during_ops_s => mean(sub(PerSec, From + 2, To - From - 2)),
+      after_ops_s => mean(sub(PerSec, To + 3, Tot - To - 3))}.
+
+%% seconds Start.. (1-based) of a per-second series, Len of them, nothing when out of range
+sub(L, Start, Len) when Start =< length(L), Len > 0 -> lists:sublist(L, Start, Len);
+sub(_, _, _) -> [].
+
+partition(C, Side1, Side2) ->
+    Cut = fun(I) -> list_to_atom("cut" ++ integer_to_list(I)) end,
+    Nd = fun(I) -> lists:nth(I, maps:get(nodes, C)) end,
+    [begin
+         true = call(C, I, erlang, set_cookie, [Nd(J), Cut(I)]),
+         true = call(C, I, erlang, disconnect_node, [Nd(J)])
+     end || I <- Side1, J <- Side2],
+    [true = call(C, J, erlang, set_cookie, [Nd(I), Cut(J)]) || I <- Side1, J <- Side2],
+    ok.
+
+heal(C) ->
+    Cookie = call(C, 1, erlang, get_cookie, []),
+    Nodes = maps:get(nodes, C),
+    [true = call(C, I, erlang, set_cookie, [lists:nth(J, Nodes), Cookie])
+     || I <- ids(C), J <- ids(C), I =/= J],
+    ok.
+
+sleep_until(T) ->
+    case T - erlang:system_time(millisecond) of
+        D when D > 0 -> timer:sleep(D);
+        _ -> ok
+    end.
+
+%%% ============================================================= on the nodes
+
+%% @doc Logger filter on the nodes: drops what a partition is expected to log (refused
+%% connections, Mnesia's inconsistent_database); passes the rest.
+-spec netsplit_filter(logger:log_event(), term()) -> logger:filter_return().
+netsplit_filter(Event = #{msg := Msg}, _) ->
+    Text = try case Msg of
+                   {string, S} -> S;
+                   {report, R} -> io_lib:format("~0p", [R]);
+                   {F, A} -> io_lib:format(F, A)
+               end
+           catch _:_ -> ""
+           end,
+    case [P || P <- ["inconsistent_database", "Connection attempt from node", "unknown_table"],
+               string:find(Text, P) =/= nomatch] of
+        [] -> Event;
+        _ -> stop
+    end.
+
+%% @doc Create the four tables for a context (on node 1, for all nodes).
+-spec node_create(context(), {atom(), [node()]}) -> ok.
+node_create(Ctx, {Storage, Nodes}) ->
+    lists:foreach(
+      fun(T) ->
+              Opts = [{attributes, attrs(T)}, {Storage, Nodes}],
+              {atomic, ok} = case Ctx of
+                                 {async_ec, Type} ->
+                                     hypermnesia:create_table(T, [{type, Type} | Opts]);
+                                 _ -> mnesia:create_table(T, [{type, set} | Opts])
+                             end
+      end, ?TABS).
+
+%% @doc Delete one table (EC or not).
+-spec node_delete(atom()) -> term().
+node_delete(T) -> hypermnesia:delete_table(T).
+
+%% @doc Populate: subscribers, groups (random permission masks), servers; sessions empty.
+-spec node_populate(context(), pos_integer(), non_neg_integer()) -> ok.
+node_populate(Ctx, Subs, _) ->
+    rand:seed(exsss, {1, 2, 3}),
+    Write = fun(Recs) -> run_in(pop_ctx(Ctx), fun() -> [ok = mnesia:write(R) || R <- Recs], ok end) end,
+    _ = [Write([{group, G, <<"group">>, mask(), mask(), mask()}]) || G <- lists:seq(1, ?GROUPS)],
+    _ = [Write([{server, S, 0, 0, 0}]) || S <- lists:seq(1, ?SERVERS)],
+    _ = [Write([{subscriber, N, <<"subscriber">>, 1 + N rem ?GROUPS, 0, 0, node(), 0}
+                || N <- lists:seq(B, min(Subs, B + 99))])
+         || B <- lists:seq(1, Subs, 100)],
+    ok.
+
+%% populate plain tables with async_dirty (fast), EC tables through their own context
+pop_ctx({async_ec, _} = C) -> C;
+pop_ctx(_) -> sync_dirty.
+
+mask() -> (rand:uniform(256) - 1) bor 2#01010101.
+
+%% @doc Start the generators on this node; they wait for `start_at'.
+-spec node_start(map()) -> ok.
+node_start(Spec = #{gens := G}) ->
+    Self = spawn(fun() -> runner(Spec, G) end),
+    catch unregister(hm_bench_runner),
+    true = register(hm_bench_runner, Self),
+    ok.
+
+runner(Spec, G) ->
+    Me = self(),
+    Restarts0 = mnesia:system_info(transaction_restarts),
+    Pids = [spawn_link(fun() -> Me ! {gen_done, generator(Spec, I)} end)
+            || I <- lists:seq(1, G)],
+    Rs = [receive {gen_done, R} -> R end || _ <- Pids],
+    Restarts = mnesia:system_info(transaction_restarts) - Restarts0,
+    Lat = lists:sort(lists:append([maps:get(lat, R) || R <- Rs])),
+    Sum = #{ops => lists:sum([maps:get(ops, R) || R <- Rs]),
+            errors => lists:sum([maps:get(errors, R) || R <- Rs]),
+            misses => lists:sum([maps:get(misses, R) || R <- Rs]),
+            restarts => Restarts,
+            by_type => lists:foldl(fun(R, A) -> merge_add(maps:get(by_type, R), A) end, #{}, Rs),
+            per_sec => lists:foldl(fun(R, A) -> merge_add(maps:get(per_sec, R), A) end, #{}, Rs),
+            lat => lat_stats(Lat),
+            error_samples => lists:sublist(lists:append([maps:get(err_samples, R) || R <- Rs]), 3)},
+    receive {collect, From} -> From ! {bench_result, Sum} end.
+
+merge_add(M1, M2) -> maps:fold(fun(K, V, A) -> maps:update_with(K, fun(X) -> X + V end, V, A) end, M2, M1).
+
+%% @doc Wait for this node's generators and return their summary.
+-spec node_collect(timeout()) -> map().
+node_collect(Timeout) ->
+    hm_bench_runner ! {collect, self()},
+    receive {bench_result, S} -> S after Timeout -> #{timeout => true} end.
+
+generator(Spec = #{start_at := StartAt, stop_at := StopAt, warm_ms := Warm}, I) ->
+    rand:seed(exsss, {erlang:phash2(node()), I, StartAt}),
+    sleep_until(StartAt),
+    gen_loop(Spec, StartAt + Warm, StopAt,
+             #{ops => 0, errors => 0, misses => 0, by_type => #{}, per_sec => #{}, lat => [],
+               err_samples => []}).
+
+gen_loop(Spec = #{ctx := Ctx, subs := Subs, read_pct := ReadPct, start_at := StartAt},
+         MeasFrom, StopAt, Acc) ->
+    T0 = erlang:monotonic_time(microsecond),
+    Now = erlang:system_time(millisecond),
+    case Now >= StopAt of
+        true -> Acc;
+        false ->
+            Type = pick(ReadPct),
+            Sub = rand:uniform(Subs),
+            Args = #{bit => rand:uniform(?BITS) - 1, server => rand:uniform(?SERVERS)},
+            F = ?MODULE:Type(Sub, Args),
+            Outcome = try run_in(Ctx, F) of
+                          not_found -> miss;
+                          denied -> ok;
+                          _ -> ok
+                      catch Cl:Re -> {error, {Cl, Re}}
+                      end,
+            Lat = erlang:monotonic_time(microsecond) - T0,
+            Sec = (Now - StartAt) div 1000,
+            Acc1 = case Now >= MeasFrom of
+                       true -> record(Acc, Type, Lat, Outcome);
+                       false -> Acc
+                   end,
+            Acc2 = case Outcome of
+                       {error, _} -> Acc1;
+                       _ -> Acc1#{per_sec := maps:update_with(Sec, fun(X) -> X + 1 end, 1,
+                                                              maps:get(per_sec, Acc1))}
+                   end,
+            gen_loop(Spec, MeasFrom, StopAt, Acc2)
+    end.
+
+record(Acc = #{ops := O, errors := E, misses := M, by_type := BT, lat := L, err_samples := ES},
+       Type, Lat, Outcome) ->
+    case Outcome of
+        {error, R} -> Acc#{errors := E + 1, err_samples := lists:sublist([R | ES], 3)};
+        _ -> Acc#{ops := O + 1, misses := M + case Outcome of miss -> 1; _ -> 0 end,
+                  by_type := maps:update_with(Type, fun(X) -> X + 1 end, 1, BT),
+                  lat := [Lat | L]}
+    end.
+
+%% read_pct% read-only (t2, t3 evenly); the rest updates: t1 half, t4 and t5 a quarter each.
+pick(ReadPct) ->
+    X = rand:uniform(10000) - 1,
+    R = ReadPct * 100,
+    if X < R -> case X rem 2 of 0 -> t2; _ -> t3 end;
+       true -> case (X - R) rem 4 of 0 -> t1; 1 -> t1; 2 -> t4; _ -> t5 end
+    end.
+
+lat_stats([]) -> #{n => 0};
+lat_stats(L) ->
+    N = length(L),
+    T = list_to_tuple(L),
+    P = fun(Q) -> element(max(1, min(N, round(Q * N))), T) end,
+    #{n => N, mean_us => lists:sum(L) / N, p50_us => P(0.50), p95_us => P(0.95),
+      p99_us => P(0.99), max_us => element(N, T)}.
+
+%% @doc Memory in words per table on this node, and of a plain ETS set with the same records.
+-spec node_memory([atom()]) -> map().
+node_memory(Tabs) ->
+    lists:foldl(
+      fun(T, A) ->
+              Own = mnesia:table_info(T, memory),
+              Helpers = case hypermnesia:ec_options(T) of
+                            {ok, #{meta := M, log := L}} ->
+                                mnesia:table_info(M, memory) + mnesia:table_info(L, memory);
+                            error -> 0
+                        end,
+              E = ets:new(plain, [set, public, {keypos, 2}]),
+              ets:insert(E, mnesia:dirty_select(T, [{'_', [], ['$_']}])),
+              Plain = ets:info(E, memory),
+              ets:delete(E),
+              A#{T => #{table_words => Own, helper_words => Helpers, plain_set_words => Plain}}
+      end, #{}, Tabs).
+
+%% @doc A hash of this node's content of the tables.
+-spec node_hash([atom()]) -> integer().
+node_hash(Tabs) ->
+    erlang:phash2([lists:sort(ets:tab2list(T)) || T <- Tabs]).
+
+%% @doc Whether every EC table here has no buffered and no unstable operation.
+-spec node_ec_quiet([atom()]) -> boolean().
+node_ec_quiet(Tabs) ->
+    lists:all(fun(T) ->
+                      case hypermnesia:info(T) of
+                          #{buffered_ops := 0, unstable_ops := 0} -> true;
+                          _ -> false
+                      end
+              end, Tabs).
+
+%% @doc Counters for the delta over a run: transaction restarts, reductions, runtime.
+-spec node_stats() -> map().
+node_stats() ->
+    {Red, _} = erlang:statistics(reductions),
+    {Run, _} = erlang:statistics(runtime),
+    SrvRed = case whereis(hm_ec_server) of
+                 undefined -> 0;
+                 Pid -> element(2, erlang:process_info(Pid, reductions))
+             end,
+    #{restarts => mnesia:system_info(transaction_restarts),
+      commits => mnesia:system_info(transaction_commits),
+      failures => mnesia:system_info(transaction_failures),
+      reductions => Red, runtime_ms => Run, ec_server_reductions => SrvRed}.
+
+%% @doc Sample hm_ec_server's message queue every 20 ms until stopped.
+-spec node_sample_start() -> ok.
+node_sample_start() ->
+    catch unregister(hm_bench_sampler),
+    register(hm_bench_sampler, spawn(fun() -> sampler([]) end)),
+    ok.
+
+sampler(Acc) ->
+    receive {stop, From} -> From ! {samples, Acc}
+    after 20 ->
+            Q = case whereis(hm_ec_server) of
+                    undefined -> 0;
+                    P -> element(2, erlang:process_info(P, message_queue_len))
+                end,
+            sampler([{erlang:system_time(millisecond), Q} | Acc])
+    end.
+
+%% @doc Stop the sampler: max and mean of hm_ec_server's message queue length.
+-spec node_sample_stop() -> map().
+node_sample_stop() -> node_sample_stop(0).
+
+%% @doc The same, plus the maximum per second counted from `StartAt' (ms, system time).
+-spec node_sample_stop(integer()) -> map().
+node_sample_stop(StartAt) ->
+    hm_bench_sampler ! {stop, self()},
+    receive {samples, TS} ->
+            S = [Q || {_, Q} <- TS],
+            PerSec = lists:foldl(fun({T, Q}, A) when T >= StartAt ->
+                                         Sec = (T - StartAt) div 1000,
+                                         maps:update_with(Sec, fun(X) -> max(X, Q) end, Q, A);
+                                    (_, A) -> A
+                                 end, #{}, TS),
+            #{queue_max => lists:max([0 | S]), queue_mean => mean(S), samples => length(S),
+              queue_max_per_sec => PerSec}
+    after 5000 -> #{}
+    end.
+
+%% @doc The cost, in microseconds per call, of each step of one EC write, measured on this
+%% node with no other load (tables exist as EC tables here).
+-spec node_costs(pos_integer()) -> map().
+node_costs(N) ->
+    {atomic, ok} = mnesia:create_table(plain_sub, [{record_name, subscriber},
+                                                   {attributes, attrs(subscriber)},
+                                                   {ram_copies, [node()]}]),
+    Rec = fun(I) -> {subscriber, I, <<"subscriber">>, 1, I, 0, node(), 0} end,
+    Per = fun(F) ->
+                  {T, _} = timer:tc(fun() -> loop(N, F) end),
+                  T / N
+          end,
+    R = #{is_ec_table_us => Per(fun(_) -> hypermnesia:is_ec_table(subscriber) end),
+          check_record_us => Per(fun(_) -> mnesia:table_info(subscriber, record_name),
+                                           mnesia:table_info(subscriber, arity) end),
+          gen_server_roundtrip_us => Per(fun(_) -> gen_server:call(hm_ec_server, bench_noop) end),
+          dirty_write_local_us => Per(fun(I) -> mnesia:dirty_write(plain_sub, Rec(I)) end),
+          dirty_read_local_us => Per(fun(I) -> mnesia:dirty_read(subscriber, I) end),
+          async_dirty_write_local_us =>
+              Per(fun(I) -> mnesia:activity(async_dirty,
+                                            fun() -> mnesia:write(plain_sub, Rec(I), write) end)
+                  end),
+          async_ec_write_us =>
+              Per(fun(I) -> hypermnesia:async_ec(fun() -> mnesia:write(Rec(I)) end) end),
+          async_ec_read_us =>
+              Per(fun(I) -> hypermnesia:async_ec(fun() -> mnesia:read({subscriber, I}) end) end),
+          submit_direct_us =>
+              Per(fun(I) -> hm_ec_server:submit(subscriber, {I, {write, Rec(I)}}, async) end)},
+    {atomic, ok} = mnesia:delete_table(plain_sub),
+    R.
+
+sink() ->
+    receive
+        {io_request, From, Ref, _} -> From ! {io_reply, Ref, ok}, sink();
+        _ -> sink()
+    end.
+
+loop(0, _) -> ok;
+loop(N, F) -> F(N), loop(N - 1, F).
+
+%% @doc eprof of hm_ec_server for `Ms' milliseconds (while generators run): the top entries.
+-spec node_eprof(pos_integer()) -> list().
+node_eprof(Ms) ->
+    File = "/tmp/hm_bench_eprof_" ++ os:getpid() ++ ".txt",
+    %% eprof prints; a peer's standard output is its control channel, so swallow it
+    group_leader(spawn(fun sink/0), self()),
+    {ok, _} = eprof:start(),
+    profiling = eprof:start_profiling([whereis(hm_ec_server)]),
+    timer:sleep(Ms),
+    profiling_stopped = eprof:stop_profiling(),
+    ok = eprof:log(File),
+    eprof:analyze(total, [{sort, time}]),
+    stopped = eprof:stop(),
+    {ok, Bin} = file:read_file(File),
+    _ = file:delete(File),
+    Lines = string:split(Bin, "\n", all),
+    Top = lists:reverse(lists:sublist(lists:reverse([L || L <- Lines, L =/= <<>>]), 45)),
+    [unicode:characters_to_binary(L) || L <- Top].
+
+%% @doc Count, by kind, the Hypermnesia messages hm_ec_server receives on this node (trace).
+-spec node_trace_start() -> ok.
+node_trace_start() ->
+    Srv = whereis(hm_ec_server),
+    Tracer = spawn(fun() -> tracer(#{}) end),
+    catch unregister(hm_bench_tracer),
+    register(hm_bench_tracer, Tracer),
+    1 = erlang:trace(Srv, true, ['receive', {tracer, Tracer}]),
+    ok.
+
+tracer(Acc) ->
+    receive
+        {trace, _, 'receive', {hm_ec, _, _, Msg}} ->
+            K = case Msg of
+                    T when is_tuple(T) -> element(1, T);
+                    _ -> other
+                end,
+            tracer(maps:update_with(K, fun(X) -> X + 1 end, 1, Acc));
+        {trace, _, 'receive', _} -> tracer(Acc);
+        {stop, From} -> From ! {trace_counts, Acc}
+    end.
+
+%% @doc Stop counting; the counts by message kind (`op', `ack', ...).
+-spec node_trace_stop() -> map().
+node_trace_stop() ->
+    catch erlang:trace(whereis(hm_ec_server), false, ['receive']),
+    hm_bench_tracer ! {stop, self()},
+    receive {trace_counts, C} -> C after 60000 -> #{timeout => true} end.
+
+%% @doc Operations of other nodes delivered here, summed over the tables.
+-spec node_remote_delivered([atom()]) -> non_neg_integer().
+node_remote_delivered(Tabs) ->
+    lists:sum([N || T <- Tabs, {{Nd, _}, N} <- maps:to_list(maps:get(delivered, hypermnesia:info(T))),
+                    Nd =/= node()]).
+
+%%% ============================================================= EC cost breakdown
+
+%% How many `op' messages a node's server receives per remote operation it delivers, under
+%% the quick point's load: 1.0 means no retransmission.
+ec_amplification(C, P) ->
+    io:format("== retransmission amplification on node 2 (trace)~n"),
+    Ctx = {async_ec, pawset},
+    setup_tables(C, P, Ctx),
+    I = min(2, length(maps:get(nodes, C))),
+    D0 = call(C, I, ?MODULE, node_remote_delivered, [?TABS]),
+    ok = call(C, I, ?MODULE, node_trace_start, []),
+    StartAt = erlang:system_time(millisecond) + 300,
+    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
+             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => 0,
+             measure_ms => 3000, stop_at => StartAt + 3000},
+    _ = pcall(C, ?MODULE, node_start, [Spec]),
+    _ = pcall(C, ?MODULE, node_collect, [60000]),
+    Quiet = wait_until(fun() -> lists:all(fun(Q) -> Q =:= true end,
+                                          pcall(C, ?MODULE, node_ec_quiet, [?TABS]))
+                       end, 30000),
+    Counts = call(C, I, ?MODULE, node_trace_stop, []),
+    D1 = call(C, I, ?MODULE, node_remote_delivered, [?TABS]),
+    delete_tables(C),
+    Ops = maps:get(op, Counts, 0),
+    #{node => I, received_by_kind => Counts, remote_ops_delivered => D1 - D0,
+      op_messages_per_remote_op => case D1 - D0 of 0 -> null; D -> Ops / D end,
+      quiet => Quiet}.
+
+ec_costs(C) ->
+    io:format("== EC write cost breakdown on node 1~n"),
+    P = #{subs => 2000, storage => maps:get(storage, C)},
+    setup_tables(C, P, {async_ec, pawset}),
+    Costs = call(C, 1, ?MODULE, node_costs, [3000]),
+    delete_tables(C),
+    Costs.
+
+ec_eprof(C, P) ->
+    io:format("== eprof of hm_ec_server on node 1 under load~n"),
+    Ctx = {async_ec, pawset},
+    setup_tables(C, P, Ctx),
+    StartAt = erlang:system_time(millisecond) + 300,
+    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
+             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => 0,
+             measure_ms => 2500, stop_at => StartAt + 2500},
+    _ = pcall(C, ?MODULE, node_start, [Spec]),
+    sleep_until(StartAt + 300),
+    Top = (catch call(C, 1, ?MODULE, node_eprof, [1500])),
+    _ = pcall(C, ?MODULE, node_collect, [60000]),
+    _ = wait_converged(C, 30000),
+    delete_tables(C),
+    case Top of
+        L when is_list(L) -> L;
+        _ -> [list_to_binary(io_lib:format("~0p", [Top]))]
+    end.
+
+%%% ============================================================= summary
+
+summarize(Ctx, P, Results, MeasMs, ConvMs, QuietMs, Mem, Samples, Before, After) ->
+    Ops = lists:sum([maps:get(ops, R, 0) || R <- Results]),
+    Lat = merge_lat([maps:get(lat, R, #{n => 0}) || R <- Results]),
+    Words = fun(K) -> [lists:sum([maps:get(K, maps:get(T, M)) || T <- ?TABS]) || M <- Mem] end,
+    TabW = Words(table_words), HelpW = Words(helper_words), PlainW = Words(plain_set_words),
+    Overhead = [(T + H) / Pl - 1 || {T, H, Pl} <- lists:zip3(TabW, HelpW, PlainW), Pl > 0],
+    Delta = fun(K) -> [maps:get(K, A) - maps:get(K, B) || {A, B} <- lists:zip(After, Before)] end,
+    SrvRed = Delta(ec_server_reductions), Red = Delta(reductions),
+    #{context => ctx_name(Ctx), nodes => length(Results), gens_per_node => maps:get(gens, P),
+      subs => maps:get(subs, P), read_pct => maps:get(read_pct, P),
+      storage => maps:get(storage, P),
+      throughput_ops_s => Ops / (MeasMs / 1000), ops => Ops, latency => Lat,
+      errors => lists:sum([maps:get(errors, R, 0) || R <- Results]),
+      error_samples => [list_to_binary(io_lib:format("~0P", [E, 12]))
+                        || R <- Results, E <- maps:get(error_samples, R, [])],
+      misses => lists:sum([maps:get(misses, R, 0) || R <- Results]),
+      retries => lists:sum([maps:get(restarts, R, 0) || R <- Results]),
+      by_type => lists:foldl(fun(R, A) -> merge_add(maps:get(by_type, R, #{}), A) end, #{},
+                             Results),
+      per_node_ops => [maps:get(ops, R, 0) || R <- Results],
+      convergence_ms => ConvMs, quiescence_ms => QuietMs,
+      memory_words => #{table => TabW, helpers => HelpW, plain_set => PlainW},
+      space_overhead => mean(Overhead),
+      ec_server_queue => [maps:without([queue_max_per_sec], S) || S <- Samples],
+      ec_server_reduction_share => [case R of 0 -> 0; _ -> S / R end
+                                    || {S, R} <- lists:zip(SrvRed, Red)],
+      runtime_ms => Delta(runtime_ms)}.
+
+%% weighted merge of per-node latency summaries (percentiles: weighted mean of the nodes')
+merge_lat(Ls0) ->
+    Ls = [L || L = #{n := N} <- Ls0, N > 0],
+    N = lists:sum([maps:get(n, L) || L <- Ls]),
+    case N of
+        0 -> #{n => 0};
+        _ ->
+            W = fun(K) -> lists:sum([maps:get(K, L) * maps:get(n, L) || L <- Ls]) / N end,
+            #{n => N, mean_us => W(mean_us), p50_us => W(p50_us), p95_us => W(p95_us),
+              p99_us => W(p99_us), max_us => lists:max([maps:get(max_us, L) || L <- Ls])}
+    end.
+
+ctx_name({async_ec, T}) -> list_to_binary("async_ec_" ++ atom_to_list(T));
+ctx_name(A) -> atom_to_binary(A).
+
+cfg_json(P) -> maps:map(fun(_, V) -> val_json(V) end, maps:without([contexts, extra, sweeps], P)).
+
+val_json(V) when is_atom(V) -> atom_to_binary(V);
+val_json(V) when is_map(V) -> V;
+val_json(V) -> V.
+
+mean([]) -> null;
+mean(L) -> lists:sum(L) / length(L).
+
+machine() ->
+    #{cores => erlang:system_info(logical_processors_available),
+      schedulers => erlang:system_info(schedulers_online),
+      otp => list_to_binary(erlang:system_info(otp_release)),
+      erts => list_to_binary(erlang:system_info(version)),
+      mnesia => list_to_binary(case application:load(mnesia) of
+                                   _ -> {ok, V} = application:get_key(mnesia, vsn), V
+                               end),
+      loadavg_end => list_to_binary(string:trim(os:cmd("cat /proc/loadavg"))),
+      uname => list_to_binary(string:trim(os:cmd("uname -srm")))}.
+
+%%% ============================================================= Markdown
+
+summary_md(#{points := Pts} = Out) ->
+    Amp = maps:get(amplification, Out, #{node => 0, received_by_kind => #{},
+                                         remote_ops_delivered => 0,
+                                         op_messages_per_remote_op => null}),
+    Get = fun(Name, G) -> hd([X || X = #{context := N, gens_per_node := G1} <- Pts,
+                                   N =:= Name, G1 =:= G] ++ [#{}]) end,
+    Tp = fun(Name, G) -> maps:get(throughput_ops_s, Get(Name, G), null) end,
+    Rows = [io_lib:format("| ~s | ~w | ~w | ~w | ~w | ~w | ~w | ~w | ~w | ~s | ~s | ~s |~n",
+                          [N, G, round(Tp(N, G)), round(maps:get(mean_us, L, 0)),
+                           round(maps:get(p50_us, L, 0)), round(maps:get(p95_us, L, 0)),
+                           round(maps:get(p99_us, L, 0)),
+                           maps:get(errors, X), maps:get(retries, X),
+                           fmt(maps:get(space_overhead, X), pct),
+                           fmt(maps:get(convergence_ms, X), ms),
+                           fmt(maps:get(quiescence_ms, X), ms)])
+            || X = #{context := N, latency := L, gens_per_node := G} <- Pts],
+    Ratio = fun(A, B, G) -> case {Tp(A, G), Tp(B, G)} of
+                                {X, Y} when is_number(X), is_number(Y) -> fmt(X / Y, x);
+                                _ -> "n/a"
+                            end end,
+    EC = [<<"async_ec_pawset">>, <<"async_ec_prwset">>],
+    RRows = [io_lib:format("| ~s | ~w | ~s | ~s | ~s | ~s |~n",
+                           [E, G, Ratio(E, <<"transaction">>, G), Ratio(E, <<"async_dirty">>, G),
+                            fmt(maps:get(space_overhead, Get(E, G), null), pct),
+                            fmt(maps:get(convergence_ms, Get(E, G), null), ms)])
+             || G <- lists:usort([G1 || #{gens_per_node := G1} <- Pts]), E <- EC],
+    TL = [io_lib:format("| ~s | ~s | ~s | ~s | ~w | ~s |~n",
+                        [N, fmt(B, f), fmt(D, f), fmt(A, f), E, fmt(H, ms)])
+          || #{context := N, before_ops_s := B, during_ops_s := D, after_ops_s := A,
+               errors := E, converged_ms_after_heal := H} <- maps:get(timelines, Out)],
+    Good = [T || T = #{per_sec := _} <- maps:get(timelines, Out)],
+    PerSecT = case Good of
+                  [] -> [];
+                  [#{per_sec := PS0} | _] ->
+                      ["\n| second | ", lists:join(" | ", [N || #{context := N} <- Good]),
+                       " |\n|---|", [["---|"] || _ <- Good], "\n",
+                       [["| ", integer_to_list(Sec), " | ",
+                         lists:join(" | ", [integer_to_list(lists:nth(Sec + 1, PS))
+                                            || #{per_sec := PS} <- Good]), " |\n"]
+                        || Sec <- lists:seq(0, length(PS0) - 1)]]
+              end,
+    Costs = [io_lib:format("| ~s | ~.2f |~n", [K, V])
+             || {K, V} <- lists:sort(maps:to_list(maps:get(costs, Out)))],
+    Q = [io_lib:format("| ~s | ~w | ~w | ~s | ~w |~n",
+                       [N, G, [maps:get(queue_max, S, 0) || S <- Sm],
+                        lists:join(" ", [fmt(maps:get(queue_mean, S, 0), f) || S <- Sm]),
+                        [round(100 * R) || R <- Sh]])
+         || #{context := N, gens_per_node := G, ec_server_queue := Sm,
+              ec_server_reduction_share := Sh} <- Pts,
+            binary:match(N, <<"ec">>) =/= nomatch],
+    iolist_to_binary(
+      ["| context | gens/node | ops/s | mean us | p50 us | p95 us | p99 us | errors | retries | space overhead | convergence | quiescence |\n",
+       "|---|---|---|---|---|---|---|---|---|---|---|---|\n", Rows,
+       "\n| EC context | gens/node | EC/transaction | EC/async_dirty | space overhead | convergence |\n",
+       "|---|---|---|---|---|---|\n", RRows,
+       "\n| timeline context | ops/s before | ops/s during partition | ops/s after heal | errors | convergence after heal |\n",
+       "|---|---|---|---|---|---|\n", TL, PerSecT,
+       "\n| EC write step (node 1, idle) | us per call |\n|---|---|\n", Costs,
+       "\n| context | gens/node | hm_ec_server queue max per node | queue mean per node | server share of node reductions % |\n",
+       "|---|---|---|---|---|\n", Q,
+       io_lib:format("~nRetransmission amplification (node ~w, 3 s of load then quiescence): "
+                     "~w op messages received for ~w remote operations delivered = ~s per "
+                     "operation; all messages by kind: ~0p~n",
+                     [maps:get(node, Amp), maps:get(op, maps:get(received_by_kind, Amp), 0),
+                      maps:get(remote_ops_delivered, Amp),
+                      fmt(maps:get(op_messages_per_remote_op, Amp), x),
+                      maps:get(received_by_kind, Amp)]),
+       "\neprof of hm_ec_server on node 1 (1.5 s under load), last lines:\n\n```\n",
+       lists:join("\n", maps:get(eprof, Out)), "\n```\n"]).
+
+fmt(null, _) -> "n/a";
+fmt(V, pct) -> io_lib:format("~.1f %", [100 * V]);
+fmt(V, ms) -> io_lib:format("~w ms", [V]);
+fmt(V, x) -> io_lib:format("~.2fx", [V]);
+fmt(V, f) -> integer_to_list(round(V)).
+
+%%% ============================================================= plots (gnuplot)
+
+plots(Base, #{points := Pts, timelines := TLs} = Out) ->
+    Dat = Base ++ "-points.dat",
+    ok = file:write_file(Dat, [io_lib:format("~s/g~w ~.1f ~.1f ~w ~w ~w~n",
+                                             [N, maps:get(gens_per_node, X),
+                                              float(maps:get(throughput_ops_s, X)),
+                                              float(maps:get(mean_us, L, 0)), maps:get(p50_us, L, 0),
+                                              maps:get(p95_us, L, 0), maps:get(p99_us, L, 0)])
+                               || X = #{context := N, latency := L} <- Pts]),
+    TDat = Base ++ "-timeline.dat",
+    Good = [T || T = #{per_sec := _} <- TLs],
+    Secs = case Good of [] -> 0; [#{per_sec := PS} | _] -> length(PS) end,
+    ok = file:write_file(TDat, [[io_lib:format("~w", [S]),
+                                 [io_lib:format(" ~w", [lists:nth(S + 1, maps:get(per_sec, T))])
+                                  || T <- Good], "\n"]
+                                || S <- lists:seq(0, Secs - 1)]),
+    Part = case Good of [#{partition_s := [F, To]} | _] -> {F, To}; _ -> {0, 0} end,
+    %% a sweep-only run has no base points or timelines: plot only what exists
+    Gp = [[[term(Base ++ "-throughput.png"),
+          "set title 'Throughput per context (/gN = N generators per node)'\n",
+          "set xlabel '", profile_title(Out), "'\n",
+          "set style fill solid 0.6\nset boxwidth 0.6\nset ylabel 'ops/s (all nodes)'\n",
+          "set xtics rotate by -20\nset yrange [0:*]\n",
+          "plot '", Dat, "' using 0:2:xtic(1) with boxes notitle\n",
+          term(Base ++ "-latency.png"),
+          "set title 'Latency per context (/gN = N generators per node)'\nset ylabel 'microseconds'\nset logscale y\n",
+          "set style data histogram\nset style histogram cluster gap 1\nset yrange [*:*]\n",
+          "plot '", Dat, "' using 4:xtic(1) title 'p50', '' using 5 title 'p95', "
+          "'' using 6 title 'p99', '' using 3 title 'mean'\n",
+          "unset logscale y\nset style data lines\n"] || Pts =/= []],
+          [[term(Base ++ "-timeline.png"),
+          io_lib:format("set title 'Throughput per second, real partition of the last node "
+                        "from ~w s to ~w s'\n", [element(1, Part), element(2, Part)]),
+          io_lib:format("set object 1 rect from ~w, graph 0 to ~w, graph 1 fc rgb '#eeeeee' "
+                        "behind\n", [element(1, Part), element(2, Part)]),
+          "set xlabel 'seconds'\nset ylabel 'ops/s (all nodes)'\nset xtics auto rotate by 0\n"
+          "set yrange [0:*]\n",
+          "plot ", lists:join(", ", [io_lib:format("'~s' using 1:~w with linespoints title '~s'",
+                                                   [TDat, I + 1, N])
+                                     || {I, #{context := N}} <- lists:zip(lists:seq(1, length(Good)), Good)]),
+          "\nunset object 1\n"] || Good =/= []],
+          sweep_plots(Base, maps:get(sweeps, Out, []))],
+    GpFile = Base ++ ".gp",
+    ok = file:write_file(GpFile, Gp),
+    case os:find_executable("gnuplot") of
+        false -> io:format("gnuplot not found: no PNGs~n");
+        G -> io:format("~s", [os:cmd(G ++ " " ++ GpFile ++ " 2>&1")])
+    end,
+    ok.
+
+term(Png) -> ["set terminal pngcairo size 900,500 noenhanced\nset output '", Png, "'\n"].
+
+profile_title(#{config := Cfg}) ->
+    io_lib:format("~w nodes, ~w generators/node, ~w subscribers, ~w% reads, ~s",
+                  [maps:get(nodes, Cfg), maps:get(gens, Cfg), maps:get(subs, Cfg),
+                   maps:get(read_pct, Cfg), maps:get(storage, Cfg)]).
+
+sweep_plots(Base, Sweeps) ->
+    [begin
+         Dat = lists:concat([Base, "-sweep-", K, ".dat"]),
+         Ctxs = [ctx_name(C) || C <- contexts()],
+         Vals = maps:get(values, S),
+         Tp = fun(V, Cx) -> hd([maps:get(throughput_ops_s, X) || X = #{value := V1, context := C1}
+                                                                  <- maps:get(points, S),
+                                                              V1 =:= V, C1 =:= Cx] ++ [0]) end,
+         ok = file:write_file(Dat, [[io_lib:format("~p", [V]), [io_lib:format(" ~.1f", [float(Tp(V, Cx))]) || Cx <- Ctxs], "\n"]
+                                    || V <- Vals]),
+         [term(lists:concat([Base, "-sweep-", K, ".png"])),
+          io_lib:format("set title 'Throughput vs ~s'\nset xlabel '~s'\n", [K, K]),
+          "set ylabel 'ops/s'\nset yrange [0:*]\nunset object 1\nset style data histogram\n",
+          "plot ", lists:join(", ", [io_lib:format("'~s' using ~w:xtic(1) title '~s'", [Dat, I + 1, Cx])
+                                     || {I, Cx} <- lists:zip(lists:seq(1, length(Ctxs)), Ctxs)]),
+          "\nset style data lines\n"]
+     end || S = #{param := K} <- Sweeps].
+
+%%% ============================================================= JSON (OTP 25 has none)
+
+json(M) when is_map(M) ->
+    ["{", lists:join(",", [[json(key(K)), ":", json(V)] || {K, V} <- lists:sort(maps:to_list(M))]), "}"];
+json(L) when is_list(L) -> ["[", lists:join(",", [json(X) || X <- L]), "]"];
+json(null) -> "null";
+json(true) -> "true";
+json(false) -> "false";
+json(A) when is_atom(A) -> json(atom_to_binary(A));
+json(B) when is_binary(B) -> [$", escape(B), $"];
+json(I) when is_integer(I) -> integer_to_list(I);
+json(F) when is_float(F) -> io_lib:format("~.3f", [F]);
+json(T) -> json(list_to_binary(io_lib:format("~0p", [T]))).
+
+key(K) when is_atom(K) -> atom_to_binary(K);
+key(K) when is_integer(K) -> integer_to_binary(K);
+key(K) when is_binary(K) -> K;
+key(K) -> list_to_binary(io_lib:format("~0p", [K])).
+
+escape(B) ->
+    << <<(case C of $" -> <<"\\\"">>; $\\ -> <<"\\\\">>; $\n -> <<"\\n">>;
+                  _ when C < 32 -> <<" ">>; _ -> <<C>> end)/binary>> || <<C>> <= B >>.
+
+%%% ============================================================= time
+
+now_ms() -> erlang:monotonic_time(millisecond).
+
+clock() -> calendar:system_time_to_rfc3339(erlang:system_time(second)).
+now_ms_sys() -> erlang:system_time(millisecond).
+
+date_string() ->
+    {{Y, Mo, D}, {H, Mi, _}} = calendar:universal_time(),
+    lists:flatten(io_lib:format("~4..0w~2..0w~2..0w-~2..0w~2..0w", [Y, Mo, D, H, Mi])).
