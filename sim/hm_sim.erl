@@ -182,7 +182,8 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
     Nodes = nodes_of(N),
     S0 = #{now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg, nodes => Nodes,
            rand => rand:seed_s(exsss, {Seed, 16#e7, 16#ab}), reps => #{}, inc => #{},
-           groups => all, applied => #{}, ops => #{}, failures => [], faults => true,
+           groups => all, epochs => #{}, applied => #{}, ops => #{}, failures => [],
+           faults => true,
            stats => #{}, samples => []},
     try
         S1 = lists:foldl(fun(Nd, Acc) -> start_node(Nd, Acc) end, S0, Nodes),
@@ -258,8 +259,9 @@ event({tick, Nd}, S) ->
             S2 = sample(Nd, R1, put_rep(Nd, R1, S1)),
             send_all(Nd, Out, events(Nd, Ev, S2))
     end;
-event({deliver, From, To, Msg}, S) ->
-    case up(To, S) andalso connected(From, To, S) of
+event({deliver, From, To, Msg, Epoch}, S) ->
+    %% Erlang distribution: a message lives only as long as the connection it was sent on
+    case up(To, S) andalso connected(From, To, S) andalso epoch(From, To, S) =:= Epoch of
         false -> bump(dropped_cut, S);
         true ->
             {Out, R1, Ev} = hm_sim_replica:handle(From, Msg, maps:get(To, maps:get(reps, S))),
@@ -314,7 +316,9 @@ action({crash, Nd}, S = #{reps := Reps, ops := Ops}) ->
                                         end, Ops);
                        true -> Ops
                    end,
-            bump(crashes, S#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1})
+            S1 = lists:foldl(fun(M, Acc) -> new_epoch(Nd, M, Acc) end, S,
+                             maps:get(nodes, S) -- [Nd]),
+            bump(crashes, S1#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1})
     end;
 action({restart, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
     case maps:get(Nd, Reps) of
@@ -334,10 +338,26 @@ action({restart, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
     end.
 
 %% pairs connected now and not before get a nodeup both ways
-reconnect(S1, S0 = #{nodes := Nodes}) ->
+reconnect(S1a, S0 = #{nodes := Nodes}) ->
+    %% links cut by the new partition lose what was in flight on them
+    Cut = [{A, B} || A <- Nodes, B <- Nodes, A < B, connected(A, B, S0),
+                     not connected(A, B, S1a)],
+    S1 = lists:foldl(fun({A, B}, Acc) -> new_epoch(A, B, Acc) end, S1a, Cut),
     New = [{A, B} || A <- Nodes, B <- Nodes, A < B, up(A, S1), up(B, S1),
                      connected(A, B, S1), not connected(A, B, S0)],
     lists:foldl(fun({A, B}, Acc) -> nodeup(A, B, nodeup(B, A, Acc)) end, S1, New).
+
+%% Connection epochs: every time the link between two nodes breaks (a cut, a crash of either
+%% end), messages sent on it before are lost, as with Erlang distribution (a node's new
+%% connection, or new incarnation, never receives the old one's traffic).
+link(A, B) when A =< B -> {A, B};
+link(A, B) -> {B, A}.
+
+epoch(A, B, #{epochs := E}) -> maps:get(link(A, B), E, 0).
+
+new_epoch(A, B, S = #{epochs := E}) ->
+    L = link(A, B),
+    S#{epochs := E#{L => maps:get(L, E, 0) + 1}}.
 
 nodeup(At, Peer, S = #{reps := Reps}) ->
     case Reps of
@@ -360,13 +380,14 @@ send(From, To, Msg, S0 = #{cfg := #{drop := PD, dup := PU, delay := Max}, faults
                 true -> bump(dropped, S1);
                 false ->
                     {D1, S2} = uniform(Max, S1),
-                    S3 = schedule(D1, {deliver, From, To, Msg}, S2),
+                    E = epoch(From, To, S2),
+                    S3 = schedule(D1, {deliver, From, To, Msg, E}, S2),
                     {Dup, S4} = case F of true -> coin(PU, S3); false -> {false, S3} end,
                     case Dup of
                         false -> S4;
                         true ->
                             {D2, S5} = uniform(Max, S4),
-                            bump(duplicated, schedule(D2, {deliver, From, To, Msg}, S5))
+                            bump(duplicated, schedule(D2, {deliver, From, To, Msg, E}, S5))
                     end
             end
     end.

@@ -146,12 +146,16 @@ install(#{rows := Rows, meta := Meta, delivered := V, log := Log, clears := Clea
 %% a tick, ask for a snapshot while syncing, stabilize keys, gc the log.
 %% `Up': the members this node can reach now (`nodes()' in the server).
 -spec tick([node()], replica()) -> {out(), replica(), [event()]}.
-tick(Up, R = #{tcsb := B}) ->
-    Ms = [M || M <- hm_tcsb:members(B) -- [maps:get(node, R)], lists:member(M, Up)],
-    Out = [A || A = {M, _} <- hm_tcsb:acks(B), lists:member(M, Up)]
-        ++ [{M, {op, Msg}} || M <- Ms, Msg <- hm_tcsb:missing(M, old, B)]
+tick(Up, R = #{tcsb := B0}) ->
+    Ms = [M || M <- hm_tcsb:members(B0) -- [maps:get(node, R)], lists:member(M, Up)],
+    {Resends, B} = lists:foldl(fun(M, {Acc, Bx}) ->
+                                       {Msgs, By} = hm_tcsb:resend_due(M, Bx),
+                                       {Acc ++ [{M, {op, Msg}} || Msg <- Msgs], By}
+                               end, {[], B0}, Ms),
+    Out = [A || A = {M, _} <- hm_tcsb:acks(B0), lists:member(M, Up)]
+        ++ Resends
         ++ [{M, {snapshot_req}} || is_tuple(maps:get(status, R)), M <- Ms],
-    {R1, Ev} = stabilize(R),
+    {R1, Ev} = stabilize(R#{tcsb := B}),
     {Out, R1#{tcsb := hm_tcsb:tick(maps:get(tcsb, R1))}, Ev}.
 
 %% @doc A member is reachable again (maybe a new incarnation without its state): forget what

@@ -81,7 +81,7 @@ rejoin(S = #{rejoined := J}) ->
     case Split =/= [] andalso mnesia_running() of
         true ->
             case catch mnesia_controller:connect_nodes(Split, fun(Merge) -> Merge([]) end) of
-                {ok, _} -> hm_ec_server:refresh(), S#{rejoined := J + 1};
+                {ok, _} -> hm_ec_server:refresh_async(), S#{rejoined := J + 1};
                 Other -> logger:notice("hypermnesia: mnesia rejoin of ~0p: ~0p", [Split, Other]), S
             end;
         false -> S

@@ -20,7 +20,7 @@
 -module(hm_ec_server).
 -behaviour(gen_server).
 
--export([start_link/0, submit/3, info/0, info/1, refresh/0, tick_ms/0]).
+-export([start_link/0, submit/3, info/0, info/1, refresh/0, refresh_async/0, tick_ms/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(TICK_MS, 250).
@@ -41,6 +41,10 @@ start_link() -> gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 -spec submit(atom(), {term(), op()}, mode()) -> ok | {error, term()}.
 submit(Tab, KeyOp, Mode) ->
     gen_server:call(?MODULE, {submit, Tab, KeyOp, Mode}, infinity).
+
+%% @doc {@link refresh/0} without waiting (for callers that must not block on a busy server).
+-spec refresh_async() -> ok.
+refresh_async() -> gen_server:cast(?MODULE, refresh).
 
 %% @doc Node-wide status: EC tables and, per table, what {@link info/1} gives.
 -spec info() -> map().
@@ -90,6 +94,8 @@ handle_call(Req, _From, S) ->
     {reply, {error, {unknown_request, Req}}, S}.
 
 -spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast(refresh, S) ->
+    {noreply, refresh_tables(S)};
 handle_cast(Msg, S) ->
     logger:warning("hypermnesia: dropped unknown cast ~0p", [Msg]),
     {noreply, S}.
@@ -434,13 +440,16 @@ tick(S = #{ticks := N}) ->
                    S1, maps:get(tables, S1)),
     S2#{ticks := N + 1}.
 
-tick_table(Tab, T = #{tcsb := B}, S) ->
+tick_table(Tab, T = #{tcsb := B0}, S) ->
     Up = nodes(),
-    [send(M, Tab, Ack) || {M, Ack} <- hm_tcsb:acks(B), lists:member(M, Up)],
-    [send(M, Tab, {op, Msg}) || M <- hm_tcsb:members(B), lists:member(M, Up),
-                               Msg <- hm_tcsb:missing(M, old, B)],
+    [send(M, Tab, Ack) || {M, Ack} <- hm_tcsb:acks(B0), lists:member(M, Up)],
+    B = lists:foldl(fun(M, Bx) ->
+                            {Msgs, By} = hm_tcsb:resend_due(M, Bx),
+                            [send(M, Tab, {op, Msg}) || Msg <- Msgs],
+                            By
+                    end, B0, [M || M <- hm_tcsb:members(B0), lists:member(M, Up)]),
     [send(M, Tab, {snapshot_req}) || syncing(T), M <- hm_tcsb:members(B), lists:member(M, Up)],
-    T1 = stabilize(Tab, T),
+    T1 = stabilize(Tab, T#{tcsb := B}),
     put_table(Tab, T1#{tcsb := hm_tcsb:tick(maps:get(tcsb, T1))}, S).
 
 syncing(#{status := {syncing, _, _}}) -> true;
