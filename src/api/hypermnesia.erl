@@ -39,6 +39,20 @@ start() ->
 %% (`set', `bag', `ordered_set') or none, this is `mnesia:create_table/2'.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
+    case is_options(Opts) of
+        true -> create_table_checked(Tab, Opts);
+        false -> {aborted, {badarg, Tab, Opts}}
+    end;
+create_table(Tab, Opts) -> {aborted, {badarg, Tab, Opts}}.
+
+%% A proper list of non-empty tuples (Mnesia's own check comes later, per option).
+is_options(Opts) ->
+    try length(Opts) of
+        _ -> lists:all(fun(O) -> is_tuple(O) andalso tuple_size(O) >= 1 end, Opts)
+    catch error:badarg -> false
+    end.
+
+create_table_checked(Tab, Opts) ->
     case proplists:get_value(type, Opts) of
         T when T =:= pawset; T =:= prwset -> create_ec_table(Tab, T, Opts);
         _ ->
@@ -46,8 +60,7 @@ create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
                 true -> {aborted, {bad_ec_option, Tab, {conflict, without_ec_type}}};
                 false -> mnesia:create_table(Tab, Opts)
             end
-    end;
-create_table(Tab, Opts) -> {aborted, {badarg, Tab, Opts}}.
+    end.
 
 create_ec_table(Tab, Type, Opts) ->
     Policy = proplists:get_value(conflict, Opts, term_order),
@@ -207,8 +220,12 @@ ec_options(Tab) ->
     case catch mnesia:table_info(Tab, user_properties) of
         Props when is_list(Props) ->
             case lists:keyfind(?PROP, 1, Props) of
-                {?PROP, Opts} -> {ok, Opts};
-                false -> error
+                %% only what create_table/2 wrote counts: a user's own property of that name
+                %% does not make a table an EC table
+                {?PROP, Opts = #{type := T, conflict := P, meta := M, log := L}}
+                  when (T =:= pawset orelse T =:= prwset), is_atom(P), is_atom(M), is_atom(L) ->
+                    {ok, Opts};
+                _ -> error
             end;
         _ -> error
     end.

@@ -146,11 +146,15 @@ new_inner(M, op) -> {M:op_new(), hm_causal_buffer:new()}.
 %% other replicas must {@link deliver/2}.
 -spec mutate(op(), replica(), crdt()) -> {ok, crdt(), event()} | {error, term()}.
 mutate(Op, Replica, C = #hm_crdt{type = T}) ->
-    M = module(T),
-    case {is_replica(Replica), safe_is_op(M, Op)} of
-        {false, _} -> {error, {bad_replica, Replica}};
-        {_, false} -> {error, {bad_op, T, Op}};
-        {true, true} -> do_mutate(M, Op, Replica, C)
+    case is_crdt(C) of
+        false -> {error, {bad_crdt, C}};
+        true ->
+            M = module(T),
+            case {is_replica(Replica), safe_is_op(M, Op)} of
+                {false, _} -> {error, {bad_replica, Replica}};
+                {_, false} -> {error, {bad_op, T, Op}};
+                {true, true} -> do_mutate(M, Op, Replica, C)
+            end
     end;
 mutate(_, _, X) -> {error, {bad_crdt, X}}.
 
@@ -195,9 +199,12 @@ deliver(E, #hm_crdt{}) -> {error, {bad_event, E}};
 deliver(_, X) -> {error, {bad_crdt, X}}.
 
 %% Checked before buffering, so a bad event can never block good ones behind it.
-valid_payload(delta, _M, {_, _, {_, _}}) -> true;
+valid_payload(delta, _M, {_, _, {Store, Ctx}}) -> is_store(Store) andalso is_map(Ctx);
 valid_payload(op, M, {_, _, PureOp}) -> safe_is_op(M, PureOp);
 valid_payload(_, _, _) -> false.
+
+is_store({dm, M}) -> is_map(M);
+is_store(F) -> is_map(F).
 
 apply_ready(delta, _M, Ready, Dcc) ->
     lists:foldl(fun({_, _, Delta}, Acc) -> hm_dcc:join_delta(Acc, Delta) end, Dcc, Ready);

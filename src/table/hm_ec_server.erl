@@ -66,8 +66,9 @@ tick_ms() -> ?TICK_MS.
 -spec init([]) -> {ok, map()}.
 init([]) ->
     ok = net_kernel:monitor_nodes(true),
-    erlang:send_after(?TICK_MS, self(), tick),
-    {ok, refresh_tables(#{tables => #{}, hlc => 0, ticks => 0})}.
+    Ref = make_ref(),
+    erlang:send_after(?TICK_MS, self(), {tick, Ref}),
+    {ok, refresh_tables(#{tables => #{}, hlc => 0, ticks => 0, tick_ref => Ref})}.
 
 -spec handle_call(term(), gen_server:from(), map()) ->
           {reply, term(), map()} | {noreply, map()}.
@@ -83,7 +84,11 @@ handle_call({submit, Tab, KeyOp, Mode}, From, S) ->
 handle_call(info, _From, S = #{tables := Ts}) ->
     {reply, #{node => node(), tables => maps:map(fun(Tab, T) -> table_info(Tab, T) end, Ts)},
      S};
-handle_call({info, Tab}, _From, S) ->
+handle_call({info, Tab}, _From, S0) ->
+    S = case hypermnesia:is_ec_table(Tab) of
+            true -> S0;
+            false -> refresh_tables(S0)            % deleted meanwhile: forget it now
+        end,
     case table(Tab, S) of
         {ok, T, S1} -> {reply, table_info(Tab, T), S1};
         error -> {reply, {error, {not_ec_table, Tab}}, S}
@@ -110,8 +115,9 @@ handle_info({hm_ec, Tab, FromNode, Msg}, S = #{tables := Ts}) when is_atom(FromN
             end;
         _ -> drop({unknown_table, Tab, FromNode}, S)
     end;
-handle_info(tick, S) ->
-    erlang:send_after(?TICK_MS, self(), tick),
+handle_info({tick, Ref}, S = #{tick_ref := Ref}) ->
+    %% only this server's own timer ticks (a stray `tick' must not start another chain)
+    erlang:send_after(?TICK_MS, self(), {tick, Ref}),
     {noreply, tick(S)};
 handle_info({hm_sync_timeout, Tab, Dot}, S = #{tables := Ts}) ->
     case Ts of
@@ -215,7 +221,7 @@ remote(_Tab, _T, _From, {snapshot, _}, S) ->
 remote(_Tab, _T, _From, {snapshot_empty}, S) ->
     S;
 remote(Tab, T = #{tcsb := B}, From, {op, Msg}, S = #{hlc := H}) ->
-    case valid_op_msg(Msg) of
+    case valid_op_msg(Msg) andalso fits(T, Msg) of
         false -> element(2, drop({bad_op_message, Tab, From}, S));
         true ->
             {Ready, B1} = hm_tcsb:receive_op(Msg, B),
@@ -296,6 +302,17 @@ valid_op_msg(Msg = {{N, _}, _, {Mode, _Key, Op}}) when is_atom(N) ->
     hm_causal_buffer:is_message(Msg) andalso (Mode =:= async orelse Mode =:= sync)
         andalso valid_op(Op);
 valid_op_msg(_) -> false.
+
+%% A record operation names its record's own key, and the record fits the table.
+fits(#{record := {Name, Arity}}, {_, _, {_, Key, Op}}) ->
+    case Op of
+        {write, Rec, _} -> fits_record(Rec, Key, Name, Arity);
+        {delete_object, Rec} -> fits_record(Rec, Key, Name, Arity);
+        _ -> true
+    end.
+
+fits_record(Rec, Key, Name, Arity) ->
+    tuple_size(Rec) =:= Arity andalso element(1, Rec) =:= Name andalso element(2, Rec) =:= Key.
 
 valid_op({write, Rec, {H, N}}) -> is_tuple(Rec) andalso is_integer(H) andalso is_atom(N);
 valid_op(delete) -> true;
@@ -509,6 +526,7 @@ new_table(Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}) ->
                     _ -> {ets, ets:new(hm_meta, [set, protected])}
                 end,
     T = #{type => Type, policy => Policy, meta => MetaStore, log => Log, storage => Storage,
+          record => {mnesia:table_info(Tab, record_name), mnesia:table_info(Tab, arity)},
           waiters => #{}, clears => [], stable_seen => undefined},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     case {Storage, mnesia:dirty_read(Log, state)} of
