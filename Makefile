@@ -4,7 +4,7 @@ PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
 .PHONY: all bootstrap compile test eunit ct dialyzer shell demo bench-crdt bench bench-full \
-        bench-build sim sim-report clean
+        bench-build sim sim-report faults clean
 
 all: compile
 
@@ -81,6 +81,14 @@ bench: bench-build
 bench-full: bench-build
 	erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench \
 	    -eval 'hm_bench:main(["full"]), halt().'
+
+## make faults: the real-node fault campaign (test/hm_faults_SUITE.erl: 5 peer nodes, kill -9,
+## partitions, heals) for HM_FAULTS_SECONDS per case (default here 180; `make test' runs it for
+## 10 s). HM_FAULTS_SEED=S replays a nemesis schedule; HM_FAULTS_PAUSE_MS sets the clients'
+## pause between operations (default 20). Prints `faults: P passed, F failed (...)' per case.
+HM_FAULTS_SECONDS ?= 180
+faults: bootstrap
+	HM_FAULTS_SECONDS=$(HM_FAULTS_SECONDS) $(REBAR) ct --suite test/hm_faults_SUITE
 
 clean:
 	rm -rf _build

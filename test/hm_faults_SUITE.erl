@@ -1,0 +1,591 @@
+%% @doc Real-node fault campaign: 5 OTP `peer' nodes (controlled over standard I/O, so cutting
+%% the nodes' links never cuts the test's control), one EC table with `disc_copies' on nodes
+%% 1-2 and `ram_copies' on nodes 3-5, one client per node, and a nemesis.
+%%
+%% <h3>Workload</h3>
+%% For a bounded time (`HM_FAULTS_SECONDS', default 10 s per case), each node's client loops:
+%% pick a key (75 %: one of 8 hot keys, where clients contend; 25 %: one of 400 cold keys, so
+%% that many keys keep their last operation from the middle of the run, under partitions and
+%% kills, and the end check below covers them) and do a write (70 %, a fresh unique value) or
+%% a delete (30 %) with `hypermnesia:sync_ec', then pauses `HM_FAULTS_PAUSE_MS' (default 20 ms;
+%% 0 is the unthrottled load of the finding below). Before each operation it reads the node's `delivered' vector
+%% (hypermnesia:info/1), after an acknowledged one it reads it again. An operation is
+%% ACKNOWLEDGED when the `peer:call' of `sync_ec' returned `ok'; an exit, a timeout or a killed
+%% node makes it unacknowledged (it may or may not have been applied). Times are
+%% `erlang:monotonic_time' of the test node, where every client runs: `issue' is taken before
+%% the call, `ack' after it returned.
+%%
+%% <h3>Nemesis</h3>
+%% Every 0.3-1.2 s, from a seeded PRNG (seed printed; `HM_FAULTS_SEED=S' replays the same
+%% schedule of choices, not the same timing): a partition (`halves', one node `isolated', or
+%% `bridge': two sides that reach each other only through one node, non-transitive), a heal, a
+%% `kill -9' of a disc_copies node (OS process), or the restart of a killed node (same name,
+%% same Mnesia directory, `hypermnesia:start/0' again). A partition gives each side a wrong
+%% cookie for the other (different per side) and disconnects; only the cookies are restored by
+%% a heal: reconnecting nodes and Mnesia is left to Hypermnesia. ram_copies nodes are never
+%% killed (guide §7 item 2: a restarted ram node may lose what it had not sent).
+%%
+%% <h3>End and checks</h3>
+%% Clients stop, everything is healed, killed nodes restarted; then the test waits (bounded
+%% wait-until, no fixed sleep) for quiescence: every node runs Mnesia with all 5 nodes, every
+%% copy is `ready' with `buffered_ops' 0, and all contents are equal. Then:
+%% <ol>
+%% <li>Convergence: every node's full contents are equal (part of quiescence; failing to
+%% reach it within the time limit fails the case).</li>
+%% <li>No phantom: every record shown was written by some client operation on that key.</li>
+%% <li>No lost acknowledged write. For a key K, an acknowledged operation W on K is FINAL when
+%% every other operation X on K (acknowledged or not, any node) was acknowledged before W was
+%% issued (X.ack &lt; W.issue). Then X cannot be causally after W (that needs X issued after W
+%% was applied at its origin, which is after W.issue, and X.ack after that), so nothing
+%% supersedes W causally. Among those X, X is KNOWN-BEFORE W when X is on W's node (one
+%% client per node, X acknowledged first: program order; disc nodes keep their replica
+%% identity across kill -9 and acknowledged writes are on disc) or when X's dot (its node's
+%% own entry in `delivered' read right after X's ack, one client per node so that entry is
+%% X's sequence number) is covered by the `delivered' vector W's node showed before W was
+%% issued. Every other X is possibly CONCURRENT with W. Expected, from guide §3:
+%%   <ul>
+%%   <li>W a write of record R, pawset: K is present; if no concurrent write exists, K shows
+%%   exactly R, otherwise (term_order picks the greatest concurrent version, and R is one)
+%%   K shows a record &gt;= R in term order written by W or a concurrent write.</li>
+%%   <li>W a write of R, prwset: the same when no concurrent delete exists (a concurrent
+%%   delete wins under remove-wins; then nothing is checked).</li>
+%%   <li>W a delete, prwset: K is absent (everything before it is removed; concurrent writes
+%%   lose). pawset: K is absent when no concurrent write exists.</li>
+%%   </ul>
+%% Keys with no final operation are not checked (only convergence and no phantom).</li>
+%% </ol>
+%% <h3>Finding (src/ not patched): retransmission storm after a disc node restarts</h3>
+%% Unthrottled (`HM_FAULTS_PAUSE_MS=0', about 1000 sync_ec/s over the 5 nodes), seed 69537436:
+%% after a few kills and restarts of the disc nodes and a bridge partition, some 11 000
+%% operations are unstable when the campaign ends. The last restarted disc node's
+%% hm_ec_server drops every incoming message as `{unknown_table, Tab, From}' (one
+%% logger:warning each) until it has taken the table up, and never acknowledges meanwhile;
+%% every other member resends, every 250 ms tick, every logged operation that node lacks
+%% (hm_tcsb:missing(M, old, B)). Its mailbox grows faster than it drains: info/1 times out,
+%% stability stalls (unstable_ops ~11 000 on every node), no convergence in 90 s, and the
+%% node finally went away. With pawset, same seed, quiescence took 98 s instead of a few.
+%% The default pacing (20 ms) keeps the backlog small; the campaign passes with it.
+%% Also seen: hypermnesia:start/0 of a disc node restarted as the bridge of a non-transitive
+%% partition blocks in Mnesia's start (mnesia_late_loader, mnesia_controller:merge_schema,
+%% a schema transaction) until the cut heals, so restarts run in the background here.
+%%
+%% Summary line: `faults: P passed, F failed (N ops, M acknowledged, P partitions, K kills)'.
+%% Node logs: `<priv_dir>/<node>.log' (appended across restarts); the nemesis schedule and
+%% seed are in the CT log.
+-module(hm_faults_SUITE).
+-include_lib("common_test/include/ct.hrl").
+
+-export([all/0, suite/0, init_per_testcase/2, end_per_testcase/2]).
+-export([faults_pawset/1, faults_prwset/1, checker_self_test/1]).
+
+-define(N, 5).
+-define(DISC, [1, 2]).
+-define(KEYS, 8).
+-define(COLD_KEYS, 400).
+-define(DEFAULT_SECONDS, 10).
+-define(DEFAULT_PAUSE_MS, 20).
+
+suite() -> [{timetrap, {minutes, 30}}].
+
+all() -> [checker_self_test, faults_pawset, faults_prwset].
+
+%%% ------------------------------------------------------------- cluster
+
+init_per_testcase(checker_self_test, Config) -> Config;
+init_per_testcase(Case, Config) ->
+    _ = os:cmd("epmd -daemon"),
+    Dir = ?config(priv_dir, Config),
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [hypermnesia, ?MODULE]]),
+    Short = case Case of faults_pawset -> "fa"; faults_prwset -> "fr" end,
+    Names = [list_to_atom(lists:concat([Short, I, "_", os:getpid()])) || I <- lists:seq(1, ?N)],
+    Peers = [start_peer(Name, Paths, Dir) || Name <- Names],
+    Nodes = [N || {_, N} <- Peers],
+    {P1, _} = hd(Peers),
+    [pong = peer:call(P1, net_adm, ping, [N]) || N <- tl(Nodes)],
+    ok = peer:call(P1, mnesia, create_schema, [Nodes]),
+    [start_hm(P) || {P, _} <- Peers],
+    Ets = ets:new(hm_faults, [public, set]),
+    [ets:insert(Ets, {{peer, I}, P}) || {I, {P, _}} <- lists:zip(lists:seq(1, ?N), Peers)],
+    [ets:insert(Ets, {{ospid, I}, peer:call(P, os, getpid, [])})
+     || {I, {P, _}} <- lists:zip(lists:seq(1, ?N), Peers)],
+    [{ets, Ets}, {names, Names}, {nodes, Nodes}, {paths, Paths}, {dir, Dir} | Config].
+
+start_peer(Name, Paths, Dir) ->
+    {ok, P, N} = peer:start(#{name => Name, connection => standard_io,
+                              args => Paths ++ ["-connect_all", "false",
+                                                "-kernel", "prevent_overlapping_partitions", "false",
+                                                "-mnesia", "dir",
+                                                "\"" ++ filename:join(Dir, Name) ++ "\""]}),
+    ok = peer:call(P, logger, add_handler,
+                   [file, logger_std_h,
+                    #{config => #{file => filename:join(Dir, atom_to_list(Name) ++ ".log")}}]),
+    {P, N}.
+
+start_hm(P) ->
+    ok = peer:call(P, application, load, [hypermnesia]),
+    ok = peer:call(P, application, set_env, [hypermnesia, max_backoff_ms, 500]),
+    ok = peer:call(P, hypermnesia, start, [], 60000).
+
+%% Processes of the node that are inside mnesia or hypermnesia, with their stacks.
+stuck() ->
+    [{Pid, process_info(Pid, registered_name), St}
+     || Pid <- processes(),
+        {current_stacktrace, St} <- [process_info(Pid, current_stacktrace)],
+        lists:any(fun({M, _, _, _}) ->
+                          lists:prefix("mnesia", atom_to_list(M)) orelse
+                              lists:prefix("hm", atom_to_list(M)) orelse
+                              M =:= application_master orelse M =:= hypermnesia
+                  end, St)].
+
+end_per_testcase(checker_self_test, _Config) -> ok;
+end_per_testcase(_Case, Config) ->
+    Ets = ?config(ets, Config),
+    [catch peer:stop(P) || {{peer, _}, P0} <- ets:tab2list(Ets),
+                           P <- [case P0 of {starting, X} -> X; X -> X end], is_pid(P)],
+    ok.
+
+%% {peer, I} is the peer pid when the node runs hypermnesia, `{starting, Pid}' while its
+%% restart waits for hypermnesia:start/0, `down' once killed.
+peer_of(Ets, I) -> ets:lookup_element(Ets, {peer, I}, 2).
+
+call(Ets, I, M, F, A) ->
+    P = case peer_of(Ets, I) of {starting, Pid} -> Pid; Pid -> Pid end,
+    peer:call(P, M, F, A, 30000).
+
+up(Ets) -> [I || I <- lists:seq(1, ?N), is_pid(peer_of(Ets, I))].
+
+%% Nodes whose Erlang runtime runs (up, or restarting): they take part in partitions.
+running(Ets) -> [I || I <- lists:seq(1, ?N), peer_of(Ets, I) =/= down].
+
+%%% ------------------------------------------------------------- cases
+
+%% The end check on hand-made histories: it flags a lost or stale write, and raises no false
+%% alarm for what concurrency permits.
+checker_self_test(_Config) ->
+    Op = fun(Id, Node, Kind, V, Issue, Ack, Seen, Dot) ->
+                 #{id => Id, node => Node, key => k, kind => Kind, value => V, issue => Issue,
+                   ack => Ack, done => Ack, seen => Seen, dot => Dot}
+         end,
+    W1 = Op(1, 1, write, {1, 1}, 0, 10, #{}, {r1, 1}),
+    W2 = Op(2, 2, write, {2, 2}, 20, 30, #{r1 => 1}, {r2, 1}),      % saw W1
+    D3 = Op(3, 3, delete, undefined, 20, 30, #{}, {r3, 1}),         % saw nothing
+    %% final W2, W1 seen: exactly W2
+    [] = check(pawset, t, [W1, W2], [{t, k, {2, 2}}]),
+    [{lost, k, _}] = check(pawset, t, [W1, W2], []),
+    [{lost, k, _}] = check(pawset, t, [W1, W2], [{t, k, {1, 1}}]),
+    [{phantom, k, zz}, {lost, k, _}] = check(pawset, t, [W1, W2], [{t, k, zz}]),
+    %% W2 not knowing W1 (not seen, other node): W1 may win under term_order if greater
+    W2c = W2#{seen := #{}},
+    W1g = W1#{value := {9, 1}},
+    [] = check(pawset, t, [W1g, W2c], [{t, k, {9, 1}}]),
+    [{lost, k, _}] = check(pawset, t, [W1g, W2c], []),
+    %% a final write with a delete it did not see: add wins / anything under remove wins
+    W4 = Op(4, 1, write, {4, 1}, 40, 50, #{}, {r1, 2}),
+    [] = check(pawset, t, [D3, W4], [{t, k, {4, 1}}]),
+    [{lost, k, _}] = check(pawset, t, [D3, W4], []),
+    [] = check(prwset, t, [D3, W4], []),
+    %% a final delete that saw the write: absent under both
+    D5 = Op(5, 2, delete, undefined, 60, 70, #{r1 => 2}, {r2, 2}),
+    [] = check(pawset, t, [W4, D5], []),
+    [{lost, k, _}] = check(prwset, t, [W4, D5], [{t, k, {4, 1}}]),
+    %% overlapping operations: no final one, nothing checked but phantoms
+    W6 = Op(6, 3, write, {6, 3}, 65, 75, #{}, {r3, 2}),
+    [] = check(pawset, t, [W4, D5, W6], [{t, k, {4, 1}}]),
+    %% an unacknowledged (timed out) operation makes every earlier one non-final
+    U7 = (Op(7, 4, write, {7, 4}, 80, undefined, #{}, undefined))#{done := undefined},
+    [] = check(pawset, t, [W4, D5, U7], [{t, k, {4, 1}}]),
+    ok.
+
+faults_pawset(Config) -> campaign(pawset, Config).
+faults_prwset(Config) -> campaign(prwset, Config).
+
+campaign(Type, Config) ->
+    Ets = ?config(ets, Config),
+    Nodes = ?config(nodes, Config),
+    Tab = list_to_atom("faults_" ++ atom_to_list(Type)),
+    Seconds = env_int("HM_FAULTS_SECONDS", ?DEFAULT_SECONDS),
+    Seed = env_int("HM_FAULTS_SEED", erlang:phash2({os:getpid(), erlang:unique_integer(),
+                                                   erlang:system_time()}, 1 bsl 27)),
+    log("faults ~p: seed ~p (replay with HM_FAULTS_SEED=~p), ~p s", [Type, Seed, Seed, Seconds]),
+    [D1, D2 | Ram] = Nodes,
+    {atomic, ok} = call(Ets, 1, hypermnesia, create_table,
+                        [Tab, [{type, Type}, {attributes, [id, v]},
+                               {disc_copies, [D1, D2]}, {ram_copies, Ram}]]),
+    wait_until(fun() -> lists:all(fun(I) -> ready(Ets, I, Tab) end, lists:seq(1, ?N)) end, 300),
+    Start = erlang:monotonic_time(millisecond),
+    Deadline = Start + Seconds * 1000,
+    Self = self(),
+    Clients = [spawn_link(fun() ->
+                                  client(Ets, I, lists:nth(I, Nodes), Tab, Deadline,
+                                         rand:seed_s(exsss, {Seed, I, 1})),
+                                  Self ! {client_done, I}
+                          end) || I <- lists:seq(1, ?N)],
+    Stats = nemesis(Ets, Config, Deadline, rand:seed_s(exsss, {Seed, 0, 2}),
+                    #{cuts => [], partitions => 0, kills => 0, schedule => []}),
+    [receive {client_done, I} -> ok end || I <- lists:seq(1, length(Clients))],
+    %% end: heal, restart anything down, wait for quiescence
+    Stats1 = lists:foldl(fun(I, S) -> restart(Ets, Config, I, S) end,
+                         Stats#{cuts := []}, lists:seq(1, ?N) -- running(Ets)),
+    apply_cuts(Ets, Config, []),
+    Started = wait(fun() -> length(up(Ets)) =:= ?N
+                            orelse ets:match(Ets, {{start_failed, '_'}, '_'}) =/= [] end, 1200),
+    StartFailed = ets:match_object(Ets, {{start_failed, '_'}, '_'}),
+    Quiet = case {Started, StartFailed} of
+                {ok, []} -> quiescence(Ets, Nodes, Tab);
+                _ -> {error, {restart_failed, StartFailed}}
+            end,
+    Ops = [Op || {{op, _}, Op} <- ets:tab2list(Ets)],
+    Acked = [Op || Op = #{ack := A} <- Ops, A =/= undefined],
+    log("faults ~p: schedule ~p", [Type, lists:reverse(maps:get(schedule, Stats1))]),
+    Failures = case Quiet of
+                   {ok, Contents} -> check(Type, Tab, Ops, Contents);
+                   {error, Why} -> [{no_quiescence, Why}]
+               end,
+    #{partitions := NP, kills := NK} = Stats1,
+    Elapsed = (erlang:monotonic_time(millisecond) - Start) / 1000,
+    {Pass, Fail} = case Failures of [] -> {1, 0}; _ -> {0, 1} end,
+    Slow = case ets:lookup(Ets, slow_starts) of [{_, SL}] -> SL; [] -> 0 end,
+    log("faults: ~p passed, ~p failed (~p ops, ~p acknowledged, ~p partitions, ~p kills, "
+        "~p restarts slower than 5 s; ~p, seed ~p, ~.1f s)",
+        [Pass, Fail, length(Ops), length(Acked), NP, NK, Slow, Type, Seed, Elapsed]),
+    case Failures of
+        [] -> ok;
+        _ ->
+            log("faults ~p FAILED, seed ~p: ~p", [Type, Seed, lists:sublist(Failures, 20)]),
+            ct:fail({faults, Type, Seed, lists:sublist(Failures, 20)})
+    end.
+
+env_int(Var, Default) ->
+    case os:getenv(Var) of
+        false -> Default;
+        "" -> Default;
+        S -> list_to_integer(S)
+    end.
+
+log(Fmt, Args) ->
+    ct:log(Fmt, Args),
+    io:format(user, Fmt ++ "~n", Args).
+
+ready(Ets, I, Tab) ->
+    case catch call(Ets, I, hypermnesia, info, [Tab]) of
+        #{status := ready} -> true;
+        _ -> false
+    end.
+
+wait_until(F, N) ->
+    case wait(F, N) of
+        ok -> ok;
+        timeout -> ct:fail({timeout, erlang:fun_info(F, name)})
+    end.
+
+wait(_F, 0) -> timeout;
+wait(F, N) ->
+    case catch F() of
+        true -> ok;
+        _ -> timer:sleep(100), wait(F, N - 1)
+    end.
+
+%%% ------------------------------------------------------------- clients
+
+client(Ets, I, Node, Tab, Deadline, R0) ->
+    case erlang:monotonic_time(millisecond) >= Deadline of
+        true -> ok;
+        false ->
+            case peer_of(Ets, I) of
+                P0 when not is_pid(P0) -> timer:sleep(20), client(Ets, I, Node, Tab, Deadline, R0);
+                P ->
+                    {KI, R1a} = rand:uniform_s(?KEYS, R0),
+                    {Cold, R1b} = rand:uniform_s(?COLD_KEYS, R1a),
+                    {Y, R1} = rand:uniform_s(100, R1b),
+                    {X, R2} = rand:uniform_s(100, R1),
+                    K = case Y =< 75 of
+                            true -> {hot, KI};
+                            false -> {cold, Cold}
+                        end,
+                    {Kind, V, Fun} =
+                        case X =< 70 of
+                            true ->
+                                Val = {erlang:unique_integer([positive, monotonic]), I},
+                                {write, Val, fun() -> mnesia:write({Tab, K, Val}) end};
+                            false ->
+                                {delete, undefined, fun() -> mnesia:delete({Tab, K}) end}
+                        end,
+                    Seen = delivered(P, Tab),
+                    Id = erlang:unique_integer([positive, monotonic]),
+                    Issue = erlang:monotonic_time(microsecond),
+                    Op0 = #{id => Id, node => I, key => K, kind => Kind, value => V,
+                            issue => Issue, ack => undefined, done => undefined, seen => Seen, dot => undefined},
+                    %% recorded before the call: a node killed mid-call leaves it unacknowledged
+                    ets:insert(Ets, {{op, Id}, Op0}),
+                    Res = (catch peer:call(P, hypermnesia, sync_ec, [Fun], 40000)),
+                    Ack = erlang:monotonic_time(microsecond),
+                    case Res of
+                        ok ->
+                            Dot = own_dot(Node, delivered(P, Tab)),
+                            ets:insert(Ets, {{op, Id}, Op0#{ack := Ack, done := Ack, dot := Dot}});
+                        {'EXIT', {timeout, _}} ->
+                            %% may still run on the node: could be issued at any later time
+                            ets:insert(Ets, {{op, Id}, Op0#{result => Res}});
+                        _ ->
+                            %% the call is over (an exit, or the node died): if it was issued at
+                            %% all, it was issued before now
+                            ets:insert(Ets, {{op, Id}, Op0#{done := Ack, result => Res}})
+                    end,
+                    timer:sleep(env_int("HM_FAULTS_PAUSE_MS", ?DEFAULT_PAUSE_MS)),
+                    client(Ets, I, Node, Tab, Deadline, R2)
+            end
+    end.
+
+delivered(P, Tab) ->
+    case catch peer:call(P, hypermnesia, info, [Tab], 30000) of
+        #{delivered := D} -> D;
+        _ -> undefined
+    end.
+
+%% This node's own replica entry; unknown (conservative) when absent or ambiguous.
+own_dot(_Node, undefined) -> undefined;
+own_dot(Node, D) ->
+    case [{R, N} || {R = {Nd, _}, N} <- maps:to_list(D), Nd =:= Node] of
+        [Dot] -> Dot;
+        _ -> undefined
+    end.
+
+%%% ------------------------------------------------------------- nemesis
+
+nemesis(Ets, Config, Deadline, R0, S) ->
+    {Wait, R1} = rand:uniform_s(900, R0),
+    Now = erlang:monotonic_time(millisecond),
+    case Now + 300 + Wait >= Deadline of
+        true -> timer:sleep(max(0, Deadline - Now)), S;
+        false ->
+            timer:sleep(300 + Wait),
+            {Action, R2} = pick_action(Ets, S, R1),
+            T = (erlang:monotonic_time(millisecond) - (Deadline - 1000 * env_int(
+                                                                      "HM_FAULTS_SECONDS",
+                                                                      ?DEFAULT_SECONDS))),
+            ct:log("nemesis +~p ms: ~p", [T, Action]),
+            S1 = do(Ets, Config, Action, S),
+            nemesis(Ets, Config, Deadline, R2, S1#{schedule := [{T, Action} | maps:get(schedule, S1)]})
+    end.
+
+pick_action(Ets, #{cuts := Cuts}, R0) ->
+    Down = lists:seq(1, ?N) -- running(Ets),
+    NotUp = lists:seq(1, ?N) -- up(Ets),
+    {X, R1} = rand:uniform_s(100, R0),
+    if
+        Down =/= [], X =< 50 -> {{restart, hd(Down)}, R1};
+        X =< 40 -> partition_action(R1);
+        X =< 65, Cuts =/= [] -> {heal, R1};
+        X =< 85 ->
+            case ?DISC -- NotUp of
+                [] -> {heal, R1};
+                Alive -> {I, R2} = rand:uniform_s(length(Alive), R1),
+                         {{kill, lists:nth(I, Alive)}, R2}
+            end;
+        true -> partition_action(R1)
+    end.
+
+partition_action(R0) ->
+    {Perm, R1} = shuffle(lists:seq(1, ?N), R0),
+    {X, R2} = rand:uniform_s(3, R1),
+    case X of
+        1 -> {A, B} = lists:split(2, Perm), {{partition, halves, [A, B]}, R2};
+        2 -> [A | B] = Perm, {{partition, isolated, [[A], B]}, R2};
+        3 -> [A1, A2, Bridge, B1, B2] = Perm,
+             {{partition, bridge, [[A1, A2], [B1, B2], [Bridge]]}, R2}
+    end.
+
+shuffle(L, R0) ->
+    {Tagged, R} = lists:foldl(fun(E, {Acc, Ra}) -> {X, Ra1} = rand:uniform_s(Ra),
+                                                    {[{X, E} | Acc], Ra1} end, {[], R0}, L),
+    {[E || {_, E} <- lists:sort(Tagged)], R}.
+
+%% The cut pairs {I, J} (both directions) of a partition: sides cannot talk to each other;
+%% a bridge node (third group) talks to both.
+cuts_of(halves, [A, B]) -> pairs(A, B);
+cuts_of(isolated, [A, B]) -> pairs(A, B);
+cuts_of(bridge, [A, B, _Bridge]) -> pairs(A, B).
+
+pairs(A, B) -> [{I, J} || I <- A, J <- B] ++ [{J, I} || I <- A, J <- B].
+
+do(Ets, Config, {partition, Kind, Groups}, S = #{partitions := P}) ->
+    Cuts = cuts_of(Kind, Groups),
+    apply_cuts(Ets, Config, Cuts),
+    S#{cuts := Cuts, partitions := P + 1};
+do(Ets, Config, heal, S) ->
+    apply_cuts(Ets, Config, []),
+    S#{cuts := []};
+do(Ets, _Config, {kill, I}, S = #{kills := K}) ->
+    OsPid = ets:lookup_element(Ets, {ospid, I}, 2),
+    ets:insert(Ets, {{peer, I}, down}),
+    _ = os:cmd("kill -9 " ++ OsPid),
+    S#{kills := K + 1};
+do(Ets, Config, {restart, I}, S) ->
+    restart(Ets, Config, I, S).
+
+%% Every up node gets, for every other node, the wrong cookie when the pair is cut and the
+%% right one otherwise; cut pairs are then disconnected (cookies first, so that no ping of
+%% hm_membership can reconnect a cut pair in between).
+apply_cuts(Ets, Config, Cuts) ->
+    Nodes = ?config(nodes, Config),
+    Cookie = erlang:get_cookie(),
+    Up = running(Ets),
+    [catch call(Ets, I, erlang, set_cookie, [lists:nth(J, Nodes), cookie(I, J, Cuts, Cookie)])
+     || I <- Up, J <- lists:seq(1, ?N), I =/= J],
+    [catch call(Ets, I, erlang, disconnect_node, [lists:nth(J, Nodes)])
+     || {I, J} <- Cuts, lists:member(I, Up)],
+    ok.
+
+cookie(I, J, Cuts, Cookie) ->
+    case lists:member({I, J}, Cuts) of
+        true -> list_to_atom("cut" ++ integer_to_list(I));
+        false -> Cookie
+    end.
+
+%% Restart a killed node: same name, same Mnesia directory; it gets the current partition's
+%% cookies before it connects to anyone, pings one node it may reach, starts hypermnesia.
+restart(Ets, Config, I, S = #{cuts := Cuts}) ->
+    Name = lists:nth(I, ?config(names, Config)),
+    Nodes = ?config(nodes, Config),
+    {P, _} = start_peer_retry(Name, Config, 50),
+    Cookie = erlang:get_cookie(),
+    [true = peer:call(P, erlang, set_cookie, [lists:nth(J, Nodes), cookie(I, J, Cuts, Cookie)])
+     || J <- lists:seq(1, ?N), J =/= I],
+    Reach = [J || J <- running(Ets), not lists:member({I, J}, Cuts)],
+    _ = [peer:call(P, net_adm, ping, [lists:nth(J, Nodes)], 30000) || J <- Reach],
+    ets:insert(Ets, {{ospid, I}, peer:call(P, os, getpid, [])}),
+    ets:insert(Ets, {{peer, I}, {starting, P}}),
+    %% hypermnesia:start/0 (Mnesia's start: it merges the schema with the nodes it reaches)
+    %% may block while the network is cut non-transitively (module doc); the nemesis goes on
+    _ = spawn(fun() ->
+                      T0 = erlang:monotonic_time(millisecond),
+                      Res = (catch start_hm(P)),
+                      Ms = erlang:monotonic_time(millisecond) - T0,
+                      ct:log("restart ~p: hypermnesia:start/0 returned ~p after ~p ms",
+                             [I, Res, Ms]),
+                      case Res of
+                          ok -> ets:insert(Ets, {{peer, I}, P});
+                          _ -> ets:insert(Ets, {{start_failed, I}, {Res, stuck_stacks(P)}})
+                      end,
+                      ets:update_counter(Ets, slow_starts, {2, case Ms > 5000 of true -> 1;
+                                                                   false -> 0 end},
+                                         {slow_starts, 0})
+              end),
+    S.
+
+stuck_stacks(P) -> catch peer:call(P, erlang, apply, [fun stuck/0, []], 30000).
+
+start_peer_retry(Name, Config, N) ->
+    try start_peer(Name, ?config(paths, Config), ?config(dir, Config))
+    catch _:_ when N > 0 -> timer:sleep(100), start_peer_retry(Name, Config, N - 1)
+    end.
+
+%%% ------------------------------------------------------------- quiescence and checks
+
+quiescence(Ets, Nodes, Tab) ->
+    All = lists:seq(1, ?N),
+    Sorted = lists:sort(Nodes),
+    Q = fun() ->
+                lists:all(fun(I) -> lists:sort(call(Ets, I, mnesia, system_info,
+                                                    [running_db_nodes])) =:= Sorted end, All)
+                    andalso
+                    lists:all(fun(I) ->
+                                      #{status := St, buffered_ops := B} =
+                                          call(Ets, I, hypermnesia, info, [Tab]),
+                                      {St, B} =:= {ready, 0}
+                              end, All)
+                    andalso length(lists:usort([contents(Ets, I, Tab) || I <- All])) =:= 1
+        end,
+    State = fun() ->
+                    [{I, catch lists:sort(call(Ets, I, mnesia, system_info, [running_db_nodes])),
+                      catch maps:with([status, buffered_ops, size, unstable_ops, reachable],
+                                      call(Ets, I, hypermnesia, info, [Tab])),
+                      catch erlang:phash2(contents(Ets, I, Tab))} || I <- All]
+            end,
+    T0 = erlang:monotonic_time(millisecond),
+    case quiet_loop(Q, State, T0, 0) of
+        ok_contents -> {ok, contents(Ets, 1, Tab)};
+        E -> E
+    end.
+
+%% Up to 90 s; the state is logged every 5 s while waiting.
+quiet_loop(Q, State, T0, N) ->
+    case wait(Q, 50) of
+        ok ->
+            ct:log("quiescent after ~p ms", [erlang:monotonic_time(millisecond) - T0]),
+            ok_contents;
+        timeout when N < 17 ->
+            ct:log("not quiescent yet after ~p ms: ~p",
+                   [erlang:monotonic_time(millisecond) - T0, State()]),
+            quiet_loop(Q, State, T0, N + 1);
+        timeout -> {error, State()}
+    end.
+
+contents(Ets, I, Tab) ->
+    lists:sort(call(Ets, I, hypermnesia, async_ec,
+                    [fun() -> mnesia:select(Tab, [{'_', [], ['$_']}]) end])).
+
+check(Type, Tab, Ops, Contents) ->
+    ByKey = lists:foldl(fun(Op = #{key := K}, M) -> maps:update_with(K, fun(L) -> [Op | L] end,
+                                                                    [Op], M) end, #{}, Ops),
+    Shown = lists:foldl(fun({T, K, V}, M) when T =:= Tab ->
+                                maps:update_with(K, fun(L) -> [V | L] end, [V], M) end,
+                        #{}, Contents),
+    Phantoms = [{phantom, K, V} || {K, Vs} <- maps:to_list(Shown), V <- Vs,
+                                   not lists:any(fun(#{kind := write, value := W}) -> W =:= V;
+                                                    (_) -> false end,
+                                                 maps:get(K, ByKey, []))],
+    Checked = [check_key(Type, K, KOps, maps:get(K, Shown, [])) || {K, KOps} <- maps:to_list(ByKey)],
+    Lost = [F || {fail, F} <- Checked],
+    Tags = [case E of {T, _} -> T; {T, _, _} -> T; T -> T end || {ok, E} <- Checked],
+    Count = fun(T) -> length([x || X <- Tags, X =:= T]) end,
+    log("faults ~p: ~p keys, ~p with a final acknowledged operation checked (~p exactly its "
+        "record, ~p a record >= it, ~p absent, ~p anything: concurrent delete), ~p failed",
+        [Type, maps:size(ByKey), length(Tags), Count(exactly), Count(at_least), Count(absent),
+         Count(anything), length(Lost)]),
+    Phantoms ++ Lost.
+
+check_key(Type, K, KOps, Shown) ->
+    Final = [W || W = #{ack := A} <- KOps, A =/= undefined,
+                  lists:all(fun(X) -> X =:= W orelse
+                                          (maps:get(done, X) =/= undefined andalso
+                                           maps:get(done, X) < maps:get(issue, W)) end, KOps)],
+    case Final of
+        [] -> unchecked;
+        [W] ->
+            Conc = [X || X <- KOps, X =/= W, not known_before(X, W)],
+            ConcWrites = [X || X = #{kind := write} <- Conc],
+            ConcDeletes = [X || X = #{kind := delete} <- Conc],
+            Expect = expect(Type, W, ConcWrites, ConcDeletes),
+            case verdict(Expect, Shown) of
+                true -> {ok, element(1, {Expect})};
+                false -> {fail, {lost, K, #{final => W, expected => Expect, shown => Shown,
+                                            concurrent => Conc}}}
+            end
+    end.
+
+known_before(#{node := N, ack := A}, #{node := N, issue := I}) when A =/= undefined, A < I ->
+    true;
+known_before(#{dot := {R, Seq}}, #{seen := Seen}) when is_map(Seen) ->
+    maps:get(R, Seen, 0) >= Seq;
+known_before(_, _) ->
+    false.
+
+expect(_, #{kind := write, value := V}, [], []) -> {exactly, V};
+expect(pawset, #{kind := write, value := V}, Ws, _) ->
+    {at_least, V, [V | [X || #{value := X} <- Ws]]};
+expect(prwset, #{kind := write, value := V}, Ws, []) ->
+    {at_least, V, [V | [X || #{value := X} <- Ws]]};
+expect(prwset, #{kind := write}, _, _) -> anything;
+expect(prwset, #{kind := delete}, _, _) -> absent;
+expect(pawset, #{kind := delete}, [], _) -> absent;
+expect(pawset, #{kind := delete}, _, _) -> anything.
+
+verdict(anything, _) -> true;
+verdict(absent, Shown) -> Shown =:= [];
+verdict({exactly, V}, Shown) -> Shown =:= [V];
+verdict({at_least, V, Allowed}, Shown) ->
+    case Shown of
+        [S] -> S >= V andalso lists:member(S, Allowed);
+        _ -> false
+    end.
