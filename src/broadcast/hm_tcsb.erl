@@ -48,7 +48,9 @@
                early_acks = #{} :: #{replica() => hm_vv:vv()},
                ticks = 0 :: non_neg_integer(),
                %% per member: the tick of the last periodic retransmission to it
-               resent = #{} :: #{node() => non_neg_integer()}}).
+               resent = #{} :: #{node() => non_neg_integer()},
+               %% per member: the tick of its last acknowledgement
+               acked = #{} :: #{node() => non_neg_integer()}}).
 
 %% Periodic retransmission, a safety net (distribution is reliable while connected, and a
 %% reconnect resends everything): every RESEND_TICKS ticks per member, at most RESEND_MAX
@@ -58,6 +60,11 @@
 %% something still relies on prompt retransmission; understand that before raising it.
 -define(RESEND_TICKS, 1).
 -define(RESEND_MAX, 1000).
+%% ...and only to a member that acknowledged within this many ticks: a silent one (down, or
+%% not tracking the table yet, e.g. restarting) would only drop them; it gets them once it
+%% acknowledges again, and a reconnect sends it everything anyway (found by hm_faults_SUITE:
+%% a restarting node flooded with resends it could not use).
+-define(SILENT_TICKS, 8).
 -opaque state() :: #tcsb{}.
 
 %% @doc A fresh member: nothing delivered. `Self' is this replica's `{node(), Incarnation}'.
@@ -119,8 +126,9 @@ acks(#tcsb{self = Self = {Node, _}, members = Ms, cb = CB}) ->
 %% @doc Replica `From' has delivered `V'. It counts once this replica has delivered every
 %% operation `From' itself sent before acknowledging.
 -spec receive_ack(replica(), hm_vv:vv(), state()) -> state().
-receive_ack(From, V, S = #tcsb{early_acks = E}) ->
-    settle_acks(S#tcsb{early_acks = E#{From => hm_vv:join(maps:get(From, E, #{}), V)}}).
+receive_ack(From = {Node, _}, V, S = #tcsb{early_acks = E, acked = A, ticks = T}) ->
+    settle_acks(S#tcsb{early_acks = E#{From => hm_vv:join(maps:get(From, E, #{}), V)},
+                       acked = A#{Node => T}}).
 
 settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
     D = hm_causal_buffer:delivered(CB),
@@ -189,8 +197,9 @@ missing(Peer, Which, #tcsb{log = L, known = K, ticks = T}) ->
 %% @doc The periodic retransmission to `Peer', if one is due: the oldest logged operations it is
 %% not known to have (at most `RESEND_MAX'), once every `RESEND_TICKS' ticks.
 -spec resend_due(node(), state()) -> {[message()], state()}.
-resend_due(Peer, S = #tcsb{ticks = T, resent = R}) ->
-    case T - maps:get(Peer, R, -?RESEND_TICKS) >= ?RESEND_TICKS of
+resend_due(Peer, S = #tcsb{ticks = T, resent = R, acked = A}) ->
+    Listening = T - maps:get(Peer, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS,
+    case Listening andalso T - maps:get(Peer, R, -?RESEND_TICKS) >= ?RESEND_TICKS of
         false -> {[], S};
         true ->
             case lists:sublist(missing(Peer, old, S), ?RESEND_MAX) of

@@ -161,9 +161,24 @@ failed(Tab, S, Class, Reason, Stack) ->
     logger:error("hypermnesia: ~p: ~p:~0p at ~0p", [Tab, Class, Reason, Stack]),
     S.
 
+%% Log a dropped message, at most once every 10 s per kind (a flood of them must not make
+%% the logger the bottleneck), with how many were dropped since.
 drop(What, S) ->
-    logger:warning("hypermnesia: dropped ~0p", [What]),
-    {noreply, S}.
+    Kind = drop_kind(What),
+    Now = erlang:monotonic_time(millisecond),
+    Drops = maps:get(drops, S, #{}),
+    case maps:get(Kind, Drops, {0, 0}) of
+        {Since, N} when Now - Since < 10000 ->
+            {noreply, S#{drops => Drops#{Kind => {Since, N + 1}}}};
+        {_, N} ->
+            logger:warning("hypermnesia: dropped ~0p (and ~p more like it before)", [What, N]),
+            {noreply, S#{drops => Drops#{Kind => {Now, 0}}}}
+    end.
+
+drop_kind({Reason, A, B}) when is_atom(Reason) -> {Reason, A, is_atom(B)};
+drop_kind({Reason, A, _, _}) when is_atom(Reason) -> {Reason, A};
+drop_kind({Reason, _}) when is_atom(Reason) -> Reason;
+drop_kind(_) -> other.
 
 %%% ---------------------------------------------------------------- local operations
 
