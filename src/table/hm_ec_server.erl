@@ -175,10 +175,9 @@ drop(What, S) ->
             {noreply, S#{drops => Drops#{Kind => {Now, 0}}}}
     end.
 
-drop_kind({Reason, A, B}) when is_atom(Reason) -> {Reason, A, is_atom(B)};
-drop_kind({Reason, A, _, _}) when is_atom(Reason) -> {Reason, A};
-drop_kind({Reason, _}) when is_atom(Reason) -> Reason;
-drop_kind(_) -> other.
+drop_kind({Reason, A, B}) -> {Reason, A, is_atom(B)};
+drop_kind({Reason, A, _, _}) -> {Reason, A};
+drop_kind({Reason, _}) -> Reason.
 
 %%% ---------------------------------------------------------------- local operations
 
