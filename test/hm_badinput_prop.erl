@@ -61,7 +61,7 @@
 %% PropEr 1.2 on OTP 25 loses the counterexample of a property that raises: every property
 %% body runs under safe/1, which turns an exception into a failure.
 -module(hm_badinput_prop).
--include_lib("proper/include/proper.hrl").
+-include("hm_prop.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
 -export([prop_api_tables/0, prop_api_writes/0, prop_crdt_api/0,
@@ -76,15 +76,6 @@
 -define(STATS, hm_badinput_stats).
 -define(LOGS, hm_badinput_logs).
 -define(GHOST, 'ghost@nowhere').
-
--define(SAFE_FORALL(X, Gen, Prop), ?FORALL(X, Gen, safe(fun() -> Prop end))).
-
-safe(F) ->
-    try F()
-    catch Class:Reason:Stack ->
-            ?WHENFAIL(io:format(user, "raised ~p:~p~n  at ~p~n",
-                                [Class, Reason, lists:sublist(Stack, 3)]), false)
-    end.
 
 check(Prop) -> hm_crdt_prop:check(Prop).
 
