@@ -99,12 +99,10 @@ effect(Op, Dot, Ts, {Seq, Log}) ->
                                     add -> Live#{Dot => true};
                                     remove -> Live
                                 end,
-                        {maps:remove(E, Seq1), put_live(E, Live1, Log1)}
+                        {maps:remove(E, Seq1), hm_polog:put_group(E, Live1, Log1)}
                 end, {Seq, Log}, Es).
 
 
-put_live(E, Live, Log) when map_size(Live) =:= 0 -> maps:remove(E, Log);
-put_live(E, Live, Log) -> Log#{E => Live}.
 
 %% @doc Causal stability (seed 000 §4.7): an element whose entries are all stable joins the
 %% sequential set and loses its timestamps.
@@ -120,11 +118,10 @@ stabilize(V, {Seq, Log}) ->
 %% @doc Drop whatever causally precedes `Ts' (all stable elements, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
 reset(Ts, {_Seq, Log}) ->
-    {#{}, maps:fold(fun(E, Dots, Acc) -> put_live(E, hm_polog:concurrent(Dots, Ts), Acc) end,
-                    Log, Log)}.
+    {#{}, hm_polog:reset_groups(Ts, Log)}.
 
 -spec op_value(op_state()) -> ordsets:ordset(elem()).
 op_value({Seq, Log}) -> lists:sort(maps:keys(maps:merge(Seq, Log))).
 
 -spec op_timestamps(op_state()) -> non_neg_integer().
-op_timestamps({_, Log}) -> maps:fold(fun(_, Dots, N) -> N + map_size(Dots) end, 0, Log).
+op_timestamps({_, Log}) -> hm_polog:group_timestamps(Log).

@@ -8,12 +8,29 @@
 %% their dots are stable ({@link all_stable/2}).
 -module(hm_polog).
 
--export([concurrent/2, all_stable/2]).
+-export([concurrent/2, all_stable/2, put_group/3, reset_groups/2, group_timestamps/1]).
 
 %% @doc The entries `Ts' has not seen: those concurrent with the operation stamped `Ts'. The
 %% others causally precede it, which is what every type's redundancy relation prunes.
 -spec concurrent(#{hm_vv:dot() => T}, hm_vv:vv()) -> #{hm_vv:dot() => T}.
 concurrent(Entries, Ts) -> maps:filter(fun(D, _) -> not hm_vv:contains(D, Ts) end, Entries).
+
+%% @doc Store a group's live entries in a log keyed by group (an element of a set), dropping
+%% the group when none is left.
+-spec put_group(K, #{hm_vv:dot() => T}, #{K => #{hm_vv:dot() => T}}) ->
+          #{K => #{hm_vv:dot() => T}}.
+put_group(K, Live, Log) when map_size(Live) =:= 0 -> maps:remove(K, Log);
+put_group(K, Live, Log) -> Log#{K => Live}.
+
+%% @doc Every group's entries that `Ts' has not seen (a map's `{remove, Key}': the reset of a
+%% group-keyed log).
+-spec reset_groups(hm_vv:vv(), #{K => #{hm_vv:dot() => T}}) -> #{K => #{hm_vv:dot() => T}}.
+reset_groups(Ts, Log) ->
+    maps:fold(fun(K, Entries, Acc) -> put_group(K, concurrent(Entries, Ts), Acc) end, Log, Log).
+
+%% @doc How many timestamps a group-keyed log holds.
+-spec group_timestamps(#{term() => map()}) -> non_neg_integer().
+group_timestamps(Log) -> maps:fold(fun(_, Entries, N) -> N + map_size(Entries) end, 0, Log).
 
 %% @doc Every entry's dot is in the stable vector `V' (vacuously true for no entries).
 -spec all_stable(#{hm_vv:dot() => term()}, hm_vv:vv()) -> boolean().

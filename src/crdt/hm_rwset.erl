@@ -97,8 +97,6 @@ effect(Op, Dot, Ts, {Seq, Log}) ->
                 end, {Seq, Log}, Es).
 
 
-put_live(E, Live, Log) when map_size(Live) =:= 0 -> maps:remove(E, Log);
-put_live(E, Live, Log) -> Log#{E => Live}.
 
 %% @doc Causal stability (seed 000 §4.7): an element whose entries are all stable leaves the
 %% log; it joins the sequential set iff they hold an add and no remove.
@@ -119,12 +117,11 @@ stabilize(V, {Seq, Log}) ->
 %% @doc Drop whatever causally precedes `Ts' (all stable elements, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
 reset(Ts, {_Seq, Log}) ->
-    {#{}, maps:fold(fun(E, Es, Acc) -> put_live(E, hm_polog:concurrent(Es, Ts), Acc) end,
-                    Log, Log)}.
+    {#{}, hm_polog:reset_groups(Ts, Log)}.
 
 -spec op_value(op_state()) -> ordsets:ordset(elem()).
 op_value({Seq, Log}) ->
     lists:usort(maps:keys(Seq) ++ [E || {E, Entries} <- maps:to_list(Log), present(Entries)]).
 
 -spec op_timestamps(op_state()) -> non_neg_integer().
-op_timestamps({_, Log}) -> maps:fold(fun(_, Entries, N) -> N + map_size(Entries) end, 0, Log).
+op_timestamps({_, Log}) -> hm_polog:group_timestamps(Log).
