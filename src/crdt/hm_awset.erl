@@ -107,13 +107,7 @@ effect(Op, Dot, Ts, {Seq, Log}) ->
 %% @doc Causal stability (seed 000 §4.7): an element whose entries are all stable joins the
 %% sequential set and loses its timestamps.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
-stabilize(V, {Seq, Log}) ->
-    maps:fold(fun(E, Dots, {Seq1, Log1}) ->
-                      case hm_polog:all_stable(Dots, V) of
-                          true -> {Seq1#{E => true}, maps:remove(E, Log1)};
-                          false -> {Seq1, Log1}
-                      end
-              end, {Seq, Log}, Log).
+stabilize(V, S) -> hm_polog:stabilize_groups(V, S, fun(_AddDots) -> true end).
 
 %% @doc Drop whatever causally precedes `Ts' (all stable elements, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().

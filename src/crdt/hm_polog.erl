@@ -8,7 +8,8 @@
 %% their dots are stable ({@link all_stable/2}).
 -module(hm_polog).
 
--export([concurrent/2, all_stable/2, put_group/3, reset_groups/2, group_timestamps/1]).
+-export([concurrent/2, all_stable/2, put_group/3, reset_groups/2, group_timestamps/1,
+         stabilize_groups/3]).
 
 %% @doc The entries `Ts' has not seen: those concurrent with the operation stamped `Ts'. The
 %% others causally precede it, which is what every type's redundancy relation prunes.
@@ -27,6 +28,23 @@ put_group(K, Live, Log) -> Log#{K => Live}.
 -spec reset_groups(hm_vv:vv(), #{K => #{hm_vv:dot() => T}}) -> #{K => #{hm_vv:dot() => T}}.
 reset_groups(Ts, Log) ->
     maps:fold(fun(K, Entries, Acc) -> put_group(K, concurrent(Entries, Ts), Acc) end, Log, Log).
+
+%% @doc Causal stability for a group-keyed log: a group whose entries are all stable leaves
+%% the log, and joins the timestamp-free set `Seq' iff `Keep(Entries)' (seed 000 §4.7).
+-spec stabilize_groups(hm_vv:vv(), {#{K => true}, #{K => map()}}, fun((map()) -> boolean())) ->
+          {#{K => true}, #{K => map()}}.
+stabilize_groups(V, {Seq, Log}, Keep) ->
+    maps:fold(fun(K, Entries, {Seq1, Log1}) ->
+                      case all_stable(Entries, V) of
+                          true ->
+                              Seq2 = case Keep(Entries) of
+                                         true -> Seq1#{K => true};
+                                         false -> Seq1
+                                     end,
+                              {Seq2, maps:remove(K, Log1)};
+                          false -> {Seq1, Log1}
+                      end
+              end, {Seq, Log}, Log).
 
 %% @doc How many timestamps a group-keyed log holds.
 -spec group_timestamps(#{term() => map()}) -> non_neg_integer().

@@ -101,18 +101,7 @@ effect(Op, Dot, Ts, {Seq, Log}) ->
 %% @doc Causal stability (seed 000 §4.7): an element whose entries are all stable leaves the
 %% log; it joins the sequential set iff they hold an add and no remove.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
-stabilize(V, {Seq, Log}) ->
-    maps:fold(fun(E, Entries, {Seq1, Log1}) ->
-                      case hm_polog:all_stable(Entries, V) of
-                          true ->
-                              Seq2 = case present(Entries) of
-                                         true -> Seq1#{E => true};
-                                         false -> Seq1
-                                     end,
-                              {Seq2, maps:remove(E, Log1)};
-                          false -> {Seq1, Log1}
-                      end
-              end, {Seq, Log}, Log).
+stabilize(V, S) -> hm_polog:stabilize_groups(V, S, fun present/1).
 
 %% @doc Drop whatever causally precedes `Ts' (all stable elements, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
