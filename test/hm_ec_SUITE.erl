@@ -13,10 +13,11 @@
 -export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
          bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
-         clear_remove_wins/1, transient_reorder/1]).
+         clear_remove_wins/1, transient_reorder/1, transactions_refused/1]).
 
 all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partition_remove_wins,
-          quiescent_metadata, conflict_policies, sync_ec, bad_input, non_ec_tables_untouched,
+          quiescent_metadata, conflict_policies, sync_ec, bad_input, transactions_refused,
+          non_ec_tables_untouched,
           clear_remove_wins, transient_reorder,
           new_copy_and_restart, disc_kill_restart].
 
@@ -269,6 +270,41 @@ bad_input(Config) ->
     call(2, Config, erlang, send, [hm_ec_server, garbage]),
     Pid = call(2, Config, erlang, whereis, [hm_ec_server]),
     [] = contents(2, Config, Tab),
+    ok.
+
+%% An EC table inside mnesia:transaction: every write aborts (Mnesia sees a read_only table
+%% with no node to lock) and changes nothing anywhere; reads see the local copy. Also when
+%% Mnesia recomputed the table's whereabouts (as it does when replicas come and go): the
+%% server reopens its copy for its own writes, and transactions stay refused.
+transactions_refused(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    ok = call(1, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({Tab, k, v1, 1}) end]),
+    Before = converged(Config, Tab),
+    [{Tab, k, v1, 1}] = Before,
+    Refused = [fun() -> mnesia:write({Tab, k, tx, 1}) end,
+               fun() -> mnesia:write({Tab, k2, tx, 1}) end,
+               fun() -> mnesia:s_write({Tab, k, tx, 1}) end,
+               fun() -> mnesia:delete({Tab, k}) end,
+               fun() -> mnesia:delete_object({Tab, k, v1, 1}) end,
+               fun() -> mnesia:lock({table, Tab}, write) end],
+    Tx = fun(I) ->
+                 [{aborted, {no_exists, Tab}} = call(I, Config, mnesia, transaction, [F])
+                  || F <- Refused],
+                 {aborted, {no_exists, Tab}} = call(I, Config, mnesia, clear_table, [Tab]),
+                 {atomic, [{Tab, k, v1, 1}]} =
+                     call(I, Config, mnesia, transaction, [fun() -> mnesia:read(Tab, k) end])
+         end,
+    lists:foreach(Tx, [1, 2, 3]),
+    Before = converged(Config, Tab),
+    read_only = call(1, Config, mnesia, table_info, [Tab, access_mode]),
+    %% Mnesia recomputes where_to_commit when replicas change; here forced on node 1
+    call(1, Config, mnesia_lib, set, [{Tab, where_to_commit}, []]),
+    ok = call(1, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({Tab, k, v2, 1}) end]),
+    wait_until(fun() -> converged(Config, Tab) =:= [{Tab, k, v2, 1}] end),
+    Tx2 = fun(I) -> {aborted, {no_exists, Tab}} =
+                        call(I, Config, mnesia, transaction, [hd(Refused)]) end,
+    lists:foreach(Tx2, [1, 2, 3]),
+    [{Tab, k, v2, 1}] = converged(Config, Tab),
     ok.
 
 catch_ec(I, Config, Fun) ->

@@ -66,7 +66,7 @@ create_ec_table(Tab, Type, Opts) ->
     Policy = proplists:get_value(conflict, Opts, term_order),
     Copies = [{K, V} || {K, V} <- Opts, K =:= ram_copies orelse K =:= disc_copies],
     Bad = [O || O <- Opts, not is_tuple(O) orelse
-                    lists:member(element(1, O), [local_content, disc_only_copies, majority])],
+                    lists:member(element(1, O), [local_content, disc_only_copies, majority, access_mode])],
     case {lists:member(Policy, [term_order, lww, siblings]), Bad} of
         {false, _} -> {aborted, {bad_ec_option, Tab, {conflict, Policy}}};
         {true, [B | _]} -> {aborted, {bad_ec_option, Tab, B}};
@@ -75,7 +75,9 @@ create_ec_table(Tab, Type, Opts) ->
             Log = log_table(Tab),
             UserOpts = [O || O = {K, _} <- Opts, K =/= type, K =/= conflict],
             Props = #{type => Type, conflict => Policy, meta => Meta, log => Log},
-            StorageOpts = [{local_content, true},
+            %% read_only: Mnesia's transactions cannot write it (hm_ec_server opens it for
+            %% its own dirty writes only)
+            StorageOpts = [{local_content, true}, {access_mode, read_only},
                            {type, case Policy of siblings -> bag; _ -> set end},
                            {user_properties, [{?PROP, Props}]} | UserOpts],
             MetaOpts = [{local_content, true}, {record_name, hm_meta},

@@ -299,9 +299,11 @@ ets_rows(Tab) -> mnesia:dirty_select(Tab, [{'_', [], ['$_']}]).
 %% were applied to the state being replaced), then deliver what arrived meanwhile.
 install(Tab, T = #{tcsb := Old, status := {syncing, Raw, _}},
         #{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := Clears}, S) ->
-    [mnesia:dirty_delete(X, K) || X <- [Tab, maps:get(log, T)], K <- mnesia:dirty_all_keys(X)],
+    Log0 = maps:get(log, T),
+    [mnesia:dirty_delete(Log0, K) || K <- mnesia:dirty_all_keys(Log0)],
+    [storage_delete(Tab, K) || K <- mnesia:dirty_all_keys(Tab)],
     [meta_del(T, K) || K <- meta_keys(T)],
-    [mnesia:dirty_write(Tab, R) || R <- Rows],
+    [storage_write(Tab, R) || R <- Rows],
     [meta_put(T, K, KS) || {hm_meta, K, KS} <- MetaRows],
     B0 = hm_tcsb:restore_log(Log, hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V)),
     T0 = persist_clears(T#{tcsb := B0, status := ready, clears := Clears}),
@@ -428,11 +430,37 @@ show(Tab, Key, View, Policy, unknown) ->
 show(Tab, Key, View, Policy, Shown) ->
     case {Shown, View} of
         {View, _} -> ok;
-        {_, []} -> mnesia:dirty_delete(Tab, Key);
-        {_, [R]} when Policy =/= siblings -> mnesia:dirty_write(Tab, R);  % a set: replaces
+        {_, []} -> storage_delete(Tab, Key);
+        {_, [R]} when Policy =/= siblings -> storage_write(Tab, R);  % a set: replaces
         _ ->
-            mnesia:dirty_delete(Tab, Key),
-            lists:foreach(fun(R) -> mnesia:dirty_write(Tab, R) end, View)
+            storage_delete(Tab, Key),
+            lists:foreach(fun(R) -> storage_write(Tab, R) end, View)
+    end.
+
+%% Storage writes. An EC table is `read_only' for Mnesia (see hypermnesia:create_table/2): its
+%% write locks and `where_to_write' are empty, so `mnesia:transaction/1' cannot write it. This
+%% server alone reopens the local copy for dirty writes (Mnesia's `where_to_commit', see
+%% open_storage/1); Mnesia recomputes that whenever the table's replicas change, which makes
+%% the next write abort with `no_exists': then it reopens and writes again.
+storage_write(Tab, R) -> writable(Tab, fun() -> mnesia:dirty_write(Tab, R) end).
+
+storage_delete(Tab, Key) -> writable(Tab, fun() -> mnesia:dirty_delete(Tab, Key) end).
+
+writable(Tab, Write) ->
+    try Write()
+    catch exit:{aborted, {no_exists, Tab}} ->
+            open_storage(Tab),
+            Write()
+    end.
+
+%% Let dirty writes reach the local copy of a loaded read_only EC table (and nothing else:
+%% transactions still find no node to lock). Mnesia's own state, as mnesia_controller keeps
+%% it for a read_write local_content table.
+open_storage(Tab) ->
+    case lists:member(Tab, mnesia:system_info(local_tables)) of
+        true ->
+            mnesia_lib:set({Tab, where_to_commit}, [{node(), mnesia:table_info(Tab, storage_type)}]);
+        false -> ok
     end.
 
 %% Causal stability (seed 000 §4.7): keys whose entries are all stable lose their timestamps,
@@ -542,6 +570,7 @@ new_table(Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}) ->
     T = #{type => Type, policy => Policy, meta => MetaStore, log => Log, storage => Storage,
           record => {mnesia:table_info(Tab, record_name), mnesia:table_info(Tab, arity)},
           waiters => #{}, clears => [], stable_seen => undefined},
+    open_storage(Tab),
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     case {Storage, mnesia:dirty_read(Log, state)} of
         {disc_copies, [{hm_log, state, {Self, Delivered}}]} ->
