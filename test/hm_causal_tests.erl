@@ -238,6 +238,28 @@ buffer_advance_test() ->
     %% and a late copy of a covered message is a duplicate
     ?assertEqual({[], C4}, hm_causal_buffer:rcv_msg(Ma, C4)).
 
+%% drop_origins/2 forgets the buffered messages of the origins chosen, and only those.
+buffer_drop_origins_test() ->
+    {[], B1} = hm_causal_buffer:rcv_msg({{n1, 1}, #{{n1, 1} => 2}, lost_gap}, hm_causal_buffer:new()),
+    {[], B2} = hm_causal_buffer:rcv_msg({{n2, 1}, #{{n2, 1} => 2}, waits}, B1),
+    B3 = hm_causal_buffer:drop_origins(fun(O) -> O =:= {n1, 1} end, B2),
+    ?assertEqual(1, hm_causal_buffer:pending_count(B3)),
+    ?assertMatch([{{n2, 1}, _, waits}], hm_causal_buffer:pending(B3)),
+    ?assertEqual(hm_causal_buffer:delivered(B2), hm_causal_buffer:delivered(B3)).
+
+%% Bug C: n1's first incarnation sent operation 2, operation 1 died with its crash. Once a
+%% newer incarnation of n1 is known here, a tick forgets operation 2 (it can never become
+%% ready); an operation of a live incarnation stays buffered.
+tcsb_tick_drops_superseded_incarnation_test() ->
+    B0 = hm_tcsb:new({n3, 1}, [n1, n2, n3]),
+    {[], B1} = hm_tcsb:receive_op({{n1, 1}, #{{n1, 1} => 2}, {async, k, delete}}, B0),
+    {[], B2} = hm_tcsb:receive_op({{n2, 1}, #{{n2, 1} => 2}, {async, k, delete}}, B1),
+    ?assertEqual(2, hm_tcsb:pending(hm_tcsb:tick(B2))),        % n1's incarnation 1 still live
+    {[_], B3} = hm_tcsb:receive_op({{n1, 2}, #{{n1, 2} => 1}, {async, k, delete}}, B2),
+    B4 = hm_tcsb:tick(B3),
+    ?assertEqual(1, hm_tcsb:pending(B4)),                       % n2's stays
+    ?assertEqual(hm_tcsb:delivered(B3), hm_tcsb:delivered(B4)).
+
 %% A buffer can start from a delivered vector (restored from disc).
 buffer_new_from_delivered_test() ->
     B = hm_causal_buffer:new(#{a => 2}),

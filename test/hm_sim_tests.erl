@@ -4,11 +4,11 @@
 %% <ul>
 %% <li>`seeds_test_': 300 seeds (`HM_SIM_SEEDS' overrides) in the regimes the code passes:
 %% every fault (drops, duplicates, reordering, delays, the four partition shapes) with and
-%% without `clear', and crashes/restarts of disc replicas with `clear'. All must pass every
-%% checker. Not here: crashes of ram replicas, which can leave bug C (below) behind.</li>
-%% <li>`regression_*_test': hand-minimised schedules of bugs A, B, D, E, F the simulator found
+%% without `clear', crashes/restarts of disc replicas with `clear', and everything at once
+%% (ram, disc and mixed storage, crashes of ram replicas included). All must pass every
+%% checker.</li>
+%% <li>`regression_*_test': hand-minimised schedules of bugs A to F the simulator found
 %% (sim/REPORT.md), fixed since; each must now pass every checker.</li>
-%% <li>`known_bug_pending_forever_test': bug C, still open (memory only, no divergence).</li>
 %% </ul>
 -module(hm_sim_tests).
 -include_lib("eunit/include/eunit.hrl").
@@ -33,12 +33,15 @@ regime(Name, From, Count, Opts) ->
 
 seeds_test_() ->
     N = seeds(),
-    [regime("network faults and partitions, no crash, no clear", 1, N div 3,
+    Q = N div 4,
+    [regime("network faults and partitions, no crash, no clear", 1, Q,
             #{clear => false, crash => false}),
-     regime("network faults and partitions with clears, no crash", 50001, N div 3,
+     regime("network faults and partitions with clears, no crash", 50001, Q,
             #{crash => false}),
-     regime("disc crashes and restarts, with clears", 100001, N - 2 * (N div 3),
-            #{storage => disc})].
+     regime("disc crashes and restarts, with clears", 100001, Q,
+            #{storage => disc}),
+     regime("everything: ram, disc and mixed storage, crashes, clears", 150001,
+            N - 3 * Q, #{})].
 
 no_failures(R) -> ?assertEqual([], maps:get(failures, R)).
 
@@ -78,13 +81,12 @@ regression_stale_known_after_restart_test() ->
              {1200, {restart, n2}}],
     no_failures(hm_sim:run(cfg(3, pawset, siblings, ram), Trace)).
 
-%% C (open): an operation of a ram replica is lost with its crash, but a later operation of the
-%% same incarnation reached a member: the causal buffer keeps it, undeliverable, forever (seed
-%% 322, ram, no clear: 1 message pending at n1 after quiescence). Memory only: nothing
-%% diverges. When it is fixed this test fails: add the ram-crash regime to seeds_test_.
-known_bug_pending_forever_test() ->
-    R = hm_sim:run_seed(322, #{clear => false, storage => ram}),
-    ?assertMatch([{_, {log_not_empty, n1, {0, P}}}] when P > 0, maps:get(failures, R)).
+%% C (fixed): an operation of a ram replica is lost with its crash, but a later operation of
+%% the same incarnation reached a member: the causal buffer kept it, undeliverable, forever
+%% (seed 322, ram, no clear: 1 message pending at n1 after quiescence). Now hm_tcsb:tick/1
+%% drops buffered operations of an incarnation superseded by a newer one of the same node.
+regression_pending_forever_test() ->
+    no_failures(hm_sim:run_seed(322, #{clear => false, storage => ram})).
 
 %% D (fixed): a write reaches a restarted ram replica only through a snapshot; its origin
 %% crashes. A snapshot now carries the unstable log (and clears), so the receiver passes the

@@ -65,6 +65,11 @@
 %% acknowledges again, and a reconnect sends it everything anyway (found by hm_faults_SUITE:
 %% a restarting node flooded with resends it could not use).
 -define(SILENT_TICKS, 8).
+%% An operation is resent periodically only once it is this many ticks old: a member
+%% acknowledges once a tick, so a younger one is most likely delivered there and merely not
+%% acknowledged yet (with 1, a third of the operations a loaded node received were such
+%% duplicates: bench/REPORT.md).
+-define(RESEND_AGE, 2).
 -opaque state() :: #tcsb{}.
 
 %% @doc A fresh member: nothing delivered. `Self' is this replica's `{node(), Incarnation}'.
@@ -130,6 +135,7 @@ receive_ack(From = {Node, _}, V, S = #tcsb{early_acks = E, acked = A, ticks = T}
     settle_acks(S#tcsb{early_acks = E#{From => hm_vv:join(maps:get(From, E, #{}), V)},
                        acked = A#{Node => T}}).
 
+settle_acks(S = #tcsb{early_acks = E}) when map_size(E) =:= 0 -> S;
 settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
     D = hm_causal_buffer:delivered(CB),
     {Ready, Early} = maps:fold(fun(From, V, {R, Er}) ->
@@ -185,13 +191,13 @@ forget_member(Node, S = #tcsb{known = K, early_acks = E}) ->
 restore_log(Msgs, S) -> lists:foldl(fun log_msg/2, S, Msgs).
 
 %% @doc Logged operations `Peer' is not known to have, oldest first. `all' gives every one
-%% (after a reconnect); `old' only those logged at least one tick ago (a periodic safety net
-%% that does not resend what is still in flight).
+%% (after a reconnect); `old' only those logged at least `RESEND_AGE' ticks ago (a periodic
+%% safety net that does not resend what is still in flight or not acknowledged yet).
 -spec missing(node(), all | old, state()) -> [message()].
 missing(Peer, Which, #tcsb{log = L, known = K, ticks = T}) ->
     Has = known_vv(Peer, K),
     Msgs = [{D, M} || {D, {M, At}} <- maps:to_list(L), not hm_vv:contains(D, Has),
-                      Which =:= all orelse At < T],
+                      Which =:= all orelse At =< T - ?RESEND_AGE],
     [M || {_, M} <- lists:sort(fun({{_, A}, _}, {{_, B}, _}) -> A =< B end, Msgs)].
 
 %% @doc The periodic retransmission to `Peer', if one is due: the oldest logged operations it is
@@ -208,9 +214,35 @@ resend_due(Peer, S = #tcsb{ticks = T, resent = R, acked = A}) ->
             end
     end.
 
-%% @doc Advance the logical tick used by {@link missing/3}.
+%% @doc Advance the logical tick used by {@link missing/3}, and forget buffered operations
+%% of superseded incarnations ({@link drop_superseded/1}).
 -spec tick(state()) -> state().
-tick(S = #tcsb{ticks = T}) -> S#tcsb{ticks = T + 1}.
+tick(S = #tcsb{ticks = T}) -> drop_superseded(S#tcsb{ticks = T + 1}).
+
+%% A node that restarted without its state is a new incarnation, and its old one sends no
+%% more. An operation of the old one still buffered here waits for an earlier one of it that
+%% this replica has not got: if a member has delivered that one, it still logs it and resends
+%% it, together with what follows (so dropping the buffered copies loses nothing that member
+%% has); if no member has delivered it, it died with the crash, and so did, for good, every
+%% later operation of that incarnation that no member delivered: async_ec's contract for a
+%% ram_copies node that restarts (docs/guide.md, limits). Without this the causal buffer
+%% kept them forever (simulator bug C).
+drop_superseded(S = #tcsb{cb = CB}) ->
+    case hm_causal_buffer:pending_count(CB) of
+        0 -> S;
+        _ ->
+            Newest = newest_incarnations(S),
+            Old = fun({N, Inc}) -> Inc < maps:get(N, Newest, Inc) end,
+            S#tcsb{cb = hm_causal_buffer:drop_origins(Old, CB)}
+    end.
+
+%% Per node, the newest incarnation this replica has evidence of: delivered, buffered, or
+%% acknowledging.
+newest_incarnations(#tcsb{self = Self, cb = CB, known = K}) ->
+    Seen = [Self | maps:keys(hm_causal_buffer:delivered(CB))]
+        ++ [O || {O, _, _} <- hm_causal_buffer:pending(CB)]
+        ++ [{N, Inc} || {N, {Inc, _}} <- maps:to_list(K)],
+    lists:foldl(fun({N, Inc}, Acc) -> Acc#{N => max(Inc, maps:get(N, Acc, Inc))} end, #{}, Seen).
 
 %% @doc Change the members (copy holders): a removed member no longer holds stability back.
 -spec set_members([node()], state()) -> state().

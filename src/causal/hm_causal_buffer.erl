@@ -16,7 +16,7 @@
 -module(hm_causal_buffer).
 
 -export([new/0, new/1, send_msg/2, rcv_msg/2, delivered/1, pending/1, pending_count/1,
-         is_ready/2, is_duplicate/2, is_message/1, advance/2]).
+         is_ready/2, is_duplicate/2, is_message/1, advance/2, drop_origins/2]).
 -export_type([buffer/0, message/0]).
 
 -type origin() :: hm_vv:replica().
@@ -133,3 +133,16 @@ advance(V, CB = #cb{delivered = D, pending = P}) ->
                    end, #{}, P),
     N1 = maps:fold(fun(_, Q, Acc) -> Acc + map_size(Q) end, 0, P1),
     deliver_ready(CB#cb{delivered = D1, pending = P1, count = N1}, []).
+
+%% @doc Forget the buffered messages of the origins `Drop' says yes to (their origin is gone
+%% for good and they cannot become ready). Nothing delivered changes; a dropped message that
+%% arrives again is buffered again.
+-spec drop_origins(fun((origin()) -> boolean()), buffer()) -> buffer().
+drop_origins(Drop, CB = #cb{pending = P, count = N}) ->
+    {Gone, Kept} = maps:fold(fun(O, Q, {G, K}) ->
+                                     case Drop(O) of
+                                         true -> {G + map_size(Q), K};
+                                         false -> {G, K#{O => Q}}
+                                     end
+                             end, {0, #{}}, P),
+    CB#cb{pending = Kept, count = N - Gone}.
