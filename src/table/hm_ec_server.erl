@@ -419,6 +419,9 @@ key_state(Tab, T, Key) ->
 %% Write what reads show, and the key's metadata only while storage alone does not say it all.
 store(Tab, T = #{type := Type, policy := Policy}, Key, KS, Shown) ->
     show(Tab, Key, hm_ec_key:view(Type, Policy, KS), Policy, Shown),
+    store_meta(T, Key, KS).
+
+store_meta(T = #{type := Type, policy := Policy}, Key, KS) ->
     case hm_ec_key:compact(Type, Policy, KS) of
         none -> meta_del(T, Key);
         KS1 -> meta_put(T, Key, KS1)
@@ -465,19 +468,21 @@ open_storage(Tab) ->
 
 %% Causal stability (seed 000 §4.7): keys whose entries are all stable lose their timestamps,
 %% and their metadata row when storage alone says it all.
-stabilize(Tab, T = #{tcsb := B}) ->
+stabilize(T = #{tcsb := B}) ->
     case hm_tcsb:stable(B) of
         V when V =:= map_get(stable_seen, T) -> T;    % nothing new is stable: no key to fold
-        V -> stabilize(Tab, T#{stable_seen := V}, V)
+        V -> stabilize(T#{stable_seen := V}, V)
     end.
 
-stabilize(Tab, T = #{type := Type, policy := Policy, tcsb := B}, V) ->
+stabilize(T = #{type := Type, policy := Policy, tcsb := B}, V) ->
+    %% stabilization never changes what reads show (hm_ec_prop checks it), so only the
+    %% metadata is rewritten
     lists:foreach(
       fun(Key) ->
-              {KS, Shown} = key_state(Tab, T, Key),
+              {ok, KS} = meta_get(T, Key),
               case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
                   KS -> ok;
-                  KS1 -> store(Tab, T, Key, KS1, Shown)
+                  KS1 -> store_meta(T, Key, KS1)
               end
       end, meta_keys(T)),
     Clears = [C || C = {D, _, _} <- maps:get(clears, T), not hm_vv:contains(D, V)],
@@ -508,7 +513,7 @@ tick_table(Tab, T = #{tcsb := B0}, S) ->
                             By
                     end, B0, [M || M <- hm_tcsb:members(B0), lists:member(M, Up)]),
     [send(M, Tab, {snapshot_req}) || syncing(T), M <- hm_tcsb:members(B), lists:member(M, Up)],
-    T1 = stabilize(Tab, T#{tcsb := B}),
+    T1 = stabilize(T#{tcsb := B}),
     put_table(Tab, T1#{tcsb := hm_tcsb:tick(maps:get(tcsb, T1))}, S).
 
 syncing(#{status := {syncing, _, _}}) -> true;
