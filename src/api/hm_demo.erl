@@ -102,6 +102,12 @@ story(Dir) ->
     expect(initial_rows, [Initial, Initial, Initial], Views3),
     io:format("   Every node's copy of student:~n"),
     show(Views3),
+    Tx = call(C, 1, mnesia, transaction, [fun() -> mnesia:write({?TAB, 1, <<"Tx">>, 9}) end]),
+    expect(transaction_refused, {aborted, {no_exists, ?TAB}}, Tx),
+    expect(transaction_changed_nothing, [Initial, Initial, Initial], views(C)),
+    io:format("   An EC table is not for mnesia:transaction/1: on node 1~n"
+              "     mnesia:transaction(fun() -> mnesia:write({student, 1, <<\"Tx\">>, 9}) end)~n"
+              "   returns ~p and changes nothing.~n", [Tx]),
 
     io:format("~n4. Partition: node 3 is cut off from nodes 1 and 2. Each side gets a different "
               "wrong~n   cookie for the other side, then the links are cut: traffic is dropped "
