@@ -666,25 +666,41 @@ totals(St, Tot) ->
                  (_, _, Acc) -> Acc
               end, Tot, St).
 
-%% @doc Command line: `["seeds", N]', `["seed", S]', `["seed", S, TraceFile]',
-%% `["report", File]'. Halts with status 1 when a schedule failed.
+%% @doc Command line: `["seeds", N]' (table seeds 1..N, then CRDT seeds 1..N of
+%% {@link hm_sim_crdt}), `["seed", S]' (table seed S, then CRDT seed S), `["seed", S, TraceFile]'
+%% (a minimised trace of either kind), `["report", File]'. Halts with status 1 when a schedule
+%% failed.
 -spec main([string()]) -> no_return().
 main(["seeds", N]) ->
     Count = list_to_integer(N),
     {P, F, Tot, Bad} = check_seeds({1, Count}, #{}),
     [print_failure(Seed, Res) || {Seed, Res} <- Bad],
-    io:format("~p schedules, ~p client ops, ~p messages; faults injected: ~s~n",
+    io:format("~p table schedules, ~p client ops, ~p messages; faults injected: ~s~n",
               [P + F, maps:get(ops, Tot, 0), maps:get(msgs, Tot, 0), fault_line(Tot)]),
-    io:format("sim: ~p passed, ~p failed~n", [P, F]),
-    halt(case F of 0 -> 0; _ -> 1 end);
+    io:format("sim tables: ~p passed, ~p failed~n", [P, F]),
+    {CP, CF, CTot, CBad} = hm_sim_crdt:check_seeds({1, Count}, #{}),
+    [hm_sim_crdt:print_failure(Seed, Res) || {Seed, Res} <- CBad],
+    io:format("~p CRDT schedules (type x flavor x ram/disc), ~p client ops, ~p messages, "
+              "~p full states; faults injected: ~s~n",
+              [CP + CF, maps:get(ops, CTot, 0), maps:get(msgs, CTot, 0),
+               maps:get(full_states, CTot, 0), fault_line(CTot)]),
+    io:format("sim crdt: ~p passed, ~p failed~n", [CP, CF]),
+    io:format("sim: ~p passed, ~p failed~n", [P + CP, F + CF]),
+    halt(case F + CF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
-    replay(Seed, Cfg, Trace);
+    Ok = replay(Seed, Cfg, Trace),
+    {CCfg, CTrace} = hm_sim_crdt:gen(Seed, #{}),
+    COk = hm_sim_crdt:replay(Seed, CCfg, CTrace),
+    halt(case Ok andalso COk of true -> 0; false -> 1 end);
 main(["seed", S, File]) ->
     Seed = list_to_integer(S),
-    {ok, [{Cfg, Trace}]} = file:consult(File),
-    replay(Seed, Cfg, Trace);
+    Ok = case file:consult(File) of
+             {ok, [{crdt, Cfg, Trace}]} -> hm_sim_crdt:replay(Seed, Cfg, Trace);
+             {ok, [{Cfg, Trace}]} -> replay(Seed, Cfg, Trace)
+         end,
+    halt(case Ok of true -> 0; false -> 1 end);
 main(["report", File]) ->
     report(File, [10, 50, 100, 200]),
     halt(0).
@@ -694,11 +710,11 @@ replay(Seed, Cfg, Trace) ->
     io:format("seed ~p: ~p~ntrace (~p actions): ~p~n", [Seed, Cfg, length(Trace), Trace]),
     case Ok of
         true ->
-            io:format("stats: ~p~nsim: 1 passed, 0 failed~n",
-                      [maps:without([samples], maps:get(stats, Res))]),
-            halt(0);
-        false -> print_failure(Seed, Res), io:format("sim: 0 passed, 1 failed~n"), halt(1)
-    end.
+            io:format("stats: ~p~nsim tables: 1 passed, 0 failed~n",
+                      [maps:without([samples], maps:get(stats, Res))]);
+        false -> print_failure(Seed, Res), io:format("sim tables: 0 passed, 1 failed~n")
+    end,
+    Ok.
 
 print_failure(Seed, #{failures := Fs}) ->
     {Cfg, Trace} = gen(Seed, #{}),

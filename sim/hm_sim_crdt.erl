@@ -548,6 +548,7 @@ finish(S = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St, failures := Fs
     Lost = length([x || #{lost := true} <- maps:values(Ops)]),
     #{ok => Fs =:= [], failures => Fs,
       stats => St#{quiesced_ms => maps:get(quiesced_ms, S), lost_with_ram_crash => Lost,
+                   value => element(2, hd(maps:get(values, Summary))),
                    max_metadata => lists:max([0 | [hm_crdt:metadata(C) || #{crdt := C} <- Rs]])}}.
 
 %% @doc Checkers 1 (convergence), 2 (no lost acknowledged op; the value is the spec's) and 5
@@ -605,7 +606,7 @@ counter_bounds(Type, Values, Ops) ->
 check_seeds({From, Count}, Opts) ->
     lists:foldl(fun(Seed, {P, F, Tot, Bad}) ->
                         Res = #{ok := Ok, stats := St} = run_seed(Seed, Opts),
-                        Tot1 = hm_sim:totals(maps:remove(max_metadata, St), Tot),
+                        Tot1 = hm_sim:totals(maps:without([max_metadata, value], St), Tot),
                         case Ok of
                             true -> {P + 1, F, Tot1, Bad};
                             false -> {P, F + 1, Tot1, Bad ++ [{Seed, Res}]}
