@@ -47,8 +47,9 @@
 -export([main/1, gen/2, run/2, run_seed/2, minimise/3, check_seeds/2, report/2]).
 %% The network, fault model and online checkers 3-4, shared with other drivers
 %% ({@link hm_sim_crdt}): a driver puts `driver => Module' in the simulator state and
-%% exports `event/2' (every scheduled event: ticks, deliveries, trace actions) and `nodeup/3'.
--export([nodes_of/1, draws/2, pick/2, gen_faults/4, schedule/3, schedule_at/3, run_until/2,
+%% exports `event/2' (every scheduled event: ticks, deliveries, trace actions), `nodeup/3',
+%% `action/2' (a trace action), `converged/1' and `quiescent/1'.
+-export([final_heal/1, quiesce/2, deliverable/4, nodes_of/1, draws/2, pick/2, gen_faults/4, schedule/3, schedule_at/3, run_until/2,
          uniform/2, coin/2, bump/2, bump/3, fail/2, up/2, connected/3, reachable/2, epoch/3,
          new_epoch/3, reconnect/2, send_all/3, events/3, minimise_with/3, totals/2,
          fault_line/1]).
@@ -297,7 +298,7 @@ event({tick, Nd}, S) ->
     end;
 event({deliver, From, To, Msg, Epoch}, S) ->
     %% Erlang distribution: a message lives only as long as the connection it was sent on
-    case up(To, S) andalso connected(From, To, S) andalso epoch(From, To, S) =:= Epoch of
+    case deliverable(From, To, Epoch, S) of
         false -> bump(dropped_cut, S);
         true ->
             {Out, R1, Ev} = hm_sim_replica:handle(From, Msg, maps:get(To, maps:get(reps, S))),
@@ -307,6 +308,12 @@ event({action, A}, S) ->
     action(A, bump(actions, S)).
 
 put_rep(Nd, R, S = #{reps := Reps}) -> S#{reps := Reps#{Nd => R}}.
+
+%% @doc Whether a message sent from `From' to `To' on connection `Epoch' arrives now: Erlang
+%% distribution, a message lives only as long as the connection it was sent on.
+-spec deliverable(node(), node(), non_neg_integer(), map()) -> boolean().
+deliverable(From, To, Epoch, S) ->
+    up(To, S) andalso connected(From, To, S) andalso epoch(From, To, S) =:= Epoch.
 
 action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
     case up(Nd, S) of
@@ -487,27 +494,40 @@ ev(Nd, {stabilized, Dots}, S = #{nodes := Nodes, reps := Reps, applied := Ap}) -
 
 %%% ================================================================ quiescence and checks
 
+%% @doc The end of the work phase: heal every partition, turn random faults off, restart
+%% every crashed replica.
+-spec final_heal(map()) -> map().
 final_heal(S = #{nodes := Nodes, reps := Reps}) ->
     S1 = (reconnect(S#{groups := all}, S))#{faults := false},
     lists:foldl(fun(Nd, Acc) ->
                         case maps:get(Nd, Reps) of
-                            {down, _, _} -> action({restart, Nd}, Acc);
+                            {down, _, _} -> act({restart, Nd}, Acc);
                             _ -> Acc
                         end
                 end, S1, Nodes).
 
+act(A, S = #{driver := D}) -> D:action(A, S);
+act(A, S) -> action(A, S).
+
+%% @doc Run tick by tick after the work phase (which ended at `Dur') until the replicas are
+%% quiescent or for at most 60 simulated s; records `converged_ms' and `quiesced_ms'.
+-spec quiesce(non_neg_integer(), map()) -> map().
 quiesce(Dur, S) -> quiesce(Dur, Dur + ?TICK, S).
 
 quiesce(Dur, T, S) ->
     S1 = run_until(T, S),
-    S2 = case {maps:is_key(converged_ms, maps:get(stats, S1)), converged(S1)} of
+    S2 = case {maps:is_key(converged_ms, maps:get(stats, S1)), check(converged, S1)} of
              {false, true} -> (bump(converged_ms, T - Dur, S1));
              _ -> S1
          end,
-    case quiescent(S2) orelse T - Dur >= ?QUIESCE_CAP of
+    case check(quiescent, S2) orelse T - Dur >= ?QUIESCE_CAP of
         true -> S2#{quiesced_ms => T - Dur};
         false -> quiesce(Dur, T + ?TICK, S2)
     end.
+
+check(F, S = #{driver := D}) -> D:F(S);
+check(converged, S) -> converged(S);
+check(quiescent, S) -> quiescent(S).
 
 reps(#{reps := Reps, nodes := Nodes}) -> [maps:get(N, Reps) || N <- Nodes].
 

@@ -74,7 +74,9 @@
 -module(hm_sim_crdt).
 
 -export([main/1, gen/2, run/2, run_seed/2, check_seeds/2, check/2, combos/0, replay/3,
-         print_failure/2, event/2, nodeup/3]).
+         print_failure/2]).
+%% driver callbacks of hm_sim
+-export([event/2, nodeup/3, action/2, converged/1, quiescent/1]).
 -export_type([cfg/0, summary/0]).
 
 -define(TICK, 250).
@@ -190,8 +192,8 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
         S3 = lists:foldl(fun({T, A}, Acc) -> hm_sim:schedule_at(T, {action, A}, Acc) end,
                          S2, [{T, A} || {T, A} <- Trace, T < Dur]),
         S4 = hm_sim:run_until(Dur, S3),
-        S5 = final_heal(S4),
-        S6 = quiesce(Dur, Dur + ?TICK, S5),
+        S5 = hm_sim:final_heal(S4),
+        S6 = hm_sim:quiesce(Dur, S5),
         finish(S6)
     catch Class:Reason:Stack ->
             #{ok => false, failures => [{exception, Class, Reason, lists:sublist(Stack, 6)}],
@@ -220,8 +222,7 @@ event({tick, Nd}, S) ->
         true -> tick(Nd, rep(Nd, S1), S1)
     end;
 event({deliver, From, To, Msg, Epoch}, S) ->
-    case hm_sim:up(To, S) andalso hm_sim:connected(From, To, S)
-        andalso hm_sim:epoch(From, To, S) =:= Epoch of
+    case hm_sim:deliverable(From, To, Epoch, S) of
         false -> hm_sim:bump(dropped_cut, S);
         true -> handle(From, To, Msg, S)
     end;
@@ -253,6 +254,8 @@ full(From, To, R = #{crdt := C}, S) ->
 
 %%% ------------------------------------------------------------ client operations
 
+%% @doc A trace action: a client operation, a partition, a heal, a crash, a restart.
+-spec action(term(), map()) -> map().
 action({op, Nd, Op0}, S = #{cfg := #{type := Type}}) ->
     case hm_sim:up(Nd, S) of
         false -> hm_sim:bump(ops_skipped, S);
@@ -495,34 +498,18 @@ mark_lost(Nd, S = #{ops := Ops, nodes := Nodes, reps := Reps}) ->
 
 %%% ================================================================ quiescence and checks
 
-final_heal(S = #{nodes := Nodes, reps := Reps}) ->
-    S1 = (hm_sim:reconnect(S#{groups := all}, S))#{faults := false},
-    lists:foldl(fun(Nd, Acc) ->
-                        case maps:get(Nd, Reps) of
-                            {down, _, _} -> action({restart, Nd}, Acc);
-                            _ -> Acc
-                        end
-                end, S1, Nodes).
-
-quiesce(Dur, T, S) ->
-    S1 = hm_sim:run_until(T, S),
-    S2 = case {maps:is_key(converged_ms, maps:get(stats, S1)), converged(S1)} of
-             {false, true} -> hm_sim:bump(converged_ms, T - Dur, S1);
-             _ -> S1
-         end,
-    case quiescent(S2) orelse T - Dur >= ?QUIESCE_CAP of
-        true -> S2#{quiesced_ms => T - Dur};
-        false -> quiesce(Dur, T + ?TICK, S2)
-    end.
-
 reps(#{reps := Reps, nodes := Nodes}) -> [maps:get(N, Reps) || N <- Nodes].
 
+%% @doc Every replica is up and shows the same value and delivered vector.
+-spec converged(map()) -> boolean().
 converged(S) ->
     Rs = reps(S),
     lists:all(fun is_map/1, Rs) andalso
         length(lists:usort([hm_crdt:value(C) || #{crdt := C} <- Rs])) =:= 1 andalso
         length(lists:usort([hm_crdt:delivered(C) || #{crdt := C} <- Rs])) =:= 1.
 
+%% @doc Converged, and no metadata left that checker 5 looks at.
+-spec quiescent(map()) -> boolean().
 quiescent(S) ->
     converged(S) andalso lists:all(fun(R) -> lists:all(fun({_, N}) -> N =:= 0 end,
                                                         maps:to_list(leftovers(R)))
