@@ -13,7 +13,9 @@
 %% message with the configured probabilities; a cut drops everything across it. Every
 %% replica ticks every 250 ms of simulated time (acks, retransmission with missing/3,
 %% stabilization, gc). After the work phase: heal, restart every crashed replica, turn the
-%% random faults off, run until quiescent (or a time cap), then check.
+%% random faults off, run until quiescent (or a time cap), then check. The CRDT workloads
+%% (issue 5: every hm_crdt type in every flavor) run on the same scheduler, network, faults,
+%% checkers 3-4 and minimiser as a driver module: {@link hm_sim_crdt}.
 %%
 %% Checkers:
 %% <ol>
