@@ -44,12 +44,16 @@ bench-crdt: compile
 	erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench \
 	    -eval 'crdt_bench:main(["bench/results/crdt.md"]), halt().'
 
-## make sim SEEDS=N: the deterministic simulator (sim/hm_sim.erl) on seeds 1..N, every fault
-## and workload; prints failures (seed, minimised trace) and `sim: P passed, F failed'.
-## make sim SEED=S [TRACE=file]: replay one seed (or a minimised trace written by a failure).
+## make sim SEEDS=N: the deterministic simulator on seeds 1..N, every fault and workload: each
+## seed runs one EC-table schedule (sim/hm_sim.erl) and one CRDT schedule (sim/hm_sim_crdt.erl:
+## a type x flavor); prints failures (seed, minimised trace), `sim tables: ...', `sim crdt: ...'
+## and `sim: P passed, F failed'.
+## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of
+## either kind written by a failure).
 ## make sim-report: the scale table (10/50/100/200 replicas) into sim/REPORT.md.
 SEEDS ?= 300
-SIM_ERL = erl -noshell -pa _build/test/lib/hypermnesia/ebin _build/test/lib/hypermnesia/sim
+SIM_ERL = erl -noshell -pa _build/test/lib/hypermnesia/ebin _build/test/lib/hypermnesia/sim \
+          _build/test/lib/hypermnesia/test
 sim: bootstrap
 	$(REBAR) as test compile
 ifdef SEED

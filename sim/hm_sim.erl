@@ -13,7 +13,9 @@
 %% message with the configured probabilities; a cut drops everything across it. Every
 %% replica ticks every 250 ms of simulated time (acks, retransmission with missing/3,
 %% stabilization, gc). After the work phase: heal, restart every crashed replica, turn the
-%% random faults off, run until quiescent (or a time cap), then check.
+%% random faults off, run until quiescent (or a time cap), then check. The CRDT workloads
+%% (issue 5: every hm_crdt type in every flavor) run on the same scheduler, network, faults,
+%% checkers 3-4 and minimiser as a driver module: {@link hm_sim_crdt}.
 %%
 %% Checkers:
 %% <ol>
@@ -45,6 +47,14 @@
 -module(hm_sim).
 
 -export([main/1, gen/2, run/2, run_seed/2, minimise/3, check_seeds/2, report/2]).
+%% The network, fault model and online checkers 3-4, shared with other drivers
+%% ({@link hm_sim_crdt}): a driver puts `driver => Module' in the simulator state and
+%% exports `event/2' (every scheduled event: ticks, deliveries, trace actions), `nodeup/3',
+%% `action/2' (a trace action), `converged/1' and `quiescent/1'.
+-export([final_heal/1, quiesce/2, deliverable/4, nodes_of/1, draws/2, pick/2, gen_faults/4, schedule/3, schedule_at/3, run_until/2,
+         uniform/2, coin/2, bump/2, bump/3, fail/2, up/2, connected/3, reachable/2, epoch/3,
+         new_epoch/3, reconnect/2, send_all/3, events/3, minimise_with/3, totals/2,
+         fault_line/1]).
 -export_type([cfg/0, action/0, result/0]).
 
 -define(TICK, 250).
@@ -98,12 +108,16 @@ gen(Seed, Opts) ->
                 end,
     {Cfg, lists:keysort(1, OpActs ++ FaultActs)}.
 
+%% @doc Draw integers `{int, Lo, Hi}' in order from the random state.
+-spec draws([{int, integer(), integer()}], rand:state()) -> {[integer()], rand:state()}.
 draws(Specs, R) ->
     lists:foldl(fun({int, Lo, Hi}, {Acc, Ra}) ->
                         {X, Ra1} = rand:uniform_s(Hi - Lo + 1, Ra),
                         {Acc ++ [Lo + X - 1], Ra1}
                 end, {[], R}, Specs).
 
+%% @doc A uniformly random element of a non-empty list.
+-spec pick([T, ...], rand:state()) -> {T, rand:state()}.
 pick(L, R) -> {I, R1} = rand:uniform_s(length(L), R), {lists:nth(I, L), R1}.
 
 gen_ops(0, _, _, _, R) -> {[], R};
@@ -121,6 +135,10 @@ gen_ops(K, Nodes, Dur, Keys, R) ->
     {Rest, R6} = gen_ops(K - 1, Nodes, Dur, Keys, R5),
     {[{T, {op, Nd, Key, Op}} | Rest], R6}.
 
+%% @doc `K' random faults (partitions of the four shapes, each with its heal; crashes, each
+%% with its restart) over `Nodes' during the first `Dur' simulated ms.
+-spec gen_faults(non_neg_integer(), [node()], pos_integer(), rand:state()) ->
+          {[action()], rand:state()}.
 gen_faults(0, _, _, R) -> {[], R};
 gen_faults(K, Nodes, Dur, R) ->
     {Kind, R1} = pick([halves, isolated, bridge, flap, crash, crash], R),
@@ -166,6 +184,8 @@ shuffle(L, R) ->
                                end, {[], R}, L),
     {[X || {_, X} <- lists:sort(Tagged)], R1}.
 
+%% @doc The node names `n1' .. `nN'.
+-spec nodes_of(pos_integer()) -> [node()].
 nodes_of(N) -> [list_to_atom("n" ++ integer_to_list(I)) || I <- lists:seq(1, N)].
 
 %%% ================================================================ running
@@ -217,16 +237,28 @@ storage3(Nd, #{cfg := #{type := T, policy := P, storage := St}, nodes := Nodes})
 
 index(X, L) -> length(lists:takewhile(fun(Y) -> Y =/= X end, L)) + 1.
 
+%% @doc A uniform integer in 1..N from the simulator's random state.
+-spec uniform(pos_integer(), map()) -> {pos_integer(), map()}.
 uniform(N, S = #{rand := R}) -> {X, R1} = rand:uniform_s(N, R), {X, S#{rand := R1}}.
+%% @doc True with probability `P'.
+-spec coin(float(), map()) -> {boolean(), map()}.
 coin(P, S = #{rand := R}) -> {U, R1} = rand:uniform_s(R), {U < P, S#{rand := R1}}.
 
+%% @doc Schedule event `Ev' `Delay' simulated ms from now (or at time `T': schedule_at/3).
+-spec schedule(non_neg_integer(), term(), map()) -> map().
 schedule(Delay, Ev, S = #{now := Now}) -> schedule_at(Now + Delay, Ev, S).
+-spec schedule_at(non_neg_integer(), term(), map()) -> map().
 schedule_at(T, Ev, S = #{q := Q, seq := Seq}) ->
     S#{q := gb_trees:insert({T, Seq}, Ev, Q), seq := Seq + 1}.
 
+%% @doc Add 1 (or `N') to statistic `K'.
+-spec bump(term(), map()) -> map().
 bump(K, S) -> bump(K, 1, S).
+-spec bump(term(), integer(), map()) -> map().
 bump(K, N, S = #{stats := St}) -> S#{stats := St#{K => maps:get(K, St, 0) + N}}.
 
+%% @doc Run every event scheduled up to simulated time `T'.
+-spec run_until(non_neg_integer(), map()) -> map().
 run_until(T, S = #{q := Q}) ->
     case gb_trees:is_empty(Q) of
         true -> S#{now := T};
@@ -239,16 +271,23 @@ run_until(T, S = #{q := Q}) ->
             end
     end.
 
+%% @doc Whether node `Nd' is up (its replica is a map, not `{down, ...}').
+-spec up(node(), map()) -> boolean().
 up(Nd, #{reps := Reps}) -> is_map(maps:get(Nd, Reps)).
 
+%% @doc Whether the current partition lets `A' and `B' talk.
+-spec connected(node(), node(), map()) -> boolean().
 connected(A, A, _) -> true;
 connected(_, _, #{groups := all}) -> true;
 connected(A, B, #{groups := Gs}) ->
     lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G) end, Gs).
 
+%% @doc The other nodes that are up and connected to `Nd'.
+-spec reachable(node(), map()) -> [node()].
 reachable(Nd, S = #{nodes := Nodes}) ->
     [M || M <- Nodes, M =/= Nd, up(M, S), connected(Nd, M, S)].
 
+event(Ev, S = #{driver := D}) -> D:event(Ev, S);
 event({tick, Nd}, S) ->
     S1 = schedule(?TICK, {tick, Nd}, S),
     case up(Nd, S1) of
@@ -261,7 +300,7 @@ event({tick, Nd}, S) ->
     end;
 event({deliver, From, To, Msg, Epoch}, S) ->
     %% Erlang distribution: a message lives only as long as the connection it was sent on
-    case up(To, S) andalso connected(From, To, S) andalso epoch(From, To, S) =:= Epoch of
+    case deliverable(From, To, Epoch, S) of
         false -> bump(dropped_cut, S);
         true ->
             {Out, R1, Ev} = hm_sim_replica:handle(From, Msg, maps:get(To, maps:get(reps, S))),
@@ -271,6 +310,12 @@ event({action, A}, S) ->
     action(A, bump(actions, S)).
 
 put_rep(Nd, R, S = #{reps := Reps}) -> S#{reps := Reps#{Nd => R}}.
+
+%% @doc Whether a message sent from `From' to `To' on connection `Epoch' arrives now: Erlang
+%% distribution, a message lives only as long as the connection it was sent on.
+-spec deliverable(node(), node(), non_neg_integer(), map()) -> boolean().
+deliverable(From, To, Epoch, S) ->
+    up(To, S) andalso connected(From, To, S) andalso epoch(From, To, S) =:= Epoch.
 
 action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
     case up(Nd, S) of
@@ -337,7 +382,9 @@ action({restart, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
         _ -> S
     end.
 
-%% pairs connected now and not before get a nodeup both ways
+%% @doc Pairs connected now (`S1a') and not before (`S0') get a nodeup both ways; links
+%% the new partition cuts lose what is in flight on them.
+-spec reconnect(map(), map()) -> map().
 reconnect(S1a, S0 = #{nodes := Nodes}) ->
     %% links cut by the new partition lose what was in flight on them
     Cut = [{A, B} || A <- Nodes, B <- Nodes, A < B, connected(A, B, S0),
@@ -353,12 +400,16 @@ reconnect(S1a, S0 = #{nodes := Nodes}) ->
 link(A, B) when A =< B -> {A, B};
 link(A, B) -> {B, A}.
 
+%% @doc The current connection epoch of the link between `A' and `B'; new_epoch/3 breaks it.
+-spec epoch(node(), node(), map()) -> non_neg_integer().
 epoch(A, B, #{epochs := E}) -> maps:get(link(A, B), E, 0).
 
+-spec new_epoch(node(), node(), map()) -> map().
 new_epoch(A, B, S = #{epochs := E}) ->
     L = link(A, B),
     S#{epochs := E#{L => maps:get(L, E, 0) + 1}}.
 
+nodeup(At, Peer, S = #{driver := D}) -> D:nodeup(At, Peer, S);
 nodeup(At, Peer, S = #{reps := Reps}) ->
     case Reps of
         #{At := R} ->
@@ -367,6 +418,8 @@ nodeup(At, Peer, S = #{reps := Reps}) ->
         _ -> S
     end.
 
+%% @doc Send `[{To, Msg}]' from `From' through the faulty network (drop, duplicate, delay).
+-spec send_all(node(), [{node(), tuple()}], map()) -> map().
 send_all(From, Out, S) -> lists:foldl(fun({To, Msg}, Acc) -> send(From, To, Msg, Acc) end,
                                       S, Out).
 
@@ -394,10 +447,15 @@ send(From, To, Msg, S0 = #{cfg := #{drop := PD, dup := PU, delay := Max}, faults
 
 %%% ================================================================ checkers 3 and 4
 
+%% @doc Record a checker failure (at most 20 a run).
+-spec fail(term(), map()) -> map().
 fail(What, S = #{failures := Fs, now := Now}) when length(Fs) < 20 ->
     S#{failures := Fs ++ [{Now, What}]};
 fail(_, S) -> S.
 
+%% @doc Checkers 3 (causal delivery: `{applied, Msg}') and 4 (stability safety:
+%% `{stabilized, Dots}') on the events of replica `Nd'; `{installed, V}' sets its vector.
+-spec events(node(), [hm_sim_replica:event()], map()) -> map().
 events(Nd, Evs, S) -> lists:foldl(fun(E, Acc) -> ev(Nd, E, Acc) end, S, Evs).
 
 ev(Nd, {applied, {O, Ts, _}}, S = #{applied := Ap, ops := Ops}) ->
@@ -438,27 +496,40 @@ ev(Nd, {stabilized, Dots}, S = #{nodes := Nodes, reps := Reps, applied := Ap}) -
 
 %%% ================================================================ quiescence and checks
 
+%% @doc The end of the work phase: heal every partition, turn random faults off, restart
+%% every crashed replica.
+-spec final_heal(map()) -> map().
 final_heal(S = #{nodes := Nodes, reps := Reps}) ->
     S1 = (reconnect(S#{groups := all}, S))#{faults := false},
     lists:foldl(fun(Nd, Acc) ->
                         case maps:get(Nd, Reps) of
-                            {down, _, _} -> action({restart, Nd}, Acc);
+                            {down, _, _} -> act({restart, Nd}, Acc);
                             _ -> Acc
                         end
                 end, S1, Nodes).
 
+act(A, S = #{driver := D}) -> D:action(A, S);
+act(A, S) -> action(A, S).
+
+%% @doc Run tick by tick after the work phase (which ended at `Dur') until the replicas are
+%% quiescent or for at most 60 simulated s; records `converged_ms' and `quiesced_ms'.
+-spec quiesce(non_neg_integer(), map()) -> map().
 quiesce(Dur, S) -> quiesce(Dur, Dur + ?TICK, S).
 
 quiesce(Dur, T, S) ->
     S1 = run_until(T, S),
-    S2 = case {maps:is_key(converged_ms, maps:get(stats, S1)), converged(S1)} of
+    S2 = case {maps:is_key(converged_ms, maps:get(stats, S1)), check(converged, S1)} of
              {false, true} -> (bump(converged_ms, T - Dur, S1));
              _ -> S1
          end,
-    case quiescent(S2) orelse T - Dur >= ?QUIESCE_CAP of
+    case check(quiescent, S2) orelse T - Dur >= ?QUIESCE_CAP of
         true -> S2#{quiesced_ms => T - Dur};
         false -> quiesce(Dur, T + ?TICK, S2)
     end.
+
+check(F, S = #{driver := D}) -> D:F(S);
+check(converged, S) -> converged(S);
+check(quiescent, S) -> quiescent(S).
 
 reps(#{reps := Reps, nodes := Nodes}) -> [maps:get(N, Reps) || N <- Nodes].
 
@@ -570,15 +641,20 @@ sample(_, _, S) -> S.
 %% @doc Drop trace actions one at a time (a fault with its heal or restart), keeping a drop when the run still
 %% fails; at most `Budget' runs.
 -spec minimise(cfg(), [action()], pos_integer()) -> [action()].
-minimise(Cfg, Trace, Budget) -> min_loop(Cfg, Trace, 1, Budget).
+minimise(Cfg, Trace, Budget) -> minimise_with(fun(T) -> run(Cfg, T) end, Trace, Budget).
+
+%% @doc {@link minimise/3} for any runner of traces (a `fun(Trace) -> result()').
+-spec minimise_with(fun(([action()]) -> #{ok := boolean(), _ => _}), [action()],
+                    pos_integer()) -> [action()].
+minimise_with(Run, Trace, Budget) -> min_loop(Run, Trace, 1, Budget).
 
 min_loop(_, Trace, I, B) when I > length(Trace); B =< 0 -> Trace;
-min_loop(Cfg, Trace, I, B) ->
+min_loop(Run, Trace, I, B) ->
     {Pre, [Act | Post]} = lists:split(I - 1, Trace),
     Smaller = Pre ++ (Post -- partner(Act, Post)),
-    case maps:get(ok, run(Cfg, Smaller)) of
-        false -> min_loop(Cfg, Smaller, I, B - 1);
-        true -> min_loop(Cfg, Trace, I + 1, B - 1)
+    case maps:get(ok, Run(Smaller)) of
+        false -> min_loop(Run, Smaller, I, B - 1);
+        true -> min_loop(Run, Trace, I + 1, B - 1)
     end.
 
 %% a fault's closing action goes with it
@@ -603,6 +679,8 @@ check_seeds({From, Count}, Opts) ->
                         end
                 end, {0, 0, #{}, []}, lists:seq(From, From + Count - 1)).
 
+%% @doc Add a run's integer statistics to the totals (max for `max_timestamps').
+-spec totals(map(), map()) -> map().
 totals(St, Tot) ->
     maps:fold(fun(K, V, Acc) when is_integer(V), K =/= hash, K =/= max_timestamps ->
                       Acc#{K => maps:get(K, Acc, 0) + V};
@@ -610,25 +688,41 @@ totals(St, Tot) ->
                  (_, _, Acc) -> Acc
               end, Tot, St).
 
-%% @doc Command line: `["seeds", N]', `["seed", S]', `["seed", S, TraceFile]',
-%% `["report", File]'. Halts with status 1 when a schedule failed.
+%% @doc Command line: `["seeds", N]' (table seeds 1..N, then CRDT seeds 1..N of
+%% {@link hm_sim_crdt}), `["seed", S]' (table seed S, then CRDT seed S), `["seed", S, TraceFile]'
+%% (a minimised trace of either kind), `["report", File]'. Halts with status 1 when a schedule
+%% failed.
 -spec main([string()]) -> no_return().
 main(["seeds", N]) ->
     Count = list_to_integer(N),
     {P, F, Tot, Bad} = check_seeds({1, Count}, #{}),
     [print_failure(Seed, Res) || {Seed, Res} <- Bad],
-    io:format("~p schedules, ~p client ops, ~p messages; faults injected: ~s~n",
+    io:format("~p table schedules, ~p client ops, ~p messages; faults injected: ~s~n",
               [P + F, maps:get(ops, Tot, 0), maps:get(msgs, Tot, 0), fault_line(Tot)]),
-    io:format("sim: ~p passed, ~p failed~n", [P, F]),
-    halt(case F of 0 -> 0; _ -> 1 end);
+    io:format("sim tables: ~p passed, ~p failed~n", [P, F]),
+    {CP, CF, CTot, CBad} = hm_sim_crdt:check_seeds({1, Count}, #{}),
+    [hm_sim_crdt:print_failure(Seed, Res) || {Seed, Res} <- CBad],
+    io:format("~p CRDT schedules (type x flavor x ram/disc), ~p client ops, ~p messages, "
+              "~p full states; faults injected: ~s~n",
+              [CP + CF, maps:get(ops, CTot, 0), maps:get(msgs, CTot, 0),
+               maps:get(full_states, CTot, 0), fault_line(CTot)]),
+    io:format("sim crdt: ~p passed, ~p failed~n", [CP, CF]),
+    io:format("sim: ~p passed, ~p failed~n", [P + CP, F + CF]),
+    halt(case F + CF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
-    replay(Seed, Cfg, Trace);
+    Ok = replay(Seed, Cfg, Trace),
+    {CCfg, CTrace} = hm_sim_crdt:gen(Seed, #{}),
+    COk = hm_sim_crdt:replay(Seed, CCfg, CTrace),
+    halt(case Ok andalso COk of true -> 0; false -> 1 end);
 main(["seed", S, File]) ->
     Seed = list_to_integer(S),
-    {ok, [{Cfg, Trace}]} = file:consult(File),
-    replay(Seed, Cfg, Trace);
+    Ok = case file:consult(File) of
+             {ok, [{crdt, Cfg, Trace}]} -> hm_sim_crdt:replay(Seed, Cfg, Trace);
+             {ok, [{Cfg, Trace}]} -> replay(Seed, Cfg, Trace)
+         end,
+    halt(case Ok of true -> 0; false -> 1 end);
 main(["report", File]) ->
     report(File, [10, 50, 100, 200]),
     halt(0).
@@ -638,11 +732,11 @@ replay(Seed, Cfg, Trace) ->
     io:format("seed ~p: ~p~ntrace (~p actions): ~p~n", [Seed, Cfg, length(Trace), Trace]),
     case Ok of
         true ->
-            io:format("stats: ~p~nsim: 1 passed, 0 failed~n",
-                      [maps:without([samples], maps:get(stats, Res))]),
-            halt(0);
-        false -> print_failure(Seed, Res), io:format("sim: 0 passed, 1 failed~n"), halt(1)
-    end.
+            io:format("stats: ~p~nsim tables: 1 passed, 0 failed~n",
+                      [maps:without([samples], maps:get(stats, Res))]);
+        false -> print_failure(Seed, Res), io:format("sim tables: 0 passed, 1 failed~n")
+    end,
+    Ok.
 
 print_failure(Seed, #{failures := Fs}) ->
     {Cfg, Trace} = gen(Seed, #{}),
@@ -659,6 +753,8 @@ print_failure(Seed, #{failures := Fs}) ->
                maps:get(n, Cfg), Fs, 40, length(Min), length(Trace), Seed, File, Min,
                MinFs, 60]).
 
+%% @doc The faults of campaign totals, as one line.
+-spec fault_line(map()) -> iolist().
 fault_line(T) ->
     Parts = [{"partitions", lists:sum([V || {{partition, _}, V} <- maps:to_list(T)])},
              {"crashes", maps:get(crashes, T, 0)}, {"restarts", maps:get(restarts, T, 0)},
