@@ -351,12 +351,12 @@ handle(_From, To, {op, Msg}, S) ->
     S2 = hm_sim:events(To, [{applied, M} || M <- Ready],
                        put_rep(To, R#{tcsb := B1, crdt := C1}, S1)),
     check_layers(To, C1, B1, S2);
+handle(_From, To, {ack, Id, V, Newest}, S) ->
+    R = rep(To, S),
+    put_rep(To, R#{tcsb := hm_tcsb:receive_ack(Id, V, Newest, maps:get(tcsb, R))}, S);
 handle(_From, To, {ack, Id, V}, S) ->
     R = rep(To, S),
-    case flavor(S) of
-        op -> put_rep(To, R#{tcsb := hm_tcsb:receive_ack(Id, V, maps:get(tcsb, R))}, S);
-        delta -> put_rep(To, R#{known := learn(Id, V, maps:get(known, R))}, S)
-    end;
+    put_rep(To, R#{known := learn(Id, V, maps:get(known, R))}, S);
 handle(_From, To, {state, Ev}, S) ->
     R = #{crdt := C} = rep(To, S),
     {C1, S1} = deliver(To, Ev, C, S),

@@ -119,8 +119,8 @@ handle(_From, {op, Msg}, R = #{tcsb := B, hlc := H}) ->
                                    {Acc1, E ++ E1}
                            end, {R#{tcsb := B1, hlc := H1}, []}, Ready),
     {[], R1, Ev};
-handle(_From, {ack, Replica, V}, R = #{tcsb := B}) ->
-    {[], R#{tcsb := hm_tcsb:receive_ack(Replica, V, B)}, []}.
+handle(_From, {ack, Replica, V, Newest}, R = #{tcsb := B}) ->
+    {[], R#{tcsb := hm_tcsb:receive_ack(Replica, V, Newest, B)}, []}.
 
 snapshot(#{status := ready, rows := Rows, meta := Meta, tcsb := B, clears := Cs}) ->
     {snapshot, #{rows => Rows, meta => Meta, delivered => hm_tcsb:delivered(B),
@@ -182,20 +182,18 @@ effect(R = #{rows := Rows, meta := Meta}, {Origin, Ts, {_, _, clear}}) ->
         _ -> R1
     end;
 effect(R = #{clears := Cs}, {Origin, Ts, {_, Key, Op}}) ->
-    R1 = apply_key(R, Origin, Ts, Key, Op),
-    {Cs1, R2} = lists:mapfoldl(
+    {Cs1, R1} = lists:mapfoldl(
                   fun(C = {{CO, _} = CDot, CTs, Handled}, Acc) ->
-                          case {hm_vv:contains(CDot, Ts), maps:is_key(Key, Handled)} of
-                              {_, true} -> {C, Acc};
-                              {true, false} -> {{CDot, CTs, Handled#{Key => true}}, Acc};
-                              {false, false} ->
-                                  {{CDot, CTs, Handled#{Key => true}},
-                                   apply_key(Acc, CO, CTs, Key, delete)}
+                          case maps:is_key(Key, Handled) of
+                              true -> {C, Acc};
+                              false -> {{CDot, CTs, Handled#{Key => true}},
+                                        apply_key(Acc, CO, CTs, Key, delete)}
                           end
-                  end, R1, Cs),
-    case Cs1 of
+                  end, R, lists:reverse(Cs)),
+    R2 = apply_key(R1, Origin, Ts, Key, Op),
+    case lists:reverse(Cs1) of
         Cs -> R2;
-        _ -> persist_clears(R2#{clears := Cs1})
+        Cs2 -> persist_clears(R2#{clears := Cs2})
     end.
 
 persist_clears(R = #{storage := disc, dlog := D, clears := Cs}) -> R#{dlog := D#{clears => Cs}};

@@ -631,7 +631,8 @@ foreign_msg() ->
 
 %% Members' message shapes filled with random or wrong-shaped content.
 member_msg() ->
-    oneof([garbage_member_msg(), {op, op_msg(fake)}, {ack, replica_gen_msg(), vv_msg()}]).
+    oneof([garbage_member_msg(), {op, op_msg(fake)}, {ack, replica_gen_msg(), vv_msg()},
+           {ack, replica_gen_msg(), vv_msg(), newest_msg()}]).
 
 garbage_member_msg() ->
     oneof([{op, small_any()},
@@ -648,6 +649,9 @@ garbage_member_msg() ->
 replica_gen_msg() -> oneof([{node(), pos_integer()}, {?GHOST, int()}, small_any()]).
 
 vv_msg() -> oneof([pmap(replica_gen_msg(), int()), small_any()]).
+
+newest_msg() -> oneof([pmap(oneof([exactly(node()), exactly(?GHOST), small_any()]), int()),
+                       small_any()]).
 
 %% Op messages with a malformed header: valid_op_msg/1 must refuse them.
 bad_op_msg() ->
@@ -747,6 +751,8 @@ self_msg() ->
            {bad, {hm_ec, elements(?EC_TABS), node(), {op, bad_op_msg()}}},
            {bad, {hm_ec, elements(?EC_TABS), node(), garbage_member_msg()}},
            {ack, {hm_ec, elements(?EC_TABS), node(), {ack, replica_gen_msg(), vv_msg()}}},
+           {ack, {hm_ec, elements(?EC_TABS), node(),
+                  {ack, replica_gen_msg(), vv_msg(), newest_msg()}}},
            {bad, {hm_ec, elements(?EC_TABS), node(), {snapshot_req}}}]).
 
 prop_self_msgs() ->

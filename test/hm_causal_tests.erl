@@ -248,17 +248,38 @@ buffer_drop_origins_test() ->
     ?assertEqual(hm_causal_buffer:delivered(B2), hm_causal_buffer:delivered(B3)).
 
 %% Bug C: n1's first incarnation sent operation 2, operation 1 died with its crash. Once a
-%% newer incarnation of n1 is known here, a tick forgets operation 2 (it can never become
-%% ready); an operation of a live incarnation stays buffered.
-tcsb_tick_drops_superseded_incarnation_test() ->
+%% newer incarnation of n1 is known here, operation 2 is dropped (it can never become
+%% ready) and an unready operation of the old incarnation is not buffered again; an operation
+%% of a live incarnation stays buffered.
+tcsb_drops_superseded_incarnation_test() ->
+    Old2 = {{n1, 1}, #{{n1, 1} => 2}, {async, k, delete}},
     B0 = hm_tcsb:new({n3, 1}, [n1, n2, n3]),
-    {[], B1} = hm_tcsb:receive_op({{n1, 1}, #{{n1, 1} => 2}, {async, k, delete}}, B0),
+    {[], B1} = hm_tcsb:receive_op(Old2, B0),
     {[], B2} = hm_tcsb:receive_op({{n2, 1}, #{{n2, 1} => 2}, {async, k, delete}}, B1),
     ?assertEqual(2, hm_tcsb:pending(hm_tcsb:tick(B2))),        % n1's incarnation 1 still live
     {[_], B3} = hm_tcsb:receive_op({{n1, 2}, #{{n1, 2} => 1}, {async, k, delete}}, B2),
-    B4 = hm_tcsb:tick(B3),
-    ?assertEqual(1, hm_tcsb:pending(B4)),                       % n2's stays
+    ?assertEqual(1, hm_tcsb:pending(B3)),                       % n2's stays
+    {[], B4} = hm_tcsb:receive_op(Old2, B3),
+    ?assertEqual(1, hm_tcsb:pending(B4)),
     ?assertEqual(hm_tcsb:delivered(B3), hm_tcsb:delivered(B4)).
+
+%% Bug H: nothing is stable while a member reports an operation of a superseded incarnation
+%% this replica lacks, or has not acknowledged since hearing of the newer incarnation.
+tcsb_stability_waits_for_superseded_incarnation_test() ->
+    D1 = {{n1, 1}, #{{n1, 1} => 1}, {async, k, {write, r}}},
+    Old = {{n2, 1}, #{{n2, 1} => 1}, {async, k, delete}},        % concurrent with D1
+    {[D1], B0} = hm_tcsb:receive_op(D1, hm_tcsb:new({n3, 1}, [n1, n2, n3])),
+    %% n2 restarted as incarnation 2, delivered D1 (not its old delete)
+    B1 = hm_tcsb:receive_ack({n2, 2}, #{{n1, 1} => 1}, #{n2 => 2}, B0),
+    %% n1 delivered n2's old delete, and acknowledges before hearing of n2's incarnation 2
+    B2 = hm_tcsb:receive_ack({n1, 1}, #{{n1, 1} => 1, {n2, 1} => 1}, #{n1 => 1, n2 => 1}, B1),
+    ?assertEqual(#{}, hm_tcsb:stable(B2)),
+    %% ... and after: still nothing, this replica lacks the old delete
+    B3 = hm_tcsb:receive_ack({n1, 1}, #{{n1, 1} => 1, {n2, 1} => 1}, #{n1 => 1, n2 => 2}, B2),
+    ?assertEqual(#{}, hm_tcsb:stable(B3)),
+    %% it arrives (relayed by n1): D1 is stable (n2's old delete is not: n2 lacks it)
+    {[Old], B4} = hm_tcsb:receive_op(Old, B3),
+    ?assertEqual(#{{n1, 1} => 1}, hm_tcsb:stable(B4)).
 
 %% A buffer can start from a delivered vector (restored from disc).
 buffer_new_from_delivered_test() ->

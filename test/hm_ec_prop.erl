@@ -466,7 +466,8 @@ tcsb_exec({acks, I0}, S = #{net := Net}) ->
     Acks = hm_tcsb:acks(B),
     Expected = lists:sort([{node_of(J), {ack, rid(I), Dl}} || J <- lists:seq(1, maps:get(n, S)),
                                                               J =/= I]),
-    [throw({acks, Acks, Expected}) || lists:sort(Acks) =/= Expected],
+    Got = lists:sort([{To, {ack, R, V}} || {To, {ack, R, V, _Newest}} <- Acks]),
+    [throw({acks, Acks, Expected}) || Got =/= Expected],
     S#{net := Net ++ [{I, idx(To), A} || {To, A} <- Acks]};
 tcsb_exec({cut, I0}, S = #{net := Net, st := St}) ->
     I = norm(I0, S),
@@ -526,10 +527,10 @@ net_deliver({_From, To, {op, Msg}}, S = #{st := St}) ->
     S2 = S1#{st := St#{max_pending := max(Pending, maps:get(max_pending, St)),
                        final_deliveries := maps:get(final_deliveries, St) + length(Ready)}},
     lists:foldl(fun(M, Acc) -> delivered_here(To, M, Acc) end, S2, Ready);
-net_deliver({_From, To, {ack, R = {Node, _}, V}}, S) ->
+net_deliver({_From, To, {ack, R = {Node, _}, V, Newest}}, S) ->
     X = #{b := B, acks := A} = mem(To, S),
     J = idx(Node),
-    put_mem(To, X#{b := hm_tcsb:receive_ack(R, V, B),
+    put_mem(To, X#{b := hm_tcsb:receive_ack(R, V, Newest, B),
                    acks := A#{J => hm_vv:join(maps:get(J, A, #{}), V)}}, S).
 
 %% Message Msg was just delivered at member I (by broadcast/2 or receive_op/2).

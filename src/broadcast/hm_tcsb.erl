@@ -9,7 +9,7 @@
 %% locally at once and logged for retransmission.</li>
 %% <li>{@link receive_op/2} ("on receive"): causal delivery ({@link hm_causal_buffer}); what
 %% becomes deliverable is returned tagged with its timestamp and logged.</li>
-%% <li>{@link acks/1}, {@link receive_ack/3}: every member periodically tells the others what
+%% <li>{@link acks/1}, {@link receive_ack/4}: every member periodically tells the others what
 %% it has delivered (eager acknowledgements, so stability progresses when some members never
 %% write: FEATURES X4).</li>
 %% <li>{@link stable/1} ("check stability"): the minimum over members of what each is known to
@@ -29,7 +29,8 @@
 %% {@link gc/1}; `known' only grows for a member.
 -module(hm_tcsb).
 
--export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/3, stable/1, gc/1,
+-export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/3, receive_ack/4,
+         stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, own_log/1, restore_log/2,
          gc_dots/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
          known/1]).
@@ -37,15 +38,19 @@
 
 -type message() :: hm_causal_buffer:message().
 -type replica() :: {node(), term()}.
+-type newest() :: #{node() => term()}.
 -record(tcsb, {self :: replica(),
                members :: [node()],
                cb :: hm_causal_buffer:buffer(),
                %% delivered, not yet stable: Dot => {Message, TickLogged}
                log = #{} :: #{hm_vv:dot() => {message(), non_neg_integer()}},
-               %% per member node: the incarnation last heard of and what it has delivered
-               known = #{} :: #{node() => {term(), hm_vv:vv()}},
+               %% per member node: the incarnation last heard of, what it has delivered, and
+               %% the newest incarnation of every node it had heard of when acknowledging
+               known = #{} :: #{node() => {term(), hm_vv:vv(), newest()}},
                %% acks whose sender's own operations have not all arrived yet
-               early_acks = #{} :: #{replica() => hm_vv:vv()},
+               early_acks = #{} :: #{replica() => {hm_vv:vv(), newest()}},
+               %% per node, the newest incarnation this replica has evidence of
+               newest = #{} :: newest(),
                ticks = 0 :: non_neg_integer(),
                %% per member: the tick of the last periodic retransmission to it
                resent = #{} :: #{node() => non_neg_integer()},
@@ -55,9 +60,9 @@
 %% Periodic retransmission, a safety net (distribution is reliable while connected, and a
 %% reconnect resends everything): every RESEND_TICKS ticks per member, at most RESEND_MAX
 %% messages a round. The cap bounds the storm bench/REPORT.md measured (a busy receiver
-%% acknowledges late, so it was sent ever more copies). A longer interval (8 ticks) made the
-%% simulator find unsafe stability and divergence (seeds 231, 8 with `make sim SEEDS=1000'):
-%% something still relies on prompt retransmission; understand that before raising it.
+%% acknowledges late, so it was sent ever more copies). Correctness does not depend on how
+%% prompt it is: with intervals and ages of 8 to 60 ticks the simulator passes thousands of
+%% seeds (it did not before bugs H and I, sim/REPORT.md, were fixed).
 -define(RESEND_TICKS, 1).
 -define(RESEND_MAX, 1000).
 %% ...and only to a member that acknowledged within this many ticks: a silent one (down, or
@@ -65,11 +70,14 @@
 %% acknowledges again, and a reconnect sends it everything anyway (found by hm_faults_SUITE:
 %% a restarting node flooded with resends it could not use).
 -define(SILENT_TICKS, 8).
-%% An operation is resent periodically only once it is this many ticks old: a member
+%% An operation is resent periodically only once it is RESEND_AGE ticks old: a member
 %% acknowledges once a tick, so a younger one is most likely delivered there and merely not
 %% acknowledged yet (with 1, a third of the operations a loaded node received were such
-%% duplicates: bench/REPORT.md).
+%% duplicates: bench/REPORT.md). Its origin resends it; any other member that logs it relays
+%% it only from RELAY_AGE ticks on, for when the origin is cut off or restarted without it
+%% (every member relaying at once sent about N^2/3 messages per operation: sim/REPORT.md).
 -define(RESEND_AGE, 2).
+-define(RELAY_AGE, 8).
 -opaque state() :: #tcsb{}.
 
 %% @doc A fresh member: nothing delivered. `Self' is this replica's `{node(), Incarnation}'.
@@ -79,8 +87,9 @@ new(Self, Members) -> new(Self, Members, hm_vv:new()).
 %% @doc A member that has delivered `Delivered' (after a restart or a state transfer).
 -spec new(replica(), [node()], hm_vv:vv()) -> state().
 new(Self = {Node, _}, Members, Delivered) ->
-    #tcsb{self = Self, members = lists:usort([Node | Members]),
-          cb = hm_causal_buffer:new(Delivered)}.
+    see([Self | maps:keys(Delivered)],
+        #tcsb{self = Self, members = lists:usort([Node | Members]),
+              cb = hm_causal_buffer:new(Delivered)}).
 
 %% @doc Algorithm 1 "on broadcast": the operation's message (delivered here already) and the
 %% sends to every other member.
@@ -93,7 +102,15 @@ broadcast(Payload, S = #tcsb{self = Self = {Node, _}, cb = CB, members = Ms}) ->
 
 %% @doc Algorithm 1 "on receive": the messages that became deliverable, in causal order.
 -spec receive_op(message(), state()) -> {[message()], state()}.
-receive_op(Msg, S = #tcsb{cb = CB}) ->
+receive_op(Msg = {Origin, Ts, _}, S0) ->
+    S = #tcsb{cb = CB} = see(maps:keys(Ts), S0),
+    case superseded(Origin, S) andalso
+        not hm_causal_buffer:is_ready(Msg, hm_causal_buffer:delivered(CB)) of
+        true -> {[], S};        % never buffered: see superseded/2
+        false -> deliver(Msg, S)
+    end.
+
+deliver(Msg, S = #tcsb{cb = CB}) ->
     {Ready, CB1} = hm_causal_buffer:rcv_msg(Msg, CB),
     %% What members have delivered is learned from their acknowledgements only, not from
     %% these timestamps (Algorithm 1's ts_map): an operation may be relayed by retransmission
@@ -109,52 +126,96 @@ log_msg(Msg = {Origin, Ts, _}, S = #tcsb{log = L, ticks = T}) ->
 %% was known of the node (it restarted without its state and may lack what the old one had:
 %% counting the old one's acks would let operations it lacks be collected as stable); an
 %% older incarnation's news is ignored. Incarnations grow with time (hm_ec_server).
-learn({Node, Inc}, V, Known) ->
+learn({Node, Inc}, {V, New}, Known) ->
     case Known of
-        #{Node := {Inc, Old}} -> Known#{Node := {Inc, hm_vv:join(Old, V)}};
-        #{Node := {Cur, _}} when Cur > Inc -> Known;
-        _ -> Known#{Node => {Inc, V}}
+        #{Node := {Inc, Old, OldNew}} ->
+            Known#{Node := {Inc, hm_vv:join(Old, V), join_newest(OldNew, New)}};
+        #{Node := {Cur, _, _}} when Cur > Inc -> Known;
+        _ -> Known#{Node => {Inc, V, New}}
     end.
 
 known_vv(Node, Known) ->
     case Known of
-        #{Node := {_, V}} -> V;
+        #{Node := {_, V, _}} -> V;
         _ -> #{}
     end.
 
-%% @doc The acknowledgements to send to every other member: `{ack, Replica, Delivered}'.
--spec acks(state()) -> [{node(), term()}].
-acks(#tcsb{self = Self = {Node, _}, members = Ms, cb = CB}) ->
-    D = hm_causal_buffer:delivered(CB),
-    [{M, {ack, Self, D}} || M <- Ms, M =/= Node].
+join_newest(A, B) ->
+    maps:fold(fun(N, Inc, Acc) -> Acc#{N => max(Inc, maps:get(N, Acc, Inc))} end, A, B).
 
-%% @doc Replica `From' has delivered `V'. It counts once this replica has delivered every
-%% operation `From' itself sent before acknowledging.
+%% @doc The acknowledgements to send to every other member: `{ack, Replica, Delivered,
+%% Newest}', `Newest' the newest incarnation of every node this replica has heard of.
+-spec acks(state()) -> [{node(), term()}].
+acks(#tcsb{self = Self = {Node, _}, members = Ms, cb = CB, newest = New}) ->
+    D = hm_causal_buffer:delivered(CB),
+    [{M, {ack, Self, D, New}} || M <- Ms, M =/= Node].
+
+%% @doc {@link receive_ack/4} of an acknowledgement that says nothing of incarnations.
 -spec receive_ack(replica(), hm_vv:vv(), state()) -> state().
-receive_ack(From = {Node, _}, V, S = #tcsb{early_acks = E, acked = A, ticks = T}) ->
-    settle_acks(S#tcsb{early_acks = E#{From => hm_vv:join(maps:get(From, E, #{}), V)},
+receive_ack(From, V, S) -> receive_ack(From, V, #{}, S).
+
+%% @doc Replica `From' has delivered `V' and heard of the incarnations `Newest'. It counts once
+%% this replica has delivered every operation `From' itself sent before acknowledging.
+-spec receive_ack(replica(), hm_vv:vv(), newest(), state()) -> state().
+receive_ack(From = {Node, _}, V, New, S0) ->
+    S = #tcsb{early_acks = E, acked = A, ticks = T} =
+        see([From | maps:keys(V)] ++ maps:to_list(New), S0),
+    {V0, New0} = maps:get(From, E, {#{}, #{}}),
+    settle_acks(S#tcsb{early_acks = E#{From => {hm_vv:join(V0, V), join_newest(New0, New)}},
                        acked = A#{Node => T}}).
 
 settle_acks(S = #tcsb{early_acks = E}) when map_size(E) =:= 0 -> S;
 settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
     D = hm_causal_buffer:delivered(CB),
-    {Ready, Early} = maps:fold(fun(From, V, {R, Er}) ->
+    {Ready, Early} = maps:fold(fun(From, Ack = {V, _}, {R, Er}) ->
                                        case hm_vv:get(From, V) =< hm_vv:get(From, D) of
-                                           true -> {R#{From => V}, Er};
-                                           false -> {R, Er#{From => V}}
+                                           true -> {R#{From => Ack}, Er};
+                                           false -> {R, Er#{From => Ack}}
                                        end
                                end, {#{}, #{}}, E),
     K1 = maps:fold(fun(Replica, V, Acc) -> learn(Replica, V, Acc) end, K, Ready),
     S#tcsb{early_acks = Early, known = K1}.
 
 %% @doc Algorithm 1 "check stability": every operation whose dot is in the returned vector
-%% is causally stable here.
+%% is causally stable here. Nothing is while a superseded incarnation is not settled
+%% ({@link settled/1}).
 -spec stable(state()) -> hm_vv:vv().
-stable(#tcsb{self = {Node, _}, members = Ms, known = K, cb = CB}) ->
+stable(S = #tcsb{self = {Node, _}, members = Ms, known = K, cb = CB}) ->
     D = hm_causal_buffer:delivered(CB),
-    lists:foldl(fun(M, Acc) when M =:= Node -> Acc;
-                   (M, Acc) -> hm_vv:meet(Acc, known_vv(M, K))
-                end, D, Ms).
+    case settled(S) of
+        true -> lists:foldl(fun(M, Acc) when M =:= Node -> Acc;
+                               (M, Acc) -> hm_vv:meet(Acc, known_vv(M, K))
+                            end, D, Ms);
+        false -> #{}
+    end.
+
+%% Algorithm 1 counts on every operation concurrent with a stable one coming from a member
+%% whose acknowledgements settle only once its own earlier operations arrived. A node that
+%% restarted without its state breaks that: its old incarnation acknowledges no more, yet its
+%% operations that some member delivered keep travelling (resent from logs) and may arrive
+%% here after an operation concurrent with them was folded as stable: replicas diverge
+%% (simulator, seed 8 with slower relays). So for every superseded incarnation O in sight,
+%% stability waits until (1) every other member has acknowledged after hearing of a newer
+%% incarnation of O's node, and (2) this replica has delivered every operation of O any member
+%% reported. That suffices because, from the moment a member hears of the newer incarnation,
+%% it delivers an operation of O only if some member delivered it before (superseded/2: it
+%% neither buffers nor keeps O's operations that are not ready), and that member's
+%% acknowledgement of (1) reported it.
+settled(#tcsb{self = {Node, _}, members = Ms, known = K, cb = CB, newest = New}) ->
+    D = hm_causal_buffer:delivered(CB),
+    Others = [M || M <- Ms, M =/= Node],
+    Vs = [D | [known_vv(M, K) || M <- Others]],
+    Old = lists:usort([O || V <- Vs, O = {N, Inc} <- maps:keys(V), Inc < maps:get(N, New, Inc)]),
+    lists:all(fun(O = {N, Inc}) ->
+                      lists:all(fun(M) -> heard_newer(M, N, Inc, K) end, Others) andalso
+                          lists:all(fun(V) -> hm_vv:get(O, V) =< hm_vv:get(O, D) end, Vs)
+              end, Old).
+
+heard_newer(M, N, Inc, K) ->
+    case K of
+        #{M := {_, _, MNew}} -> maps:get(N, MNew, Inc) > Inc;
+        _ -> false
+    end.
 
 %% @doc Forget logged operations that are stable (every member has them).
 -spec gc(state()) -> state().
@@ -188,17 +249,23 @@ forget_member(Node, S = #tcsb{known = K, early_acks = E}) ->
 %% @doc Put back logged operations read from disc or received in a state transfer (they are
 %% delivered here).
 -spec restore_log([message()], state()) -> state().
-restore_log(Msgs, S) -> lists:foldl(fun log_msg/2, S, Msgs).
+restore_log(Msgs, S) ->
+    lists:foldl(fun log_msg/2, see([O || {_, Ts, _} <- Msgs, O <- maps:keys(Ts)], S), Msgs).
 
 %% @doc Logged operations `Peer' is not known to have, oldest first. `all' gives every one
-%% (after a reconnect); `old' only those logged at least `RESEND_AGE' ticks ago (a periodic
-%% safety net that does not resend what is still in flight or not acknowledged yet).
+%% (after a reconnect); `old' only those logged at least `RESEND_AGE' ticks ago if this
+%% replica is their origin, `RELAY_AGE' otherwise (a periodic safety net that does not resend
+%% what is still in flight or not acknowledged yet, and leaves resending to the origin first).
 -spec missing(node(), all | old, state()) -> [message()].
-missing(Peer, Which, #tcsb{log = L, known = K, ticks = T}) ->
+missing(Peer, Which, #tcsb{self = {Node, _}, log = L, known = K, ticks = T}) ->
     Has = known_vv(Peer, K),
+    Old = fun({{O, _}, _}, At) when O =:= Node -> At =< T - ?RESEND_AGE;
+             (_, At) -> At =< T - ?RELAY_AGE
+          end,
     Msgs = [{D, M} || {D, {M, At}} <- maps:to_list(L), not hm_vv:contains(D, Has),
-                      Which =:= all orelse At =< T - ?RESEND_AGE],
-    [M || {_, M} <- lists:sort(fun({{_, A}, _}, {{_, B}, _}) -> A =< B end, Msgs)].
+                      Which =:= all orelse Old(D, At)],
+    [M || {_, M} <- lists:sort(fun({{OA, A}, _}, {{OB, B}, _}) -> {A, OA} =< {B, OB} end,
+                               Msgs)].
 
 %% @doc The periodic retransmission to `Peer', if one is due: the oldest logged operations it is
 %% not known to have (at most `RESEND_MAX'), once every `RESEND_TICKS' ticks.
@@ -214,35 +281,40 @@ resend_due(Peer, S = #tcsb{ticks = T, resent = R, acked = A}) ->
             end
     end.
 
-%% @doc Advance the logical tick used by {@link missing/3}, and forget buffered operations
-%% of superseded incarnations ({@link drop_superseded/1}).
+%% @doc Advance the logical tick used by {@link missing/3}.
 -spec tick(state()) -> state().
-tick(S = #tcsb{ticks = T}) -> drop_superseded(S#tcsb{ticks = T + 1}).
+tick(S = #tcsb{ticks = T}) -> S#tcsb{ticks = T + 1}.
+
+%% Take note of replicas (`{Node, Incarnation}') heard of: a newer incarnation of a node
+%% supersedes the older ones (incarnations grow with time, hm_ec_server).
+see(Replicas, S = #tcsb{newest = New}) ->
+    New1 = lists:foldl(fun({N, Inc}, Acc) when is_atom(N) ->
+                               case Acc of
+                                   #{N := Cur} when Cur >= Inc -> Acc;
+                                   _ -> Acc#{N => Inc}
+                               end;
+                          (_, Acc) -> Acc
+                       end, New, Replicas),
+    case New1 =:= New of
+        true -> S;
+        false -> drop_superseded(S#tcsb{newest = New1})
+    end.
+
+superseded({N, Inc}, #tcsb{newest = New}) -> Inc < maps:get(N, New, Inc).
 
 %% A node that restarted without its state is a new incarnation, and its old one sends no
-%% more. An operation of the old one still buffered here waits for an earlier one of it that
-%% this replica has not got: if a member has delivered that one, it still logs it and resends
-%% it, together with what follows (so dropping the buffered copies loses nothing that member
-%% has); if no member has delivered it, it died with the crash, and so did, for good, every
-%% later operation of that incarnation that no member delivered: async_ec's contract for a
-%% ram_copies node that restarts (docs/guide.md, limits). Without this the causal buffer
-%% kept them forever (simulator bug C).
+%% more. From the moment this replica hears of the new one, it delivers an operation of the
+%% old one only when it is ready on arrival, and drops those buffered: such an operation waits
+%% for an earlier one of the old incarnation. If a member delivered that earlier one, it still
+%% logs and resends it, then the later one (so dropping loses nothing that member has); if no
+%% member did, both died with the crash, as async_ec allows for a ram_copies node
+%% (docs/guide.md, limits). This keeps what superseded incarnations can still deliver
+%% anywhere known to settled/1, and the causal buffer from keeping them forever (bug C).
 drop_superseded(S = #tcsb{cb = CB}) ->
     case hm_causal_buffer:pending_count(CB) of
         0 -> S;
-        _ ->
-            Newest = newest_incarnations(S),
-            Old = fun({N, Inc}) -> Inc < maps:get(N, Newest, Inc) end,
-            S#tcsb{cb = hm_causal_buffer:drop_origins(Old, CB)}
+        _ -> S#tcsb{cb = hm_causal_buffer:drop_origins(fun(O) -> superseded(O, S) end, CB)}
     end.
-
-%% Per node, the newest incarnation this replica has evidence of: delivered, buffered, or
-%% acknowledging.
-newest_incarnations(#tcsb{self = Self, cb = CB, known = K}) ->
-    Seen = [Self | maps:keys(hm_causal_buffer:delivered(CB))]
-        ++ [O || {O, _, _} <- hm_causal_buffer:pending(CB)]
-        ++ [{N, Inc} || {N, {Inc, _}} <- maps:to_list(K)],
-    lists:foldl(fun({N, Inc}, Acc) -> Acc#{N => max(Inc, maps:get(N, Acc, Inc))} end, #{}, Seen).
 
 %% @doc Change the members (copy holders): a removed member no longer holds stability back.
 -spec set_members([node()], state()) -> state().
@@ -274,4 +346,4 @@ pending(#tcsb{cb = CB}) -> hm_causal_buffer:pending_count(CB).
 
 %% @doc What each member is known to have delivered.
 -spec known(state()) -> #{node() => hm_vv:vv()}.
-known(#tcsb{known = K}) -> maps:map(fun(_, {_, V}) -> V end, K).
+known(#tcsb{known = K}) -> maps:map(fun(_, {_, V, _}) -> V end, K).

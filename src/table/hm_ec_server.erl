@@ -252,9 +252,9 @@ remote(Tab, T = #{tcsb := B}, From, {op, Msg}, S = #{hlc := H}) ->
                              end, H, Ready),
             put_table(Tab, T1, S#{hlc := H1})
     end;
-remote(Tab, T = #{tcsb := B}, _From, {ack, Replica = {N, _}, V}, S)
-  when is_atom(N), is_map(V) ->
-    put_table(Tab, T#{tcsb := hm_tcsb:receive_ack(Replica, V, B)}, S);
+remote(Tab, T = #{tcsb := B}, _From, {ack, Replica = {N, _}, V, Newest}, S)
+  when is_atom(N), is_map(V), is_map(Newest) ->
+    put_table(Tab, T#{tcsb := hm_tcsb:receive_ack(Replica, V, Newest, B)}, S);
 remote(Tab, T = #{waiters := W}, From, {applied, Dot}, S) ->
     case W of
         #{Dot := {Caller, Nodes}} ->
@@ -369,21 +369,20 @@ effect(Tab, T, {Origin, Ts, {_Mode, _Key, clear}}) ->
 effect(Tab, T = #{clears := []}, {Origin, Ts, {_Mode, Key, Op}}) ->
     apply_key(Tab, T, Origin, Ts, Key, Op);
 effect(Tab, T = #{clears := Cs}, {Origin, Ts, {_Mode, Key, Op}}) ->
-    T1 = apply_key(Tab, T, Origin, Ts, Key, Op),
-    %% for every unstable clear this operation does not follow and that has not touched the
-    %% key yet: its delete (same dot and vector, so the very entry the clear would have left
-    %% had the key been here when it arrived)
-    {Cs1, T2} = lists:mapfoldl(
+    %% first, every unstable clear that has not touched the key yet leaves on it the delete it
+    %% would have left had the key been here when the clear arrived (same dot and vector),
+    %% oldest clear first; then the operation. One that follows the clear prunes that delete
+    %% (hm_ec_key), one concurrent with it loses to it (remove-wins), whatever arrives first.
+    {Cs1, T1} = lists:mapfoldl(
                   fun(C = {{CO, _} = CDot, CTs, Handled}, Acc) ->
-                          case {hm_vv:contains(CDot, Ts), maps:is_key(Key, Handled)} of
-                              {_, true} -> {C, Acc};
-                              {true, false} -> {{CDot, CTs, Handled#{Key => true}}, Acc};
-                              {false, false} ->
-                                  {{CDot, CTs, Handled#{Key => true}},
-                                   apply_key(Tab, Acc, CO, CTs, Key, delete)}
+                          case maps:is_key(Key, Handled) of
+                              true -> {C, Acc};
+                              false -> {{CDot, CTs, Handled#{Key => true}},
+                                        apply_key(Tab, Acc, CO, CTs, Key, delete)}
                           end
-                  end, T1, Cs),
-    persist_clears(T2#{clears := Cs1}, Cs).
+                  end, T, lists:reverse(Cs)),
+    T2 = apply_key(Tab, T1, Origin, Ts, Key, Op),
+    persist_clears(T2#{clears := lists:reverse(Cs1)}, Cs).
 
 %% disc_copies: the unstable clears survive a restart too.
 persist_clears(T) -> persist_clears(T, undefined).
