@@ -356,7 +356,7 @@ handle(_From, To, {ack, Id, V, Newest}, S) ->
     put_rep(To, R#{tcsb := hm_tcsb:receive_ack(Id, V, Newest, maps:get(tcsb, R))}, S);
 handle(_From, To, {ack, Id, V}, S) ->
     R = rep(To, S),
-    put_rep(To, R#{known := learn(Id, V, maps:get(known, R))}, S);
+    put_rep(To, drop_superseded(R#{known := learn(Id, V, maps:get(known, R))}), S);
 handle(_From, To, {state, Ev}, S) ->
     R = #{crdt := C} = rep(To, S),
     {C1, S1} = deliver(To, Ev, C, S),
@@ -364,12 +364,12 @@ handle(_From, To, {state, Ev}, S) ->
 handle(_From, To, {delta, Evs}, S) ->
     R = #{crdt := C} = rep(To, S),
     {C1, S1} = lists:foldl(fun(Ev, {Cx, Sx}) -> deliver(To, Ev, Cx, Sx) end, {C, S}, Evs),
-    put_rep(To, R#{crdt := C1}, S1);
+    put_rep(To, drop_superseded(R#{crdt := C1}), S1);
 handle(_From, To, {full, Other}, S) ->
     R = #{crdt := C} = rep(To, S),
     case hm_crdt:merge(C, Other) of
         {error, E} -> hm_sim:fail({crdt_error, To, merge, E}, S);
-        C1 -> put_rep(To, R#{crdt := C1}, S)
+        C1 -> put_rep(To, drop_superseded(R#{crdt := C1}), S)
     end.
 
 deliver(Nd, Ev, C, S) ->
@@ -377,6 +377,17 @@ deliver(Nd, Ev, C, S) ->
         {error, E} -> {C, hm_sim:fail({crdt_error, Nd, deliver, E}, S)};
         C1 -> {C1, S}
     end.
+
+%% Bug G (fixed): a delta of a replica id that restarted without its state (ram) under a
+%% newer id, buffered because an earlier one died with it, would stay buffered forever and
+%% spread with every full-state merge. Any sign of a newer id of the same node (a delta
+%% delivered, an ack, this replica's own id) makes the older one gone.
+drop_superseded(R = #{id := Self, crdt := C, known := K}) ->
+    Seen = [Self | maps:keys(hm_crdt:delivered(C))] ++ [Id || {Id, _} <- maps:values(K)],
+    Newest = lists:foldl(fun({N, I}, Acc) -> Acc#{N => max(I, maps:get(N, Acc, I))} end,
+                         #{}, Seen),
+    R#{crdt := hm_crdt:drop_pending(fun({N, I}) -> I < maps:get(N, Newest, I) end, C)};
+drop_superseded(R) -> R.                        % state flavor: nothing is buffered
 
 %% what a delta peer has delivered, per node: a newer incarnation replaces what was known
 learn(Id = {Node, Inc}, V, Known) ->

@@ -164,3 +164,19 @@ out_of_order(F) ->
 %% The CRDT-only demo (hm_crdt_demo) converges in every flavor (EUnit captures what it prints).
 demo_test_() ->
     [{atom_to_list(F), ?_assertEqual(ok, hm_crdt_demo:run(F))} || F <- flavors()].
+
+%% drop_pending/2: a delta (or op) event of a gone origin, waiting for one that died with it,
+%% is forgotten; one of a live origin stays buffered; the state flavor has nothing buffered.
+drop_pending_test() ->
+    {ok, A1, _E1} = hm_crdt:mutate({add, x}, {a, 1}, hm_crdt:new(awset, delta)),
+    {ok, _A2, E2} = hm_crdt:mutate({add, y}, {a, 1}, A1),         % E1 never arrives
+    {ok, B1, _} = hm_crdt:mutate({add, z}, {b, 1}, hm_crdt:new(awset, delta)),
+    {ok, _, F2} = hm_crdt:mutate({add, w}, {b, 1}, B1),
+    C = hm_crdt:deliver(F2, hm_crdt:deliver(E2, hm_crdt:new(awset, delta))),
+    ?assertEqual(2, hm_crdt:pending(C)),
+    C1 = hm_crdt:drop_pending(fun(O) -> O =:= {a, 1} end, C),
+    ?assertEqual(1, hm_crdt:pending(C1)),
+    ?assertEqual(hm_crdt:value(C), hm_crdt:value(C1)),
+    S = hm_crdt:new(awset, state),
+    ?assertEqual(S, hm_crdt:drop_pending(fun(_) -> true end, S)).
+

@@ -5,11 +5,11 @@
 %% <li>`seeds_test_': for every type x flavor (21), 100 seeds (`HM_SIM_CRDT_SEEDS' overrides)
 %% with every fault (drop, duplicate, delay/reorder, the four partition shapes, crashes and
 %% restarts; ram or disc per seed, op always disc; delta both ways, 100 seeds each). All
-%% must pass every checker, except that delta with ram crashes may show open bug G alone.</li>
+%% must pass every checker.</li>
 %% <li>`checker*_test': each checker fed a deliberately wrong replica result must report it
 %% (so a broken checker fails here), and the right result must pass.</li>
 %% <li>`*_trace_test': hand-written schedules of the conflicts the specs are about.</li>
-%% <li>`known_bug_delta_pending_forever_test': open, see sim/REPORT.md (memory only).</li>
+%% <li>`regression_delta_pending_forever_test': bug G, fixed (sim/REPORT.md).</li>
 %% </ul>
 -module(hm_sim_crdt_tests).
 -include_lib("eunit/include/eunit.hrl").
@@ -22,10 +22,8 @@ seeds() ->
 
 seeds_test_() ->
     N = seeds(),
-    %% delta with ram crashes can leave bug G (below) behind: there, that alone is tolerated
     Regimes = [{T, F, #{}} || {T, F} <- hm_sim_crdt:combos(), F =/= delta]
-        ++ [{T, delta, #{storage => disc}} || T <- types()]
-        ++ [{T, delta, #{storage => ram, tolerate => bug_g}} || T <- types()],
+        ++ [{T, delta, #{storage => St}} || T <- types(), St <- [disc, ram]],
     {Tests, _} = lists:mapfoldl(fun(Regime, From) -> {regime(Regime, From, N), From + 1000} end,
                                 1, Regimes),
     Tests.
@@ -37,30 +35,16 @@ regime({T, F, Opts}, From, N) ->
     {Name, {timeout, 60,
             ?_test(begin
                        {P, Fl, Tot, Bad} =
-                           hm_sim_crdt:check_seeds({From, N}, maps:without([tolerate],
-                                                                           Opts#{type => T,
-                                                                                 flavor => F})),
-                       G = [S || {S, R} <- Bad, maps:is_key(tolerate, Opts),
-                                 bug_g(maps:get(failures, R))],
-                       io:format(user, "~nsim crdt ~s: ~p passed, ~p failed (~p bug G) "
+                           hm_sim_crdt:check_seeds({From, N}, Opts#{type => T, flavor => F}),
+                       io:format(user, "~nsim crdt ~s: ~p passed, ~p failed "
                                  "(~p ops, ~p messages, ~p dropped, ~p crashes,"
                                  " ~p lost with a ram crash)~n",
-                                 [Name, P, Fl, length(G), maps:get(ops, Tot, 0),
+                                 [Name, P, Fl, maps:get(ops, Tot, 0),
                                   maps:get(msgs, Tot, 0), maps:get(dropped, Tot, 0),
                                   maps:get(crashes, Tot, 0),
                                   maps:get(lost_with_ram_crash, Tot, 0)]),
-                       ?assertEqual([], [{S, maps:get(failures, R)} || {S, R} <- Bad,
-                                                                       not lists:member(S, G)])
+                       ?assertEqual([], [{S, maps:get(failures, R)} || {S, R} <- Bad])
                    end)}}.
-
-%% the only failures are causal-buffer leftovers (bug G)
-bug_g(Fs) ->
-    lists:all(fun({_, {metadata_left, _, L}}) ->
-                      maps:get(crdt_pending, L) > 0 andalso
-                          lists:all(fun(X) -> X =:= 0 end,
-                                    maps:values(maps:remove(crdt_pending, L)));
-                 (_) -> false
-              end, Fs).
 
 %% the same seed gives the same run
 deterministic_test() ->
@@ -231,20 +215,18 @@ crash_trace_test() ->
     ?assertEqual([], maps:get(failures, R2)),
     ?assertEqual(1, maps:get(lost_with_ram_crash, maps:get(stats, R2))).
 
-%%% ------------------------------------------------------------ known bugs
+%%% ------------------------------------------------------------ fixed bugs
 
-%% Open (sim/REPORT.md, CRDT bug G): delta flavor, ram replicas. n1 mutates twice and
-%% crashes; its second delta reaches n2/n3, its first (and its full state) does not. Both
-%% ops are lost with the ram crash (allowed), but hm_crdt's causal buffer keeps the second
-%% delta forever (its predecessor will never come), and merge/2 hands it on to every replica,
-%% even n1's new incarnation: hm_crdt:pending/1 never returns to 0. Values converge; memory
-%% only. When it is fixed this test fails: expect [] instead.
-known_bug_delta_pending_forever_test() ->
+%% G (fixed, sim/REPORT.md): delta flavor, ram replicas. n1 mutates twice and crashes; its
+%% second delta reaches n2/n3, its first (and its full state) does not. Both ops are lost with
+%% the ram crash (allowed), but hm_crdt's causal buffer kept the second delta forever (its
+%% predecessor never comes), and merge/2 handed it on to every replica, even n1's new
+%% incarnation. Now a replica drops buffered deltas of a superseded replica id
+%% (hm_crdt:drop_pending/2).
+regression_delta_pending_forever_test() ->
     Cfg = (cfg(ewflag, delta, ram))#{delay => 100, seed => 7},
     Trace = [{100, {op, n1, enable}}, {101, {op, n1, disable}}, {150, {crash, n1}},
              {1000, {restart, n1}}],
     R = hm_sim_crdt:run(Cfg, Trace),
     ?assertEqual(2, maps:get(lost_with_ram_crash, maps:get(stats, R))),
-    ?assertMatch([{_, {metadata_left, n1, #{crdt_pending := 1}}},
-                  {_, {metadata_left, n2, #{crdt_pending := 1}}},
-                  {_, {metadata_left, n3, #{crdt_pending := 1}}}], maps:get(failures, R)).
+    ?assertEqual([], maps:get(failures, R)).

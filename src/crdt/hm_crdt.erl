@@ -38,7 +38,7 @@
 
 -export([new/2, mutate/3, deliver/2, merge/2, value/1, stable/2, to_binary/1, from_binary/1]).
 -export([type/1, flavor/1, lattice/1, delivered/1, pending/1, metadata/1, is_crdt/1, types/0,
-         flavors/0, module/1, is_op/2]).
+         flavors/0, module/1, is_op/2, drop_pending/2]).
 -export_type([crdt/0, type/0, flavor/0, event/0, op/0, replica/0]).
 
 -type type() :: gcounter | pncounter | awset | rwset | lwwreg | mvreg | ewflag | map.
@@ -235,6 +235,19 @@ merge(#hm_crdt{type = T1, flavor = F1}, #hm_crdt{type = T2, flavor = F2}) ->
     {error, {type_mismatch, {T1, F1}, {T2, F2}}};
 merge(#hm_crdt{}, X) -> {error, {bad_crdt, X}};
 merge(X, _) -> {error, {bad_crdt, X}}.
+
+%% @doc Delta and op flavors: forget the buffered events whose origin `Gone' says is gone for
+%% good, e.g. a replica id that restarted without its state under a new id. Such an event
+%% waits for an earlier one of its origin; if that one died with the origin, it can never be
+%% delivered and would stay buffered forever, and a delta replica's {@link merge/2} would copy
+%% it to every replica. Dropping is safe for convergence: an event some replica delivered
+%% reaches the others by delivery or merge. Delivered events and the state flavor are
+%% unchanged.
+-spec drop_pending(fun((replica()) -> boolean()), crdt()) -> crdt().
+drop_pending(Gone, C = #hm_crdt{flavor = F, inner = {S, CB}})
+  when F =/= state, is_function(Gone, 1) ->
+    C#hm_crdt{inner = {S, hm_causal_buffer:drop_origins(Gone, CB)}};
+drop_pending(_Gone, C = #hm_crdt{}) -> C.
 
 %% @doc The value the replica shows (see docs/crdt.md for each type's shape).
 -spec value(crdt()) -> term().
