@@ -239,7 +239,7 @@ nodeup(At, Peer, S) ->
             case flavor(S) of
                 op ->
                     B = hm_tcsb:forget_member(Peer, maps:get(tcsb, R)),
-                    Out = [{Peer, {op, M}} || M <- hm_tcsb:missing(Peer, all, B)],
+                    Out = [{Peer, {op, M}} || M <- hm_tcsb:missing(Peer, reconnect, B)],
                     hm_sim:send_all(At, Out, put_rep(At, R#{tcsb := B}, S));
                 state ->
                     full(At, Peer, R, S);

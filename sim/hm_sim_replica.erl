@@ -163,7 +163,7 @@ tick(Up, R = #{tcsb := B0}) ->
 -spec nodeup(node(), replica()) -> {out(), replica()}.
 nodeup(N, R = #{tcsb := B0}) ->
     B = hm_tcsb:forget_member(N, B0),
-    {[{N, {op, M}} || lists:member(N, hm_tcsb:members(B)), M <- hm_tcsb:missing(N, all, B)],
+    {[{N, {op, M}} || lists:member(N, hm_tcsb:members(B)), M <- hm_tcsb:missing(N, reconnect, B)],
      R#{tcsb := B}}.
 
 %%% ------------------------------------------------------------ effects (hm_ec_server)

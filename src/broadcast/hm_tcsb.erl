@@ -252,18 +252,21 @@ forget_member(Node, S = #tcsb{known = K, early_acks = E}) ->
 restore_log(Msgs, S) ->
     lists:foldl(fun log_msg/2, see([O || {_, Ts, _} <- Msgs, O <- maps:keys(Ts)], S), Msgs).
 
-%% @doc Logged operations `Peer' is not known to have, oldest first. `all' gives every one
-%% (after a reconnect); `old' only those logged at least `RESEND_AGE' ticks ago if this
-%% replica is their origin, `RELAY_AGE' otherwise (a periodic safety net that does not resend
-%% what is still in flight or not acknowledged yet, and leaves resending to the origin first).
--spec missing(node(), all | old, state()) -> [message()].
+%% @doc Logged operations `Peer' is not known to have, oldest first. `all' gives every one;
+%% `old' only those logged at least `RESEND_AGE' ticks ago if this replica is their origin,
+%% `RELAY_AGE' otherwise (a periodic safety net that does not resend what is still in flight
+%% or not acknowledged yet, and leaves resending to the origin first); `reconnect' (when
+%% `Peer' comes back) every one of this replica's own and the others' from `RELAY_AGE' on:
+%% every member resending everything on a heal sent each operation once per member.
+-spec missing(node(), all | old | reconnect, state()) -> [message()].
 missing(Peer, Which, #tcsb{self = {Node, _}, log = L, known = K, ticks = T}) ->
     Has = known_vv(Peer, K),
-    Old = fun({{O, _}, _}, At) when O =:= Node -> At =< T - ?RESEND_AGE;
+    Due = fun(_, _) when Which =:= all -> true;
+             ({{O, _}, _}, _) when O =:= Node, Which =:= reconnect -> true;
+             ({{O, _}, _}, At) when O =:= Node -> At =< T - ?RESEND_AGE;
              (_, At) -> At =< T - ?RELAY_AGE
           end,
-    Msgs = [{D, M} || {D, {M, At}} <- maps:to_list(L), not hm_vv:contains(D, Has),
-                      Which =:= all orelse Old(D, At)],
+    Msgs = [{D, M} || {D, {M, At}} <- maps:to_list(L), not hm_vv:contains(D, Has), Due(D, At)],
     [M || {_, M} <- lists:sort(fun({{OA, A}, _}, {{OB, B}, _}) -> {A, OA} =< {B, OB} end,
                                Msgs)].
 

@@ -132,7 +132,7 @@ handle_info({nodeup, N}, S = #{tables := Ts}) ->
     Ts1 = maps:map(fun(Tab, T = #{tcsb := B0}) ->
                            B = hm_tcsb:forget_member(N, B0),
                            [send(N, Tab, {op, M}) || lists:member(N, hm_tcsb:members(B)),
-                                                     M <- hm_tcsb:missing(N, all, B)],
+                                                     M <- hm_tcsb:missing(N, reconnect, B)],
                            T#{tcsb := B}
                    end, Ts),
     {noreply, S#{tables := Ts1}};
