@@ -14,6 +14,15 @@
 %% a real one (per-side wrong cookies, then `disconnect_node'), healed by restoring the
 %% cookies only: Hypermnesia reconnects and re-joins Mnesia by itself.
 %%
+%% Each run writes `bench/results/<profile>-<date>.json' (the record), PNG plots (gnuplot),
+%% `<profile>-<date>.md' (every table and the profiling evidence), and rewrites the section
+%% of bench/REPORT.md between `<!-- BEGIN GENERATED <profile>' and `<!-- END GENERATED
+%% <profile> -->' from the run (figures, machine, command, wall time, targets met or missed);
+%% the hand-written rest of the report is kept. Profiles: `quick' (`make bench', under
+%% 3 minutes), `full' (`make bench-full', every sweep, about 15 minutes), `amp' (the
+%% retransmission amplification at 1, 2, 4 generators per node). HM_BENCH_SCALE=F scales
+%% every phase for a smoke run written under `_build/bench/'.
+%%
 %% The migration the paper advertises is one line: every transaction type below is a plain
 %% Mnesia fun (`t1/2' .. `t5/2'), and {@link run_in/2} runs it under a context; `async_ec'
 %% only replaces `mnesia:activity(transaction, F)' by `hypermnesia:async_ec(F)'.
@@ -1230,17 +1239,25 @@ short(N) -> N.
 
 sweep_table(#{param := K, values := Vs, points := SP}) ->
     Ctxs = [ctx_name(C) || C <- contexts()],
-    Tp = fun(V, Cx) -> hd([T || #{value := V1, context := C1, throughput_ops_s := T} <- SP,
-                                 V1 =:= V, C1 =:= Cx] ++ [null]) end,
+    Get = fun(V, Cx, Key) -> hd([maps:get(Key, X) || X = #{value := V1, context := C1} <- SP,
+                                                     V1 =:= V, C1 =:= Cx] ++ [null]) end,
+    Tp = fun(V, Cx) -> Get(V, Cx, throughput_ops_s) end,
     R = fun(V, E) -> case {Tp(V, E), Tp(V, <<"async_dirty">>)} of
                          {X, Y} when is_number(X), is_number(Y), Y > 0 -> X / Y;
                          _ -> null
                      end end,
-    [io_lib:format("~n~s | ", [K]), lists:join(" | ", Ctxs),
-     " | pawset / async_dirty | prwset / async_dirty |\n|---", [["|---"] || _ <- Ctxs],
-     "|---|---|\n",
-     [[io_lib:format("~s", [json(V)]), [[" | ", fmt(Tp(V, Cx), f)] || Cx <- Ctxs],
-       [[" | ", fmt(R(V, E), x)] || E <- ?EC], "\n"] || V <- Vs]].
+    [io_lib:format("~n| ~s | ", [K]), lists:join(" | ", Ctxs),
+     " | EC / async_dirty | EC space overhead | EC convergence |\n|---", [["|---"] || _ <- Ctxs],
+     "|---|---|---|\n",
+     [["| ", val_md(V), [[" | ", fmt(Tp(V, Cx), f)] || Cx <- Ctxs],
+       " | ", lists:join(" / ", [fmt(R(V, E), x) || E <- ?EC]),
+       " | ", lists:join(" / ", [fmt(Get(V, E, space_overhead), pct) || E <- ?EC]),
+       " | ", lists:join(" / ", [fmt(Get(V, E, convergence_ms), ms) || E <- ?EC]), " |\n"]
+      || V <- Vs],
+     "\nEC columns: pawset / prwset.\n"].
+
+val_md(V) when is_binary(V) -> V;
+val_md(V) -> io_lib:format("~w", [V]).
 
 %% REPORT.md: replace this profile's generated section (between its markers), or append one;
 %% everything outside the markers is hand-written and kept as it is
