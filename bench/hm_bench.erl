@@ -1271,8 +1271,9 @@ update_report(Base, Out) ->
                                  end
           end,
     Prof = binary_to_list(maps:get(profile, Out)),
-    Begin = "<!-- BEGIN GENERATED " ++ Prof,
-    End = "<!-- END GENERATED " ++ Prof ++ " -->",
+    %% the markers count only at the start of a line, so the text may mention them
+    Begin = "\n<!-- BEGIN GENERATED " ++ Prof,
+    End = "\n<!-- END GENERATED " ++ Prof ++ " -->",
     Section = [Begin, ": hm_bench writes this part from the run; edit outside the markers -->\n",
                figures_md(Out, "results/"), End],
     New = case binary:split(Old, list_to_binary(Begin)) of
@@ -1280,7 +1281,7 @@ update_report(Base, Out) ->
                                  [_, Post] -> [Pre, Section, Post];
                                  [_] -> erlang:error({no_end_marker, File, Prof})
                              end;
-              [_] -> [Old, "\n", Section, "\n"]
+              [_] -> [Old, Section, "\n"]
           end,
     Bin = utf8(New),
     ok = file:write_file(File, Bin),
@@ -1290,8 +1291,8 @@ update_report(Base, Out) ->
 %% delete this profile's older runs from the results unless the hand-written part of the
 %% report (outside the generated sections) mentions them
 prune(Dir, Prof, Keep, Report) ->
-    Hand = re:replace(Report, "<!-- BEGIN GENERATED.*?<!-- END GENERATED[^>]*-->", "",
-                      [global, dotall, {return, binary}]),
+    Hand = re:replace(Report, "^<!-- BEGIN GENERATED.*?^<!-- END GENERATED[^>]*-->", "",
+                      [global, dotall, multiline, {return, binary}]),
     Ids = lists:usort([Id || F <- filelib:wildcard(Prof ++ "-*", Dir),
                              {match, [Id]} <- [re:run(F, "^([a-z]+-[0-9]{8}-[0-9]{4})",
                                                       [{capture, all_but_first, list}])]]),
