@@ -14,6 +14,15 @@
 %% a real one (per-side wrong cookies, then `disconnect_node'), healed by restoring the
 %% cookies only: Hypermnesia reconnects and re-joins Mnesia by itself.
 %%
+%% Each run writes `bench/results/<profile>-<date>.json' (the record), PNG plots (gnuplot),
+%% `<profile>-<date>.md' (every table and the profiling evidence), and rewrites the section
+%% of bench/REPORT.md between `<!-- BEGIN GENERATED <profile>' and `<!-- END GENERATED
+%% <profile> -->' from the run (figures, machine, command, wall time, targets met or missed);
+%% the hand-written rest of the report is kept. Profiles: `quick' (`make bench', under
+%% 3 minutes), `full' (`make bench-full', every sweep, about 15 minutes), `amp' (the
+%% retransmission amplification at 1, 2, 4 generators per node). HM_BENCH_SCALE=F scales
+%% every phase for a smoke run written under `_build/bench/'.
+%%
 %% The migration the paper advertises is one line: every transaction type below is a plain
 %% Mnesia fun (`t1/2' .. `t5/2'), and {@link run_in/2} runs it under a context; `async_ec'
 %% only replaces `mnesia:activity(transaction, F)' by `hypermnesia:async_ec(F)'.
@@ -146,27 +155,33 @@ allowed(Mask, Bit) -> Mask band (1 bsl Bit) =/= 0.
 stamp() -> erlang:system_time(microsecond).
 
 %%% ============================================================= profiles
+%%
+%% Phase lengths below are for HM_BENCH_SCALE=1. The environment variable HM_BENCH_SCALE (a
+%% positive number) multiplies every phase (warm-up, measurement, timeline, the diagnostics'
+%% load window, the cool-down waits) and every subscriber count: `HM_BENCH_SCALE=0.1 make
+%% bench-full' runs every sweep point in a few minutes, as a smoke test of the code paths. A
+%% scaled run writes under `_build/bench/' (results/ and REPORT.md), never into bench/.
 
 profile("quick") ->
     #{profile => quick, nodes => 3, gens => 2, subs => 10000, read_pct => 50,
-      storage => ram_copies, warm_ms => 1000, measure_ms => 3000,
-      timeline => #{total_s => 12, part_from_s => 3, part_to_s => 7},
+      storage => ram_copies, warm_ms => 500, measure_ms => 3000,
+      %% cool-down: how long to wait for equal replicas (plain Mnesia may never get there)
+      %% and then for EC quiescence; bounded so that a miss cannot blow the 3 minutes
+      conv_ms => 5000, dirty_conv_ms => 2000, heal_conv_ms => 5000,
+      %% the partition cuts the last node off during the middle third of the timeline
+      timeline_s => 12,
+      timeline_contexts => [transaction, async_dirty, {async_ec, pawset}, {async_ec, prwset}],
+      diag_ms => 3000,
       contexts => contexts(),
       %% the 4-generators point of the EC >= 0.8x async_dirty target
       extra => [{4, [async_dirty, {async_ec, pawset}, {async_ec, prwset}]}]};
-profile("smoke") ->
-    (profile("quick"))#{profile => quick, subs => 1000, warm_ms => 300, measure_ms => 1000,
-                        timeline => #{total_s => 5, part_from_s => 1, part_to_s => 3}};
-profile("sweep-smoke") ->
-    %% a check of bench-full's sweep code path: two short sweep points, no base run
-    (profile("full"))#{subs => 1000, warm_ms => 300, sweep_measure_ms => 1000, skip_base => true,
-                       sweeps => [{nodes, [1]}, {storage, [disc_copies]}]};
 profile("amp") ->
     %% retransmission amplification alone, at rising load (diagnostic for REPORT.md)
     (profile("quick"))#{profile => amp, amp_gens => [1, 2, 4]};
 profile("full") ->
-    (profile("quick"))#{profile => full, warm_ms => 2000, measure_ms => 10000,
-                        timeline => #{total_s => 30, part_from_s => 10, part_to_s => 20}}.
+    (profile("quick"))#{profile => full, warm_ms => 1000, measure_ms => 4000, timeline_s => 30,
+                        conv_ms => 20000, heal_conv_ms => 20000, timeline_contexts => contexts(),
+                        sweeps => sweeps()}.
 
 contexts() -> [transaction, sync_dirty, async_dirty, {async_ec, pawset}, {async_ec, prwset}].
 
@@ -175,16 +190,47 @@ sweeps() ->
     [{gens, [1, 2, 4, 8]}, {nodes, [1, 3, 5, 7]}, {read_pct, [0, 20, 50, 80, 100]},
      {subs, [1000, 10000, 100000]}, {storage, [ram_copies, disc_copies]}].
 
+env_scale() ->
+    case os:getenv("HM_BENCH_SCALE") of
+        false -> 1;
+        "" -> 1;
+        S -> case string:to_float(S) of
+                 {F, []} when F > 0 -> F;
+                 _ -> case string:to_integer(S) of
+                          {I, []} when I > 0 -> I;
+                          _ -> erlang:error({bad_hm_bench_scale, S})
+                      end
+             end
+    end.
+
+scale(P, S) when S == 1 -> P#{scale => 1};
+scale(P, S) ->
+    Ms = fun(K, Min) -> max(Min, round(maps:get(K, P) * S)) end,
+    Subs = fun(N) -> max(100, round(N * S)) end,
+    P#{scale => S, warm_ms := Ms(warm_ms, 100), measure_ms := Ms(measure_ms, 500),
+       conv_ms := Ms(conv_ms, 1000), dirty_conv_ms := Ms(dirty_conv_ms, 500),
+       heal_conv_ms := Ms(heal_conv_ms, 1000), diag_ms := Ms(diag_ms, 500),
+       timeline_s := max(6, round(maps:get(timeline_s, P) * S)), subs := Subs(maps:get(subs, P)),
+       sweeps => [case Sw of
+                      {subs, Vs} -> {subs, [Subs(V) || V <- Vs]};
+                      _ -> Sw
+                  end || Sw <- maps:get(sweeps, P, [])]}.
+
 %%% ============================================================= main
 
-%% @doc `hm_bench:main(["quick"])' or `main(["full"])' (`["smoke"]': a 1.5-minute check of
-%% the code paths, tiny phases): run, write
-%% `bench/results/<profile>-<date>.json', the PNG plots and a Markdown summary; halt(1) on failure.
+%% @doc `hm_bench:main(["quick"])' (`make bench'), `main(["full"])' (`make bench-full') or
+%% `main(["amp"])': run the profile, then write `<results>/<profile>-<date>.json' (the raw
+%% record), the PNG plots, `<results>/<profile>-<date>.md' (every table, diagnostics included)
+%% and the generated section of REPORT.md for that profile; halt(1) on failure. Results go to
+%% bench/ at scale 1 and to _build/bench/ when HM_BENCH_SCALE is set (see the profiles).
 -spec main([string()]) -> ok.
 main([Name]) ->
-    P = profile(Name),
+    Scale = env_scale(),
+    P = scale(profile(Name), Scale),
     T0 = now_ms(),
     Date = date_string(),
+    Load0 = loadavg(),
+    Started = list_to_binary(clock()),
     put(peers, []),
     Res = try run_profile(P)
           catch C:R:St -> io:format("BENCH FAILED: ~p:~p~n~p~n", [C, R, St]), error
@@ -193,73 +239,117 @@ main([Name]) ->
     case Res of
         error -> erlang:halt(1);
         Out0 ->
-            Out = Out0#{profile => Name, date => list_to_binary(Date),
-                        wall_s => (now_ms() - T0) / 1000, machine => machine()},
-            Base = filename:join("bench/results", Name ++ "-" ++ Date),
-            ok = file:write_file(Base ++ ".json", json(Out)),
+            {Results, _} = out_dirs(Scale),
+            ok = filelib:ensure_dir(filename:join(Results, "x")),
+            Out = Out0#{profile => list_to_binary(Name), date => list_to_binary(Date),
+                        started => Started,
+                        run_id => list_to_binary(Name ++ "-" ++ Date), scale => Scale,
+                        run_wall_s => (now_ms() - T0) / 1000,
+                        machine => (machine())#{loadavg_start => Load0},
+                        command => list_to_binary(command(Name, Scale))},
+            Base = filename:join(Results, Name ++ "-" ++ Date),
             ok = file:write_file("/tmp/hm_bench_last_" ++ os:getpid() ++ ".bin",
                                  term_to_binary({Base, Out})),
-            ok = case Out of
-                     #{points := _} -> render(Base, Out);
-                     _ -> ok
-                 end,
-            io:format("wrote ~s.json, ~s.md and PNGs (~.1f s)~n",
-                      [Base, Base, (now_ms() - T0) / 1000]),
-            ok
+            ok = render(Base, Out),
+            io:format("wrote ~s.{json,md}, PNGs and the report (~.1f s)~n",
+                      [Base, (now_ms() - T0) / 1000])
     end.
 
-%% @doc Write the plots and the Markdown summary of a run's results.
+%% @doc Write a run's plots, its Markdown tables, the generated section of the report for its
+%% profile, and last its JSON (with the wall time since `make' started, HM_BENCH_T0).
 -spec render(string(), map()) -> ok.
-render(Base, Out) ->
-    ok = plots(Base, Out),
-    file:write_file(Base ++ ".md", summary_md(Out)).
+render(Base, Out0) ->
+    Out = Out0#{make_wall_s => make_wall_s()},
+    ok = case Out of
+             #{points := _} ->
+                 ok = plots(Base, Out),
+                 ok = file:write_file(Base ++ ".md", utf8([figures_md(Out, ""), diagnostics_md(Out)])),
+                 update_report(Base, Out);
+             _ -> ok
+         end,
+    file:write_file(Base ++ ".json", json(Out)).
+
+%% (results directory, report file): bench/ for real runs, _build/bench/ for scaled ones
+out_dirs(S) when S == 1 -> {"bench/results", "bench/REPORT.md"};
+out_dirs(_) ->
+    Build = build_dir(),
+    {filename:join(Build, "results"), filename:join(Build, "REPORT.md")}.
+
+build_dir() -> filename:dirname(code:which(?MODULE)).
+
+command(Name, Scale) ->
+    Target = case Name of "quick" -> "make bench"; "full" -> "make bench-full"; _ -> "" end,
+    Env = case Scale == 1 of true -> ""; false -> io_lib:format("HM_BENCH_SCALE=~s ", [os:getenv("HM_BENCH_SCALE")]) end,
+    lists:flatten([Env, Target, " (erl -noshell -pa _build/default/lib/hypermnesia/ebin "
+                   "_build/bench -eval 'hm_bench:main([\"", Name, "\"]), halt().')"]).
+
+%% seconds since `make' started (the Makefile exports HM_BENCH_T0, ms since the epoch)
+make_wall_s() ->
+    case string:to_integer(os:getenv("HM_BENCH_T0", "")) of
+        {T0, []} -> (now_ms_sys() - T0) / 1000;
+        _ -> null
+    end.
 
 run_profile(P = #{profile := quick}) ->
-    C = cluster(maps:get(nodes, P), maps:get(storage, P)),
-    Points = [point(C, P, Ctx) || Ctx <- maps:get(contexts, P)]
-        ++ [point(C, P#{gens := G}, Ctx) || {G, Ctxs} <- maps:get(extra, P, []), Ctx <- Ctxs],
-    Costs = ec_costs(C),
-    Eprof = ec_eprof(C, P),
-    Amp = ec_amplification(C, P),
-    stop_cluster(C),
+    {Points, Diag} =
+        with_cluster(P, fun(C) ->
+                                Base = [point(C, P, Ctx) || Ctx <- maps:get(contexts, P)],
+                                Extra = [point(C, P#{gens := G}, Ctx)
+                                         || {G, Ctxs} <- maps:get(extra, P, []), Ctx <- Ctxs],
+                                {Base ++ Extra,
+                                 (ec_diagnostics(C, P, true))#{costs => ec_costs(C)}}
+                        end),
     %% each timeline on a fresh cluster: what a partition leaves behind in plain Mnesia
     %% (diverged replicas of the non-EC tables) must not leak into the next context
-    Timelines = [begin
-                     C1 = cluster(maps:get(nodes, P), maps:get(storage, P)),
-                     try timeline(C1, P, Ctx) after stop_cluster(C1) end
-                 end || Ctx <- maps:get(contexts, P)],
-    #{config => cfg_json(P), points => Points, costs => Costs, eprof => Eprof,
-      amplification => Amp,
+    Timelines = [with_cluster(P, fun(C1) -> timeline(C1, P, Ctx) end)
+                 || Ctx <- maps:get(timeline_contexts, P)],
+    #{config => cfg_json(P), points => Points, costs => maps:get(costs, Diag),
+      eprof => maps:get(eprof, Diag), amplification => maps:get(amplification, Diag),
       timelines => Timelines};
 run_profile(P = #{profile := amp}) ->
-    C = cluster(maps:get(nodes, P), maps:get(storage, P)),
-    try #{config => cfg_json(maps:without([amp_gens], P)),
-          amplification_by_gens => [(ec_amplification(C, P#{gens := G}))#{gens_per_node => G}
-                                    || G <- maps:get(amp_gens, P)]}
-    after stop_cluster(C)
-    end;
+    with_cluster(P, fun(C) ->
+                            #{config => cfg_json(maps:without([amp_gens], P)),
+                              amplification_by_gens =>
+                                  [(maps:get(amplification,
+                                             ec_diagnostics(C, P#{gens := G}, false)))#{
+                                     gens_per_node => G} || G <- maps:get(amp_gens, P)]}
+                    end);
 run_profile(P = #{profile := full}) ->
-    Base = case maps:get(skip_base, P, false) of
-               true -> #{config => cfg_json(P), points => [], costs => #{}, eprof => [],
-                         timelines => []};
-               false -> run_profile(P#{profile := quick, extra => []})
-           end,
-    Sweeps = [#{param => K, values => [val_json(V) || V <- Vs],
-                points => sweep(P, K, Vs)} || {K, Vs} <- maps:get(sweeps, P, sweeps())],
-    Base#{sweeps => Sweeps}.
+    Base = run_profile(P#{profile := quick}),
+    Sweeps = maps:get(sweeps, P),
+    %% every point a sweep needs, once: the quick point recurs in every sweep
+    Memo0 = maps:from_list([{point_key(X), X} || X <- maps:get(points, Base)]),
+    Todo = lists:usort([{maps:get(nodes, Q), point_key(Q, Ctx), Q, Ctx}
+                        || {K, Vs} <- Sweeps, V <- Vs, Q <- [maps:put(K, V, P)],
+                           Ctx <- contexts(), not maps:is_key(point_key(Q, Ctx), Memo0)]),
+    Memo = lists:foldl(
+             fun(N, M) ->
+                     io:format("~s == sweep points on ~w nodes~n", [clock(), N]),
+                     with_cluster(P#{nodes := N},
+                                  fun(C) ->
+                                          lists:foldl(fun({_, Key, Q, Ctx}, M1) ->
+                                                              M1#{Key => point(C, Q, Ctx)}
+                                                      end, M, [T || T = {N1, _, _, _} <- Todo,
+                                                                   N1 =:= N])
+                                  end)
+             end, Memo0, lists:usort([N || {N, _, _, _} <- Todo])),
+    Base#{sweeps => [#{param => K, values => [val_json(V) || V <- Vs],
+                       points => [(maps:get(point_key(Q, Ctx), Memo))#{param => K,
+                                                                       value => val_json(V)}
+                                  || V <- Vs, Q <- [maps:put(K, V, P)], Ctx <- contexts()]}
+                     || {K, Vs} <- Sweeps]}.
 
-sweep(P, K, Vs) ->
-    lists:flatmap(
-      fun(V) ->
-              Q = maps:put(K, V, P#{measure_ms := maps:get(sweep_measure_ms, P, 5000),
-                                    warm_ms := min(1000, maps:get(warm_ms, P))}),
-              io:format("== sweep ~p = ~p~n", [K, V]),
-              C = cluster(maps:get(nodes, Q), maps:get(storage, Q)),
-              try [(point(C, Q, Ctx))#{param => K, value => val_json(V)}
-                   || Ctx <- contexts()]
-              after stop_cluster(C)
-              end
-      end, Vs).
+%% what identifies a point: the configuration and the context
+point_key(Q, Ctx) ->
+    {ctx_name(Ctx), maps:get(nodes, Q), maps:get(gens, Q), maps:get(subs, Q),
+     maps:get(read_pct, Q), maps:get(storage, Q)}.
+point_key(#{context := N, nodes := Nd, gens_per_node := G, subs := S, read_pct := R,
+            storage := St}) ->
+    {N, Nd, G, S, R, St}.
+
+with_cluster(P, F) ->
+    C = cluster(maps:get(nodes, P), maps:get(storage, P)),
+    try F(C) after stop_cluster(C) end.
 
 %%% ============================================================= cluster
 
@@ -343,22 +433,21 @@ wait_until(F, Deadline, Poll) ->
 
 %% populate, warm-up, measure, cool-down for one context
 point(C, P, Ctx) ->
-    io:format("~s == ~s: ~p~n", [clock(), ctx_name(Ctx), maps:without([contexts, timeline], P)]),
+    io:format("~s == ~s: ~p~n", [clock(), ctx_name(Ctx),
+                                 maps:with([nodes, gens, subs, read_pct, storage], P)]),
+    T0 = now_ms(),
     setup_tables(C, P, Ctx),
+    SetupMs = now_ms() - T0,
     Warm = maps:get(warm_ms, P), Meas = maps:get(measure_ms, P),
     Before = pcall(C, ?MODULE, node_stats, []),
     _ = pcall(C, ?MODULE, node_sample_start, []),
-    StartAt = erlang:system_time(millisecond) + 300,
-    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
-             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => Warm,
-             measure_ms => Meas, stop_at => StartAt + Warm + Meas},
-    _ = pcall(C, ?MODULE, node_start, [Spec]),
+    Spec = start_load(C, P, Ctx, Warm, Meas),
     Results = pcall(C, ?MODULE, node_collect, [Meas + Warm + 60000]),
     StopAt = maps:get(stop_at, Spec),
     %% cool-down: convergence of every replica's content, then quiescence of EC metadata
     %% dirty contexts have no conflict resolution: replicas may stay different for good, so
     %% they get a shorter wait; `distinct_replicas' says how many contents remained
-    Conv = wait_converged(C, case Ctx of {async_ec, _} -> 20000; _ -> 5000 end),
+    Conv = wait_converged(C, conv_wait(P, Ctx, conv_ms)),
     ConvMs = case Conv of ok -> max(0, now_ms_sys() - StopAt); timeout -> null end,
     Distinct = length(lists:usort(pcall(C, ?MODULE, node_hash, [?TABS]))),
     Quiet = case Ctx of
@@ -366,7 +455,7 @@ point(C, P, Ctx) ->
                     case wait_until(fun() -> lists:all(fun(Q) -> Q =:= true end,
                                                        pcall(C, ?MODULE, node_ec_quiet,
                                                              [?TABS]))
-                                    end, 15000) of
+                                    end, maps:get(conv_ms, P)) of
                         ok -> max(0, now_ms_sys() - StopAt);
                         timeout -> null
                     end;
@@ -377,7 +466,21 @@ point(C, P, Ctx) ->
     Mem = pcall(C, ?MODULE, node_memory, [?TABS]),
     delete_tables(C),
     (summarize(Ctx, P, Results, Meas, ConvMs, Quiet, Mem, Samples, Before, After))#{
-      distinct_replicas => Distinct}.
+      distinct_replicas => Distinct, setup_ms => SetupMs, point_wall_ms => now_ms() - T0}.
+
+%% how long the cool-down waits for equal replicas: EC converges by design; plain Mnesia's
+%% dirty contexts may never do so (conflicting writes stay applied in different orders)
+conv_wait(P, {async_ec, _}, K) -> maps:get(K, P);
+conv_wait(P, _, _) -> maps:get(dirty_conv_ms, P).
+
+%% start the generators on every node, `Warm' ms of warm-up then `Meas' ms measured; the spec
+start_load(C, P, Ctx, Warm, Meas) ->
+    StartAt = erlang:system_time(millisecond) + 300,
+    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
+             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => Warm,
+             measure_ms => Meas, stop_at => StartAt + Warm + Meas},
+    _ = pcall(C, ?MODULE, node_start, [Spec]),
+    Spec.
 
 setup_tables(C, P, Ctx) ->
     Nodes = maps:get(nodes, C),
@@ -412,7 +515,8 @@ wait_converged(C, Ms) ->
 %%% ============================================================= partition timeline
 
 timeline(C, P, Ctx) ->
-    #{total_s := Tot, part_from_s := From, part_to_s := To} = maps:get(timeline, P),
+    Tot = maps:get(timeline_s, P),
+    From = Tot div 3, To = 2 * Tot div 3,
     case length(maps:get(nodes, C)) < 2 of
         true -> #{context => ctx_name(Ctx), skipped => <<"one node">>};
         false -> timeline(C, P, Ctx, Tot, From, To)
@@ -421,12 +525,8 @@ timeline(C, P, Ctx) ->
 timeline(C, P, Ctx, Tot, From, To) ->
     io:format("~s == timeline ~s: ~p s, partition ~p..~p s~n", [clock(), ctx_name(Ctx), Tot, From, To]),
     setup_tables(C, P, Ctx),
-    StartAt = erlang:system_time(millisecond) + 300,
-    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
-             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => 0,
-             measure_ms => Tot * 1000, stop_at => StartAt + Tot * 1000},
     _ = pcall(C, ?MODULE, node_sample_start, []),
-    _ = pcall(C, ?MODULE, node_start, [Spec]),
+    #{start_at := StartAt} = start_load(C, P, Ctx, 0, Tot * 1000),
     N = length(maps:get(nodes, C)),
     Side1 = lists:seq(1, N - 1), Side2 = [N],
     sleep_until(StartAt + From * 1000),
@@ -439,7 +539,7 @@ timeline(C, P, Ctx, Tot, From, To) ->
     QPerSec = [[maps:get(S, maps:get(queue_max_per_sec, Sm, #{}), 0) || S <- lists:seq(0, Tot - 1)]
                || Sm <- Samples],
     Whole = wait_whole(C),
-    Conv = wait_converged(C, case Ctx of {async_ec, _} -> 20000; _ -> 5000 end),
+    Conv = wait_converged(C, conv_wait(P, Ctx, heal_conv_ms)),
     ConvAfterHeal = case Conv of ok -> now_ms_sys() - HealAt; timeout -> null end,
     PerSec = [lists:sum([maps:get(S, maps:get(per_sec, R), 0) || R <- Results])
               || S <- lists:seq(0, Tot - 1)],
@@ -812,20 +912,23 @@ node_remote_delivered(Tabs) ->
 
 %%% ============================================================= EC cost breakdown
 
-%% How many `op' messages a node's server receives per remote operation it delivers, under
-%% the quick point's load: 1.0 means no retransmission.
-ec_amplification(C, P) ->
-    io:format("== retransmission amplification on node 2 (trace)~n"),
+%% One EC load window (pawset, the quick point's generators, `diag_ms'), traced on node 2:
+%% how many `op' messages its server receives per remote operation it delivers (1.0 means
+%% no retransmission); with `Eprof', also eprof of node 1's server for 1.5 s of it.
+ec_diagnostics(C, P, Eprof) ->
+    io:format("~s == EC diagnostics: amplification (trace, node 2)~s~n",
+              [clock(), case Eprof of true -> ", eprof (node 1)"; false -> "" end]),
     Ctx = {async_ec, pawset},
     setup_tables(C, P, Ctx),
     I = min(2, length(maps:get(nodes, C))),
     D0 = call(C, I, ?MODULE, node_remote_delivered, [?TABS]),
     ok = call(C, I, ?MODULE, node_trace_start, []),
-    StartAt = erlang:system_time(millisecond) + 300,
-    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
-             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => 0,
-             measure_ms => 3000, stop_at => StartAt + 3000},
-    _ = pcall(C, ?MODULE, node_start, [Spec]),
+    #{start_at := StartAt} = start_load(C, P, Ctx, 0, maps:get(diag_ms, P)),
+    Top = case Eprof of
+              true -> sleep_until(StartAt + 300),
+                      catch call(C, 1, ?MODULE, node_eprof, [min(1500, maps:get(diag_ms, P))]);
+              false -> []
+          end,
     _ = pcall(C, ?MODULE, node_collect, [60000]),
     Quiet = wait_until(fun() -> lists:all(fun(Q) -> Q =:= true end,
                                           pcall(C, ?MODULE, node_ec_quiet, [?TABS]))
@@ -834,9 +937,14 @@ ec_amplification(C, P) ->
     D1 = call(C, I, ?MODULE, node_remote_delivered, [?TABS]),
     delete_tables(C),
     Ops = maps:get(op, Counts, 0),
-    #{node => I, received_by_kind => Counts, remote_ops_delivered => D1 - D0,
-      op_messages_per_remote_op => case D1 - D0 of 0 -> null; D -> Ops / D end,
-      quiet => Quiet}.
+    #{amplification => #{node => I, received_by_kind => Counts,
+                         remote_ops_delivered => D1 - D0,
+                         op_messages_per_remote_op => case D1 - D0 of 0 -> null; D -> Ops / D end,
+                         quiet => Quiet},
+      eprof => case Top of
+                   L when is_list(L) -> L;
+                   _ -> [list_to_binary(io_lib:format("~0p", [Top]))]
+               end}.
 
 ec_costs(C) ->
     io:format("== EC write cost breakdown on node 1~n"),
@@ -845,25 +953,6 @@ ec_costs(C) ->
     Costs = call(C, 1, ?MODULE, node_costs, [3000]),
     delete_tables(C),
     Costs.
-
-ec_eprof(C, P) ->
-    io:format("== eprof of hm_ec_server on node 1 under load~n"),
-    Ctx = {async_ec, pawset},
-    setup_tables(C, P, Ctx),
-    StartAt = erlang:system_time(millisecond) + 300,
-    Spec = #{ctx => Ctx, gens => maps:get(gens, P), subs => maps:get(subs, P),
-             read_pct => maps:get(read_pct, P), start_at => StartAt, warm_ms => 0,
-             measure_ms => 2500, stop_at => StartAt + 2500},
-    _ = pcall(C, ?MODULE, node_start, [Spec]),
-    sleep_until(StartAt + 300),
-    Top = (catch call(C, 1, ?MODULE, node_eprof, [1500])),
-    _ = pcall(C, ?MODULE, node_collect, [60000]),
-    _ = wait_converged(C, 30000),
-    delete_tables(C),
-    case Top of
-        L when is_list(L) -> L;
-        _ -> [list_to_binary(io_lib:format("~0p", [Top]))]
-    end.
 
 %%% ============================================================= summary
 
@@ -916,6 +1005,16 @@ val_json(V) when is_atom(V) -> atom_to_binary(V);
 val_json(V) when is_map(V) -> V;
 val_json(V) -> V.
 
+loadavg() -> list_to_binary(string:trim(os:cmd("cut -d' ' -f1-3 /proc/loadavg"))).
+
+otp_version() ->
+    File = filename:join([code:root_dir(), "releases", erlang:system_info(otp_release),
+                          "OTP_VERSION"]),
+    case file:read_file(File) of
+        {ok, V} -> string:trim(V);
+        _ -> list_to_binary(erlang:system_info(otp_release))
+    end.
+
 mean([]) -> null;
 mean(L) -> lists:sum(L) / length(L).
 
@@ -927,41 +1026,61 @@ machine() ->
       mnesia => list_to_binary(case application:load(mnesia) of
                                    _ -> {ok, V} = application:get_key(mnesia, vsn), V
                                end),
-      loadavg_end => list_to_binary(string:trim(os:cmd("cat /proc/loadavg"))),
+      otp_version => otp_version(),
+      loadavg_end => loadavg(),
       uname => list_to_binary(string:trim(os:cmd("uname -srm")))}.
 
 %%% ============================================================= Markdown
 
-summary_md(#{points := Pts} = Out) ->
+%% The figures of a run: what REPORT.md's generated section for the profile holds, and the
+%% head of the run's own .md. `Rel' is the path from the Markdown file to the results.
+figures_md(Out, Rel) ->
+    Id = maps:get(run_id, Out, <<"(unknown run)">>),
+    Pts = [X || X = #{nodes := 3} <- maps:get(points, Out)],
+    M = maps:get(machine, Out, #{}),
+    Cfg = maps:get(config, Out),
+    Link = fun(Label, Suffix) -> io_lib:format("[~s](~s~s~s)", [Label, Rel, Id, Suffix]) end,
+    Tot = maps:get(timeline_s, Cfg, null),
+    [io_lib:format("### Run `~s` (generated from that run)~n~n", [Id]),
+     io_lib:format("- **Started:** ~s. **Command:** `~s`.~n",
+                   [maps:get(started, Out, maps:get(date, Out, "")), maps:get(command, Out, "")]),
+     io_lib:format("- **Machine:** ~w cores (~w schedulers per node), ~s, Erlang/OTP ~s "
+                   "(ERTS ~s), Mnesia ~s. Load average (1, 5, 15 min) at the start `~s`, at the "
+                   "end `~s`: every node and the generators share these cores with whatever "
+                   "else runs, so compare ratios within a run, not absolute ops/s.~n",
+                   [maps:get(cores, M, 0), maps:get(schedulers, M, 0), maps:get(uname, M, ""),
+                    maps:get(otp_version, M, maps:get(otp, M, "")), maps:get(erts, M, ""),
+                    maps:get(mnesia, M, ""), maps:get(loadavg_start, M, "?"),
+                    maps:get(loadavg_end, M, "?")]),
+     io_lib:format("- **Wall time:** ~s from the start of `make` to this report, build included "
+                   "(the benchmark run alone: ~s).~n",
+                   [fmt(maps:get(make_wall_s, Out, null), s),
+                    fmt(maps:get(run_wall_s, Out, maps:get(wall_s, Out, null)), s)]),
+     io_lib:format("- **Profile:** ~s; warm-up ~w ms, measurement ~w ms per point; partition "
+                   "timeline ~s s, the last node cut off from second ~s to ~s; HM_BENCH_SCALE "
+                   "~s.~n",
+                   [profile_title(Out), maps:get(warm_ms, Cfg), maps:get(measure_ms, Cfg),
+                    fmt(Tot, f), fmt(tl_cut(Tot, 1), f), fmt(tl_cut(Tot, 2), f),
+                    fmt(maps:get(scale, Out, 1), g)]),
+     ["- **Files:** raw results ", Link("JSON", ".json"), ", every table with the diagnostics ",
+      Link("Markdown", ".md"), ", plots ", Link("throughput", "-throughput.png"), ", ",
+      Link("latency", "-latency.png"), ", ", Link("timeline", "-timeline.png"),
+      [[", ", Link(io_lib:format("sweep ~s", [K]), io_lib:format("-sweep-~s.png", [K]))]
+       || #{param := K} <- maps:get(sweeps, Out, [])], ".\n\n"],
+     "#### Ratios (3 nodes)\n\n", ratio_table(Pts),
+     "\n#### Targets (computed from this run)\n\n", targets_table(Pts, maps:get(timelines, Out)),
+     "\n#### Throughput and latency\n\n", points_table(Pts, Cfg),
+     "\n#### Partition timeline (ops/s summed over the nodes)\n\n",
+     timeline_table(maps:get(timelines, Out), Cfg),
+     io_lib:format("~n![timeline](~s~s-timeline.png)~n", [Rel, Id]),
+     [["\n#### Sweeps (throughput, ops/s; one parameter varies, the others as above)\n",
+       [sweep_table(S) || S <- Sweeps]] || Sweeps <- [maps:get(sweeps, Out, [])], Sweeps =/= []]].
+
+%% The rest of a run's .md: per-second timelines and the profiling evidence.
+diagnostics_md(Out) ->
     Amp = maps:get(amplification, Out, #{node => 0, received_by_kind => #{},
                                          remote_ops_delivered => 0,
                                          op_messages_per_remote_op => null}),
-    Get = fun(Name, G) -> hd([X || X = #{context := N, gens_per_node := G1} <- Pts,
-                                   N =:= Name, G1 =:= G] ++ [#{}]) end,
-    Tp = fun(Name, G) -> maps:get(throughput_ops_s, Get(Name, G), null) end,
-    Rows = [io_lib:format("| ~s | ~w | ~w | ~w | ~w | ~w | ~w | ~w | ~w | ~s | ~s | ~s |~n",
-                          [N, G, round(Tp(N, G)), round(maps:get(mean_us, L, 0)),
-                           round(maps:get(p50_us, L, 0)), round(maps:get(p95_us, L, 0)),
-                           round(maps:get(p99_us, L, 0)),
-                           maps:get(errors, X), maps:get(retries, X),
-                           fmt(maps:get(space_overhead, X), pct),
-                           fmt(maps:get(convergence_ms, X), ms),
-                           fmt(maps:get(quiescence_ms, X), ms)])
-            || X = #{context := N, latency := L, gens_per_node := G} <- Pts],
-    Ratio = fun(A, B, G) -> case {Tp(A, G), Tp(B, G)} of
-                                {X, Y} when is_number(X), is_number(Y) -> fmt(X / Y, x);
-                                _ -> "n/a"
-                            end end,
-    EC = [<<"async_ec_pawset">>, <<"async_ec_prwset">>],
-    RRows = [io_lib:format("| ~s | ~w | ~s | ~s | ~s | ~s |~n",
-                           [E, G, Ratio(E, <<"transaction">>, G), Ratio(E, <<"async_dirty">>, G),
-                            fmt(maps:get(space_overhead, Get(E, G), null), pct),
-                            fmt(maps:get(convergence_ms, Get(E, G), null), ms)])
-             || G <- lists:usort([G1 || #{gens_per_node := G1} <- Pts]), E <- EC],
-    TL = [io_lib:format("| ~s | ~s | ~s | ~s | ~w | ~s |~n",
-                        [N, fmt(B, f), fmt(D, f), fmt(A, f), E, fmt(H, ms)])
-          || #{context := N, before_ops_s := B, during_ops_s := D, after_ops_s := A,
-               errors := E, converged_ms_after_heal := H} <- maps:get(timelines, Out)],
     Good = [T || T = #{per_sec := _} <- maps:get(timelines, Out)],
     PerSecT = case Good of
                   [] -> [];
@@ -980,45 +1099,240 @@ summary_md(#{points := Pts} = Out) ->
                         lists:join(" ", [fmt(maps:get(queue_mean, S, 0), f) || S <- Sm]),
                         [round(100 * R) || R <- Sh]])
          || #{context := N, gens_per_node := G, ec_server_queue := Sm,
-              ec_server_reduction_share := Sh} <- Pts,
+              ec_server_reduction_share := Sh} <- maps:get(points, Out),
             binary:match(N, <<"ec">>) =/= nomatch],
-    iolist_to_binary(
-      ["| context | gens/node | ops/s | mean us | p50 us | p95 us | p99 us | errors | retries | space overhead | convergence | quiescence |\n",
-       "|---|---|---|---|---|---|---|---|---|---|---|---|\n", Rows,
-       "\n| EC context | gens/node | EC/transaction | EC/async_dirty | space overhead | convergence |\n",
-       "|---|---|---|---|---|---|\n", RRows,
-       "\n| timeline context | ops/s before | ops/s during partition | ops/s after heal | errors | convergence after heal |\n",
-       "|---|---|---|---|---|---|\n", TL, PerSecT,
-       "\n| EC write step (node 1, idle) | us per call |\n|---|---|\n", Costs,
-       "\n| context | gens/node | hm_ec_server queue max per node | queue mean per node | server share of node reductions % |\n",
-       "|---|---|---|---|---|\n", Q,
-       io_lib:format("~nRetransmission amplification (node ~w, 3 s of load then quiescence): "
-                     "~w op messages received for ~w remote operations delivered = ~s per "
-                     "operation; all messages by kind: ~0p~n",
-                     [maps:get(node, Amp), maps:get(op, maps:get(received_by_kind, Amp), 0),
-                      maps:get(remote_ops_delivered, Amp),
-                      fmt(maps:get(op_messages_per_remote_op, Amp), x),
-                      maps:get(received_by_kind, Amp)]),
-       "\neprof of hm_ec_server on node 1 (1.5 s under load), last lines:\n\n```\n",
-       lists:join("\n", maps:get(eprof, Out)), "\n```\n"]).
+    ["\n### Diagnostics\n\nPartition timeline, ops/s per second:\n", PerSecT,
+     "\n| EC write step (node 1, idle) | us per call |\n|---|---|\n", Costs,
+     "\n| context | gens/node | hm_ec_server queue max per node | queue mean per node | server share of node reductions % |\n",
+     "|---|---|---|---|---|\n", Q,
+     io_lib:format("~nRetransmission amplification (node ~w, one load window then quiescence): "
+                   "~w op messages received for ~w remote operations delivered = ~s per "
+                   "operation; all messages by kind: ~0p~n",
+                   [maps:get(node, Amp), maps:get(op, maps:get(received_by_kind, Amp), 0),
+                    maps:get(remote_ops_delivered, Amp),
+                    fmt(maps:get(op_messages_per_remote_op, Amp), x),
+                    maps:get(received_by_kind, Amp)]),
+     "\neprof of hm_ec_server on node 1 (1.5 s under load, in the same window), last lines:\n\n```\n",
+     lists:join("\n", maps:get(eprof, Out)), "\n```\n"].
+
+-define(EC, [<<"async_ec_pawset">>, <<"async_ec_prwset">>]).
+
+%% a point's throughput by context name and generators per node (null when not measured)
+tp(Pts, Name, G) ->
+    hd([T || #{context := N, gens_per_node := G1, throughput_ops_s := T} <- Pts,
+             N =:= Name, G1 =:= G] ++ [null]).
+
+ratio(Pts, A, B, G) ->
+    case {tp(Pts, A, G), tp(Pts, B, G)} of
+        {X, Y} when is_number(X), is_number(Y), Y > 0 -> X / Y;
+        _ -> null
+    end.
+
+ec_points(Pts) -> [X || X = #{context := N} <- Pts, lists:member(N, ?EC)].
+
+ratio_table(Pts) ->
+    ["| EC context | gens/node | EC / transaction | EC / async_dirty | space overhead | "
+     "convergence after stop | quiescence |\n|---|---|---|---|---|---|---|\n",
+     [io_lib:format("| ~s | ~w | ~s | ~s | ~s | ~s | ~s |~n",
+                    [E, G, fmt(ratio(Pts, E, <<"transaction">>, G), x),
+                     fmt(ratio(Pts, E, <<"async_dirty">>, G), x), fmt(Sp, pct), fmt(Cv, ms),
+                     fmt(Qu, ms)])
+      || #{context := E, gens_per_node := G, space_overhead := Sp, convergence_ms := Cv,
+           quiescence_ms := Qu} <- ec_points(Pts)]].
+
+points_table(Pts, Cfg) ->
+    ["| context | gens/node | ops/s | mean us | p50 us | p95 us | p99 us | errors | retries | "
+     "space overhead | convergence | quiescence |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+     [io_lib:format("| ~s | ~w | ~s | ~s | ~s | ~s | ~s | ~w | ~w | ~s | ~s | ~ts |~n",
+                    [N, G, fmt(T, f)] ++ [fmt(maps:get(K, L, null), f)
+                                          || K <- [mean_us, p50_us, p95_us, p99_us]]
+                    ++ [E, R, fmt(Sp, pct), fmt(Cv, ms),
+                        case lists:member(N, ?EC) of true -> fmt(Qu, ms); false -> "–" end])
+      || #{context := N, gens_per_node := G, throughput_ops_s := T, latency := L, errors := E,
+           retries := R, space_overhead := Sp, convergence_ms := Cv, quiescence_ms := Qu}
+             <- Pts],
+     io_lib:format("~nconvergence n/a: the replicas were still different when the cool-down "
+                   "wait ended (~s for EC, ~s for the others). Plain Mnesia's dirty contexts "
+                   "have no conflict resolution and may never converge; for EC it is a miss. "
+                   "Quiescence (EC only): no buffered and no unstable operation left on any "
+                   "node, waited for up to ~s more (n/a: not reached).~n",
+                   [fmt(ms_s(maps:get(conv_ms, Cfg, null)), s),
+                    fmt(ms_s(maps:get(dirty_conv_ms, Cfg, null)), s),
+                    fmt(ms_s(maps:get(conv_ms, Cfg, null)), s)])].
+
+ms_s(null) -> null;
+ms_s(Ms) -> Ms / 1000.
+
+timeline_table(TLs, Cfg) ->
+    Rel = fun(A, B) when is_number(A), is_number(B), B > 0 -> A / B; (_, _) -> null end,
+    ["| context | before | during the cut | after the heal | during / before | after / before "
+     "| errors | convergence after heal |\n|---|---|---|---|---|---|---|---|\n",
+     [io_lib:format("| ~s | ~s | ~s | ~s | ~s | ~s | ~w | ~s |~n",
+                    [N, fmt(B, f), fmt(D, f), fmt(A, f), fmt(Rel(D, B), x), fmt(Rel(A, B), x),
+                     E, fmt(H, ms)])
+      || #{context := N, before_ops_s := B, during_ops_s := D, after_ops_s := A,
+           errors := E, converged_ms_after_heal := H} <- TLs],
+     io_lib:format("~nMeans of whole seconds: before = seconds 1 to the cut; during = the cut "
+                   "without its first and last second; after = from 2 s after the heal to the "
+                   "end. Convergence after heal n/a: not within the wait (~s for EC, ~s for "
+                   "the others; a partition leaves plain Mnesia's replicas diverged for good)."
+                   "~n", [fmt(ms_s(maps:get(heal_conv_ms, Cfg, null)), s),
+                          fmt(ms_s(maps:get(dirty_conv_ms, Cfg, null)), s)])].
+
+%% the issue's targets, each with its result, met or missed, and by how much
+targets_table(Pts, TLs) ->
+    Ecs = ec_points(Pts),
+    Rs = [{N, G, ratio(Pts, N, <<"async_dirty">>, G)} || #{context := N, gens_per_node := G} <- Ecs,
+                                                        G =:= 2 orelse G =:= 4],
+    Worst = fun(L) -> lists:min([V || V <- L, is_number(V)] ++ [infinity]) end,
+    Most = fun(L) -> lists:max([V || V <- L, is_number(V)] ++ [0]) end,
+    T1 = Worst([R || {_, _, R} <- Rs]),
+    T2 = Most([maps:get(space_overhead, X) || X <- Ecs]),
+    Conv = [maps:get(convergence_ms, X) || X <- Ecs],
+    T3 = case lists:member(null, Conv) of true -> null; false -> Most(Conv) end,
+    Tl = fun(Name) -> hd([T || T = #{context := N, before_ops_s := B} <- TLs, N =:= Name,
+                               is_number(B)] ++ [none]) end,
+    Rel = fun(#{before_ops_s := B} = T, K) when B > 0, is_number(map_get(K, T)) ->
+                  map_get(K, T) / B;
+             (_, _) -> null
+          end,
+    ECTl = [{N, Rel(Tl(N), during_ops_s), Rel(Tl(N), after_ops_s)} || N <- ?EC, Tl(N) =/= none],
+    Tx = case Tl(<<"transaction">>) of none -> null; TT -> Rel(TT, during_ops_s) end,
+    Off = Most([abs(V - 1) || {_, D, A} <- ECTl, V <- [D, A], is_number(V)]),
+    [["| target | result | met? |\n|---|---|---|\n"],
+     io_lib:format("| EC ≥ 0.8x async_dirty at 3 nodes, 2 and 4 gens/node | ~s | ~s |~n",
+                   [lists:join(", ", [io_lib:format("~s/~w: ~s", [short(N), G, fmt(R, x)])
+                                      || {N, G, R} <- Rs]),
+                    verdict(T1 =/= infinity andalso T1 >= 0.8,
+                            io_lib:format("by ~.2f at the worst point", [0.8 - num(T1)]))]),
+     io_lib:format("| space overhead ≤ 10 % (EC, after quiescence) | at most ~s | ~s |~n",
+                   [fmt(T2, pct), verdict(T2 =< 0.10, io_lib:format("by ~.1f points",
+                                                                   [100 * (T2 - 0.10)]))]),
+     io_lib:format("| convergence within 1 s of the generators stopping | ~s | ~s |~n",
+                   [case T3 of null -> "n/a at some point (see below)";
+                        _ -> ["at most ", fmt(T3, ms)] end,
+                    verdict(T3 =/= null andalso T3 =< 1000,
+                            case T3 of null -> "not converged within the wait at some point";
+                                _ -> io_lib:format("by ~w ms", [T3 - 1000]) end)]),
+     io_lib:format("| EC throughput unchanged ±10 % through a partition, transaction drops to "
+                   "zero | ~s; transaction during the cut ~s of before | ~s |~n",
+                   [lists:join("; ", [io_lib:format("~s: during ~s, after heal ~s of before",
+                                                    [short(N), fmt(D, x), fmt(A, x)])
+                                      || {N, D, A} <- ECTl]),
+                    fmt(Tx, x),
+                    verdict(ECTl =/= [] andalso Off =< 0.10 andalso is_number(Tx)
+                            andalso Tx =< 0.01,
+                            io_lib:format("EC off by up to ~w % (allowed 10 %); transaction ~s",
+                                          [round(100 * Off), case is_number(Tx) andalso Tx =< 0.01 of
+                                                          true -> "drops to zero";
+                                                          false -> "does not drop to zero"
+                                                      end]))])].
+
+%% Markdown text (lists of characters, some above 255, and UTF-8 binaries) as UTF-8
+utf8(Md) -> unicode:characters_to_binary(Md).
+
+verdict(true, _) -> "met";
+verdict(false, By) -> ["**missed**, ", By].
+
+num(X) when is_number(X) -> X;
+num(_) -> 0.
+
+short(<<"async_ec_", T/binary>>) -> T;
+short(N) -> N.
+
+sweep_table(#{param := K, values := Vs, points := SP}) ->
+    Ctxs = [ctx_name(C) || C <- contexts()],
+    Get = fun(V, Cx, Key) -> hd([maps:get(Key, X) || X = #{value := V1, context := C1} <- SP,
+                                                     V1 =:= V, C1 =:= Cx] ++ [null]) end,
+    Tp = fun(V, Cx) -> Get(V, Cx, throughput_ops_s) end,
+    R = fun(V, E) -> case {Tp(V, E), Tp(V, <<"async_dirty">>)} of
+                         {X, Y} when is_number(X), is_number(Y), Y > 0 -> X / Y;
+                         _ -> null
+                     end end,
+    [io_lib:format("~n| ~s | ", [K]), lists:join(" | ", Ctxs),
+     " | EC / async_dirty | EC space overhead | EC convergence |\n|---", [["|---"] || _ <- Ctxs],
+     "|---|---|---|\n",
+     [["| ", val_md(V), [[" | ", fmt(Tp(V, Cx), f)] || Cx <- Ctxs],
+       " | ", lists:join(" / ", [fmt(R(V, E), x) || E <- ?EC]),
+       " | ", lists:join(" / ", [fmt(Get(V, E, space_overhead), pct) || E <- ?EC]),
+       " | ", lists:join(" / ", [fmt(Get(V, E, convergence_ms), ms) || E <- ?EC]), " |\n"]
+      || V <- Vs],
+     "\nEC columns: pawset / prwset.\n"].
+
+val_md(V) when is_binary(V) -> V;
+val_md(V) -> io_lib:format("~w", [V]).
+
+%% REPORT.md: replace this profile's generated section (between its markers), or append one;
+%% everything outside the markers is hand-written and kept as it is
+update_report(Base, Out) ->
+    {_, File} = out_dirs(maps:get(scale, Out, 1)),
+    Old = case file:read_file(File) of
+              {ok, B} -> B;
+              {error, enoent} -> case file:read_file("bench/REPORT.md") of
+                                     {ok, B} -> B;
+                                     _ -> <<>>
+                                 end
+          end,
+    Prof = binary_to_list(maps:get(profile, Out)),
+    %% the markers count only at the start of a line, so the text may mention them
+    Begin = "\n<!-- BEGIN GENERATED " ++ Prof,
+    End = "\n<!-- END GENERATED " ++ Prof ++ " -->",
+    Section = [Begin, ": hm_bench writes this part from the run; edit outside the markers -->\n",
+               figures_md(Out, "results/"), End],
+    New = case binary:split(Old, list_to_binary(Begin)) of
+              [Pre, Rest] -> case binary:split(Rest, list_to_binary(End)) of
+                                 [_, Post] -> [Pre, Section, Post];
+                                 [_] -> erlang:error({no_end_marker, File, Prof})
+                             end;
+              [_] -> [Old, Section, "\n"]
+          end,
+    Bin = utf8(New),
+    ok = file:write_file(File, Bin),
+    io:format("updated ~s (generated section ~s)~n", [File, Prof]),
+    prune(filename:dirname(Base), Prof, binary_to_list(maps:get(run_id, Out)), Bin).
+
+%% delete this profile's older runs from the results unless the hand-written part of the
+%% report (outside the generated sections) mentions them
+prune(Dir, Prof, Keep, Report) ->
+    Hand = re:replace(Report, "^<!-- BEGIN GENERATED.*?^<!-- END GENERATED[^>]*-->", "",
+                      [global, dotall, multiline, {return, binary}]),
+    Ids = lists:usort([Id || F <- filelib:wildcard(Prof ++ "-*", Dir),
+                             {match, [Id]} <- [re:run(F, "^([a-z]+-[0-9]{8}-[0-9]{4})",
+                                                      [{capture, all_but_first, list}])]]),
+    Stale = [Id || Id <- Ids, Id =/= Keep, binary:match(Hand, list_to_binary(Id)) =:= nomatch],
+    _ = [begin
+             io:format("removing the stale ~s~n", [F]),
+             ok = file:delete(filename:join(Dir, F))
+         end || Id <- Stale, F <- filelib:wildcard(Id ++ ".*", Dir) ++
+                    filelib:wildcard(Id ++ "-*", Dir)],
+    ok.
 
 fmt(null, _) -> "n/a";
 fmt(V, pct) -> io_lib:format("~.1f %", [100 * V]);
 fmt(V, ms) -> io_lib:format("~w ms", [V]);
 fmt(V, x) -> io_lib:format("~.2fx", [V]);
-fmt(V, f) -> integer_to_list(round(V)).
+fmt(V, f) -> integer_to_list(round(V));
+fmt(V, g) -> io_lib:format("~p", [V]);
+fmt(V, s) -> io_lib:format("~.1f s", [float(V)]).
+
+%% the cut of a timeline of Tot seconds: the middle third
+tl_cut(null, _) -> null;
+tl_cut(Tot, K) -> K * Tot div 3.
 
 %%% ============================================================= plots (gnuplot)
 
+%% the .dat and .gp inputs of gnuplot are byproducts: they go to _build/bench/plot/
 plots(Base, #{points := Pts, timelines := TLs} = Out) ->
-    Dat = Base ++ "-points.dat",
+    Tmp = filename:join([build_dir(), "plot", filename:basename(Base)]),
+    ok = filelib:ensure_dir(Tmp),
+    Dat = Tmp ++ "-points.dat",
     ok = file:write_file(Dat, [io_lib:format("~s/g~w ~.1f ~.1f ~w ~w ~w~n",
                                              [N, maps:get(gens_per_node, X),
                                               float(maps:get(throughput_ops_s, X)),
                                               float(maps:get(mean_us, L, 0)), maps:get(p50_us, L, 0),
                                               maps:get(p95_us, L, 0), maps:get(p99_us, L, 0)])
                                || X = #{context := N, latency := L} <- Pts]),
-    TDat = Base ++ "-timeline.dat",
+    TDat = Tmp ++ "-timeline.dat",
     Good = [T || T = #{per_sec := _} <- TLs],
     Secs = case Good of [] -> 0; [#{per_sec := PS} | _] -> length(PS) end,
     ok = file:write_file(TDat, [[io_lib:format("~w", [S]),
@@ -1050,8 +1364,8 @@ plots(Base, #{points := Pts, timelines := TLs} = Out) ->
                                                    [TDat, I + 1, N])
                                      || {I, #{context := N}} <- lists:zip(lists:seq(1, length(Good)), Good)]),
           "\nunset object 1\n"] || Good =/= []],
-          sweep_plots(Base, maps:get(sweeps, Out, []))],
-    GpFile = Base ++ ".gp",
+          sweep_plots(Base, Tmp, maps:get(sweeps, Out, []))],
+    GpFile = Tmp ++ ".gp",
     ok = file:write_file(GpFile, Gp),
     case os:find_executable("gnuplot") of
         false -> io:format("gnuplot not found: no PNGs~n");
@@ -1066,9 +1380,9 @@ profile_title(#{config := Cfg}) ->
                   [maps:get(nodes, Cfg), maps:get(gens, Cfg), maps:get(subs, Cfg),
                    maps:get(read_pct, Cfg), maps:get(storage, Cfg)]).
 
-sweep_plots(Base, Sweeps) ->
+sweep_plots(Base, Tmp, Sweeps) ->
     [begin
-         Dat = lists:concat([Base, "-sweep-", K, ".dat"]),
+         Dat = lists:concat([Tmp, "-sweep-", K, ".dat"]),
          Ctxs = [ctx_name(C) || C <- contexts()],
          Vals = maps:get(values, S),
          Tp = fun(V, Cx) -> hd([maps:get(throughput_ops_s, X) || X = #{value := V1, context := C1}
