@@ -154,13 +154,25 @@ add_copies([T | Rest], Tab, Node, Type, Done) ->
 del_table_copy(Tab, Node) ->
     case ec_options(Tab) of
         {ok, Opts} ->
-            case mnesia:del_table_copy(Tab, Node) of
+            case del_ec_copy(Tab, Node) of
                 {atomic, ok} -> _ = [mnesia:del_table_copy(H, Node) || H <- helpers(Opts)],
                                 refresh_servers(Tab),
                                 {atomic, ok};
                 Aborted -> Aborted
             end;
         error -> mnesia:del_table_copy(Tab, Node)
+    end.
+
+%% Mnesia write-locks a table to delete a copy of it, and an EC table is read_only for Mnesia
+%% (create_table/2): it is read_write for the time of the change (a transaction writing it
+%% right then would not be refused).
+del_ec_copy(Tab, Node) ->
+    case mnesia:change_table_access_mode(Tab, read_write) of
+        {atomic, ok} ->
+            Result = mnesia:del_table_copy(Tab, Node),
+            _ = mnesia:change_table_access_mode(Tab, read_only),  % fails if no copy is left
+            Result;
+        Aborted -> Aborted
     end.
 
 %% @doc Run `Fun' in the `async_ec' access context: like `mnesia:async_dirty/1', and writes
