@@ -305,6 +305,10 @@ transactions_refused(Config) ->
                         call(I, Config, mnesia, transaction, [hd(Refused)]) end,
     lists:foreach(Tx2, [1, 2, 3]),
     [{Tab, k, v2, 1}] = converged(Config, Tab),
+    %% Mnesia write-locks a table to delete it: hypermnesia's delete_table/1 still can
+    {aborted, {no_exists, Tab}} = call(1, Config, mnesia, delete_table, [Tab]),
+    {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Tab]),
+    false = lists:member(Tab, call(2, Config, mnesia, system_info, [tables])),
     ok.
 
 catch_ec(I, Config, Fun) ->

@@ -121,7 +121,7 @@ refresh_servers(Tab) ->
 delete_table(Tab) ->
     case ec_options(Tab) of
         {ok, Opts} ->
-            case mnesia:delete_table(Tab) of
+            case writable(Tab, fun() -> mnesia:delete_table(Tab) end) of
                 {atomic, ok} -> _ = [mnesia:delete_table(H) || H <- helpers(Opts)], {atomic, ok};
                 Aborted -> Aborted
             end;
@@ -154,7 +154,7 @@ add_copies([T | Rest], Tab, Node, Type, Done) ->
 del_table_copy(Tab, Node) ->
     case ec_options(Tab) of
         {ok, Opts} ->
-            case del_ec_copy(Tab, Node) of
+            case writable(Tab, fun() -> mnesia:del_table_copy(Tab, Node) end) of
                 {atomic, ok} -> _ = [mnesia:del_table_copy(H, Node) || H <- helpers(Opts)],
                                 refresh_servers(Tab),
                                 {atomic, ok};
@@ -163,14 +163,14 @@ del_table_copy(Tab, Node) ->
         error -> mnesia:del_table_copy(Tab, Node)
     end.
 
-%% Mnesia write-locks a table to delete a copy of it, and an EC table is read_only for Mnesia
-%% (create_table/2): it is read_write for the time of the change (a transaction writing it
-%% right then would not be refused).
-del_ec_copy(Tab, Node) ->
+%% Mnesia write-locks a table to delete it or a copy of it, and an EC table is read_only for
+%% Mnesia (create_table/2): it is read_write for the time of the change (a transaction writing
+%% it right then would not be refused), and read_only again unless it is gone.
+writable(Tab, Change) ->
     case mnesia:change_table_access_mode(Tab, read_write) of
         {atomic, ok} ->
-            Result = mnesia:del_table_copy(Tab, Node),
-            _ = mnesia:change_table_access_mode(Tab, read_only),  % fails if no copy is left
+            Result = Change(),
+            _ = mnesia:change_table_access_mode(Tab, read_only),  % aborts if it is gone
             Result;
         Aborted -> Aborted
     end.
