@@ -281,6 +281,27 @@ tcsb_stability_waits_for_superseded_incarnation_test() ->
     {[Old], B4} = hm_tcsb:receive_op(Old, B3),
     ?assertEqual(#{{n1, 1} => 1}, hm_tcsb:stable(B4)).
 
+%% The log per origin: missing/3 starts where the peer's knowledge ends, oldest first across
+%% origins (by sequence number, then origin); gc drops the stable prefix of each origin.
+tcsb_log_missing_and_gc_test() ->
+    A = {a, 1}, B = {b, 1},
+    Ms = [{A, #{A => 1}, x}, {A, #{A => 2}, x}, {B, #{A => 2, B => 1}, y},
+          {A, #{A => 3}, x}, {B, #{A => 2, B => 2}, y}],
+    T0 = lists:foldl(fun(M, Acc) -> element(2, hm_tcsb:receive_op(M, Acc)) end,
+                     hm_tcsb:new({c, 1}, [a, b, c]), Ms),
+    ?assertEqual(5, hm_tcsb:log_size(T0)),
+    Order = fun(L) -> [{O, maps:get(O, Ts)} || {O, Ts, _} <- L] end,
+    ?assertEqual([{A, 1}, {B, 1}, {A, 2}, {B, 2}, {A, 3}], Order(hm_tcsb:missing(b, all, T0))),
+    %% b acknowledged a's first two and its own first: the rest, oldest first
+    T1 = hm_tcsb:receive_ack(B, #{A => 2, B => 1}, #{}, T0),
+    ?assertEqual([{B, 2}, {A, 3}], Order(hm_tcsb:missing(b, all, T1))),
+    %% a and b both have a's first two: gc drops that prefix only
+    T2 = hm_tcsb:receive_ack(A, #{A => 2}, #{}, T1),
+    {Gone, T3} = hm_tcsb:gc_dots(T2),
+    ?assertEqual([{A, 1}, {A, 2}], lists:sort(Gone)),
+    ?assertEqual(3, hm_tcsb:log_size(T3)),
+    ?assertEqual([{A, 3}, {B, 1}, {B, 2}], Order(hm_tcsb:log_msgs(T3))).
+
 %% A buffer can start from a delivered vector (restored from disc).
 buffer_new_from_delivered_test() ->
     B = hm_causal_buffer:new(#{a => 2}),

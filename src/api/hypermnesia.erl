@@ -214,9 +214,11 @@ restore(Old) -> put(hm_ec_mode, Old).
 %% every EC table what {@link info/1} gives.
 -spec info() -> map().
 info() ->
+    Server = hm_ec_server:info(),
     #{node => node(),
       membership => hm_membership:status(),
-      tables => maps:get(tables, hm_ec_server:info())}.
+      queued_ops => maps:get(queued_ops, Server),
+      tables => maps:get(tables, Server)}.
 
 %% @doc One EC table on this node: type, conflict policy, members and which are reachable,
 %% delivered and stable vectors, buffered (not yet deliverable) and unstable operations, keys

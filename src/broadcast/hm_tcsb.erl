@@ -42,8 +42,11 @@
 -record(tcsb, {self :: replica(),
                members :: [node()],
                cb :: hm_causal_buffer:buffer(),
-               %% delivered, not yet stable: Dot => {Message, TickLogged}
-               log = #{} :: #{hm_vv:dot() => {message(), non_neg_integer()}},
+               %% delivered, not yet stable, per origin in sequence order (gc drops a prefix,
+               %% resends start where a member's knowledge ends: neither scans the log):
+               %% Origin => Seq => {Message, TickLogged}
+               log = #{} :: #{replica() => gb_trees:tree(pos_integer(),
+                                                         {message(), non_neg_integer()})},
                %% per member node: the incarnation last heard of, what it has delivered, and
                %% the newest incarnation of every node it had heard of when acknowledging
                known = #{} :: #{node() => {term(), hm_vv:vv(), newest()}},
@@ -120,7 +123,8 @@ deliver(Msg, S = #tcsb{cb = CB}) ->
     {Ready, settle_acks(S1)}.
 
 log_msg(Msg = {Origin, Ts, _}, S = #tcsb{log = L, ticks = T}) ->
-    S#tcsb{log = L#{{Origin, maps:get(Origin, Ts)} => {Msg, T}}}.
+    Tree = maps:get(Origin, L, gb_trees:empty()),
+    S#tcsb{log = L#{Origin => gb_trees:enter(maps:get(Origin, Ts), {Msg, T}, Tree)}}.
 
 %% What member `Node' (incarnation `Inc') has delivered. A newer incarnation replaces what
 %% was known of the node (it restarted without its state and may lack what the old one had:
@@ -225,18 +229,33 @@ gc(S) -> element(2, gc_dots(S)).
 -spec gc_dots(state()) -> {[hm_vv:dot()], state()}.
 gc_dots(S = #tcsb{log = L}) ->
     V = stable(S),
-    {Gone, Kept} = maps:fold(fun(D, E, {G, K}) ->
-                                     case hm_vv:contains(D, V) of
-                                         true -> {[D | G], K};
-                                         false -> {G, K#{D => E}}
+    {Gone, Kept} = maps:fold(fun(O, Tree, {G, K}) ->
+                                     {G1, Tree1} = drop_upto(O, hm_vv:get(O, V), Tree, G),
+                                     case gb_trees:is_empty(Tree1) of
+                                         true -> {G1, K};
+                                         false -> {G1, K#{O => Tree1}}
                                      end
                              end, {[], #{}}, L),
     {Gone, S#tcsb{log = Kept}}.
 
+%% Stable operations of an origin are a prefix of its sequence numbers.
+drop_upto(O, Upto, Tree, Gone) ->
+    case gb_trees:is_empty(Tree) of
+        true -> {Gone, Tree};
+        false ->
+            case gb_trees:smallest(Tree) of
+                {Seq, _} when Seq =< Upto ->
+                    {_, _, Tree1} = gb_trees:take_smallest(Tree),
+                    drop_upto(O, Upto, Tree1, [{O, Seq} | Gone]);
+                _ -> {Gone, Tree}
+            end
+    end.
+
 %% @doc Every logged operation (delivered here, not yet stable), oldest first per origin: what
 %% a state transfer hands on, so the receiver can repair others too.
 -spec log_msgs(state()) -> [message()].
-log_msgs(#tcsb{log = L}) -> [M || {_, {M, _}} <- lists:sort(maps:to_list(L))].
+log_msgs(#tcsb{log = L}) ->
+    [M || {_, Tree} <- lists:sort(maps:to_list(L)), {M, _} <- gb_trees:values(Tree)].
 
 %% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
 %% incarnation): stability waits for its next acknowledgement, and {@link missing/3} offers it
@@ -259,16 +278,41 @@ restore_log(Msgs, S) ->
 %% `Peer' comes back) every one of this replica's own and the others' from `RELAY_AGE' on:
 %% every member resending everything on a heal sent each operation once per member.
 -spec missing(node(), all | old | reconnect, state()) -> [message()].
-missing(Peer, Which, #tcsb{self = {Node, _}, log = L, known = K, ticks = T}) ->
+missing(Peer, Which, S) -> missing(Peer, Which, infinity, S).
+
+%% At most `Max', oldest first (by sequence number, then origin). Per origin it reads only
+%% from what `Peer' is known to have on, and stops at the first operation not due (an
+%% origin's operations are logged in sequence order, at nondecreasing ticks).
+missing(Peer, Which, Max, #tcsb{self = {Node, _}, log = L, known = K, ticks = T}) ->
     Has = known_vv(Peer, K),
     Due = fun(_, _) when Which =:= all -> true;
-             ({{O, _}, _}, _) when O =:= Node, Which =:= reconnect -> true;
-             ({{O, _}, _}, At) when O =:= Node -> At =< T - ?RESEND_AGE;
+             ({N, _}, _) when N =:= Node, Which =:= reconnect -> true;
+             ({N, _}, At) when N =:= Node -> At =< T - ?RESEND_AGE;
              (_, At) -> At =< T - ?RELAY_AGE
           end,
-    Msgs = [{D, M} || {D, {M, At}} <- maps:to_list(L), not hm_vv:contains(D, Has), Due(D, At)],
-    [M || {_, M} <- lists:sort(fun({{OA, A}, _}, {{OB, B}, _}) -> {A, OA} =< {B, OB} end,
-                               Msgs)].
+    Msgs = maps:fold(fun(O, Tree, Acc) ->
+                             It = gb_trees:iterator_from(hm_vv:get(O, Has) + 1, Tree),
+                             take_due(O, It, Due, Max, Acc)
+                     end, [], L),
+    Sorted = [M || {_, M} <- lists:sort(Msgs)],
+    case Max of
+        infinity -> Sorted;
+        _ -> lists:sublist(Sorted, Max)
+    end.
+
+take_due(_O, _It, _Due, 0, Acc) -> Acc;
+take_due(O, It, Due, Max, Acc) ->
+    case gb_trees:next(It) of
+        {Seq, {M, At}, It1} ->
+            case Due(O, At) of
+                true -> take_due(O, It1, Due, dec(Max), [{{Seq, O}, M} | Acc]);
+                false -> Acc
+            end;
+        none -> Acc
+    end.
+
+dec(infinity) -> infinity;
+dec(N) -> N - 1.
 
 %% @doc The periodic retransmission to `Peer', if one is due: the oldest logged operations it is
 %% not known to have (at most `RESEND_MAX'), once every `RESEND_TICKS' ticks.
@@ -278,7 +322,7 @@ resend_due(Peer, S = #tcsb{ticks = T, resent = R, acked = A}) ->
     case Listening andalso T - maps:get(Peer, R, -?RESEND_TICKS) >= ?RESEND_TICKS of
         false -> {[], S};
         true ->
-            case lists:sublist(missing(Peer, old, S), ?RESEND_MAX) of
+            case missing(Peer, old, ?RESEND_MAX, S) of
                 [] -> {[], S};
                 Msgs -> {Msgs, S#tcsb{resent = R#{Peer => T}}}
             end
@@ -332,7 +376,7 @@ self(#tcsb{self = Self}) -> Self.
 %% @doc This replica's own logged operations, oldest first (replayed after a state transfer).
 -spec own_log(state()) -> [message()].
 own_log(#tcsb{self = Self, log = L}) ->
-    [M || {_, {M, _}} <- lists:sort([{C, V} || {{R, C}, V} <- maps:to_list(L), R =:= Self])].
+    [M || {M, _} <- gb_trees:values(maps:get(Self, L, gb_trees:empty()))].
 
 -spec members(state()) -> [node()].
 members(#tcsb{members = Ms}) -> Ms.
@@ -341,7 +385,7 @@ members(#tcsb{members = Ms}) -> Ms.
 delivered(#tcsb{cb = CB}) -> hm_causal_buffer:delivered(CB).
 
 -spec log_size(state()) -> non_neg_integer().
-log_size(#tcsb{log = L}) -> map_size(L).
+log_size(#tcsb{log = L}) -> maps:fold(fun(_, Tree, N) -> N + gb_trees:size(Tree) end, 0, L).
 
 %% @doc Operations received but not deliverable yet.
 -spec pending(state()) -> non_neg_integer().
