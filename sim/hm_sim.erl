@@ -9,7 +9,10 @@
 %% timed actions: client operations (write, delete, delete_object over 3 keys and 3 values,
 %% rarely clear), partitions (`halves', one node `isolated', `bridge': two sides joined only
 %% through one node, non-transitive; `flap': a burst of alternating cuts and heals), heals,
-%% crashes and restarts. The network drops, duplicates and delays (hence reorders) every
+%% crashes and restarts, and with option `membership' copies added (the last node joins
+%% later, `hypermnesia:add_table_copy/3') and removed for good (`del_table_copy/2'): every
+%% member takes the new member set at once; a new copy starts empty and catches up by state
+%% transfer, and refuses writes until then. The network drops, duplicates and delays (hence reorders) every
 %% message with the configured probabilities; a cut drops everything across it. Every
 %% replica ticks every 250 ms of simulated time (acks, retransmission with missing/3,
 %% stabilization, gc). After the work phase: heal, restart every crashed replica, turn the
@@ -106,7 +109,24 @@ gen(Seed, Opts) ->
                     false -> [A || A = {_, F} <- FaultActs0, element(1, F) =/= crash,
                                    element(1, F) =/= restart]
                 end,
-    {Cfg, lists:keysort(1, OpActs ++ FaultActs)}.
+    MemberActs = case maps:get(membership, Cfg, false) of
+                     true -> gen_membership(Seed, Nodes, Dur);
+                     false -> []
+                 end,
+    {maps:without([membership], Cfg), lists:keysort(1, OpActs ++ FaultActs ++ MemberActs)}.
+
+%% Copies added and removed (hypermnesia:add_table_copy/3, del_table_copy/2), drawn from a
+%% random stream of their own so that a seed's other actions stay those of the same seed
+%% without them: the last node joins later (it starts without a copy) and/or another one's
+%% copy is removed for good, at random times.
+gen_membership(Seed, Nodes, Dur) ->
+    R0 = rand:seed_s(exsss, {Seed, 16#3e3b, 16#e5}),
+    {[Join, Leave, TJ, TL, LI], _} =
+        draws([{int, 0, 1}, {int, 0, 1}, {int, 1, Dur}, {int, 1, Dur},
+               {int, 1, length(Nodes) - 1}], R0),
+    Joiner = lists:last(Nodes),
+    [{TJ, {add, Joiner}} || Join =:= 1]
+        ++ [{TL, {remove, lists:nth(LI, Nodes -- [Joiner])}} || Leave =:= 1].
 
 %% @doc Draw integers `{int, Lo, Hi}' in order from the random state.
 -spec draws([{int, integer(), integer()}], rand:state()) -> {[integer()], rand:state()}.
@@ -199,18 +219,22 @@ run_seed(Seed, Opts) ->
 %% @doc Run a configuration and trace to quiescence, then check.
 -spec run(cfg(), [action()]) -> result().
 run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
-    Nodes = nodes_of(N),
+    Universe = nodes_of(N),
+    %% `nodes' are the members (copy holders) now; a node that joins later starts without
+    Nodes = Universe -- [Nd || {_, {add, Nd}} <- Trace],
     S0 = #{now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg, nodes => Nodes,
+           universe => Universe,
            rand => rand:seed_s(exsss, {Seed, 16#e7, 16#ab}), reps => #{}, inc => #{},
            groups => all, epochs => #{}, applied => #{}, ops => #{}, failures => [],
            faults => true,
            stats => #{}, samples => []},
     try
-        S1 = lists:foldl(fun(Nd, Acc) -> start_node(Nd, Acc) end, S0, Nodes),
+        S1 = lists:foldl(fun(Nd, Acc) -> start_node(Nd, Acc) end,
+                         S0#{reps := maps:from_list([{Nd, out} || Nd <- Universe])}, Nodes),
         S2 = lists:foldl(fun(Nd, Acc) ->
                                  {Off, Acc1} = uniform(?TICK, Acc),
                                  schedule(Off, {tick, Nd}, Acc1)
-                         end, S1, Nodes),
+                         end, S1, Universe),
         S3 = lists:foldl(fun({T, A}, Acc) -> schedule_at(T, {action, A}, Acc) end, S2,
                          [{T, A} || {T, A} <- Trace, T < Dur]),
         S4 = run_until(Dur, S3),
@@ -228,7 +252,8 @@ start_node(Nd, S = #{nodes := Nodes, inc := Inc}) ->
             applied := (maps:get(applied, S))#{Nd => #{}}},
     send_all(Nd, Out, S1).
 
-storage3(Nd, #{cfg := #{type := T, policy := P, storage := St}, nodes := Nodes}) ->
+storage3(Nd, #{cfg := #{type := T, policy := P, storage := St}} = S) ->
+    Nodes = maps:get(universe, S, maps:get(nodes, S)),
     Storage = case St of
                   mixed -> case index(Nd, Nodes) rem 2 of 0 -> disc; 1 -> ram end;
                   _ -> St
@@ -318,9 +343,10 @@ deliverable(From, To, Epoch, S) ->
     up(To, S) andalso connected(From, To, S) andalso epoch(From, To, S) =:= Epoch.
 
 action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
-    case up(Nd, S) of
+    case up(Nd, S) andalso hm_sim_replica:status(maps:get(Nd, maps:get(reps, S))) of
         false -> bump(ops_skipped, S);
-        true ->
+        syncing -> bump(ops_refused, S);             % hm_ec_server refuses: {syncing, Tab}
+        ready ->
             Rec = fun(V) -> {r, Key, V} end,
             KeyOp = case Spec of
                         {write, V} -> {Key, {write, Rec(V)}};
@@ -336,6 +362,37 @@ action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
                      holders => [], lost => false, msg => Msg},
             S1 = put_rep(Nd, R1, S#{ops := (maps:get(ops, S))#{Dot => Info}}),
             send_all(Nd, Out, events(Nd, Ev, bump(ops, S1)))
+    end;
+action({add, Nd}, S = #{nodes := Nodes, inc := Incs}) ->
+    case lists:member(Nd, Nodes) of
+        true -> S;
+        false ->
+            %% add_table_copy: every member learns the new member set; the new copy starts
+            %% empty and catches up by state transfer
+            Ms = lists:sort([Nd | Nodes]),
+            S1 = set_members(Ms, S#{nodes := Ms}),
+            Inc = maps:get(Nd, Incs, 0) + 1,
+            {R, Out} = hm_sim_replica:new(Nd, Inc, Ms, storage3(Nd, S1)),
+            S2 = S1#{reps := (maps:get(reps, S1))#{Nd => R}, inc := Incs#{Nd => Inc},
+                     applied := (maps:get(applied, S1))#{Nd => #{}}},
+            S3 = send_all(Nd, Out, bump(adds, S2)),
+            lists:foldl(fun(M, Acc) -> nodeup(M, Nd, nodeup(Nd, M, Acc)) end, S3,
+                        reachable(Nd, S3))
+    end;
+action({remove, Nd}, S = #{nodes := Nodes, reps := Reps, ops := Ops}) ->
+    case lists:member(Nd, Nodes) andalso length(Nodes) > 1 of
+        false -> S;
+        true ->
+            %% del_table_copy: the copy is gone for good (what only it delivered is lost),
+            %% its links break, every member learns the new member set
+            Ops1 = maps:map(fun(_, I = #{holders := H}) ->
+                                    H1 = lists:delete(Nd, H),
+                                    I#{holders := H1, lost := maps:get(lost, I) orelse H1 =:= []}
+                            end, Ops),
+            Ms = Nodes -- [Nd],
+            S1 = lists:foldl(fun(M, Acc) -> new_epoch(Nd, M, Acc) end, S, Ms),
+            bump(removes, set_members(Ms, S1#{nodes := Ms, reps := Reps#{Nd := out},
+                                              ops := Ops1}))
     end;
 action({partition, Shape, Groups}, S) ->
     bump({partition, Shape}, reconnect(S#{groups := Groups}, S));
@@ -381,6 +438,16 @@ action({restart, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
                         reachable(Nd, S2));
         _ -> S
     end.
+
+%% Every member that is up takes the new member set (a crashed one gets it when it restarts).
+set_members(Ms, S = #{reps := Reps}) ->
+    S#{reps := maps:map(fun(Nd, R) when is_map(R) ->
+                                case lists:member(Nd, Ms) of
+                                    true -> hm_sim_replica:set_members(Ms, R);
+                                    false -> R
+                                end;
+                           (_, R) -> R
+                        end, Reps)}.
 
 %% @doc Pairs connected now (`S1a') and not before (`S0') get a nodeup both ways; links
 %% the new partition cuts lose what is in flight on them.
@@ -688,8 +755,9 @@ totals(St, Tot) ->
                  (_, _, Acc) -> Acc
               end, Tot, St).
 
-%% @doc Command line: `["seeds", N]' (table seeds 1..N, then CRDT seeds 1..N of
-%% {@link hm_sim_crdt}), `["seed", S]' (table seed S, then CRDT seed S), `["seed", S, TraceFile]'
+%% @doc Command line: `["seeds", N]' (table seeds 1..N, the same with copies added and
+%% removed, then CRDT seeds 1..N of {@link hm_sim_crdt}), `["seed", S]' (the three schedules
+%% of seed S), `["seed", S, TraceFile]'
 %% (a minimised trace of either kind), `["report", File]'. Halts with status 1 when a schedule
 %% failed.
 -spec main([string()]) -> no_return().
@@ -700,6 +768,13 @@ main(["seeds", N]) ->
     io:format("~p table schedules, ~p client ops, ~p messages; faults injected: ~s~n",
               [P + F, maps:get(ops, Tot, 0), maps:get(msgs, Tot, 0), fault_line(Tot)]),
     io:format("sim tables: ~p passed, ~p failed~n", [P, F]),
+    {MP, MF, MTot, MBad} = check_seeds({1, Count}, #{membership => true}),
+    [print_failure(Seed, Res) || {Seed, Res} <- MBad],
+    io:format("~p table schedules with copies added and removed (~p adds, ~p removes, ~p "
+              "writes refused on a copy still syncing), ~p client ops, ~p messages~n",
+              [MP + MF, maps:get(adds, MTot, 0), maps:get(removes, MTot, 0),
+               maps:get(ops_refused, MTot, 0), maps:get(ops, MTot, 0), maps:get(msgs, MTot, 0)]),
+    io:format("sim membership: ~p passed, ~p failed~n", [MP, MF]),
     {CP, CF, CTot, CBad} = hm_sim_crdt:check_seeds({1, Count}, #{}),
     [hm_sim_crdt:print_failure(Seed, Res) || {Seed, Res} <- CBad],
     io:format("~p CRDT schedules (type x flavor x ram/disc), ~p client ops, ~p messages, "
@@ -707,15 +782,17 @@ main(["seeds", N]) ->
               [CP + CF, maps:get(ops, CTot, 0), maps:get(msgs, CTot, 0),
                maps:get(full_states, CTot, 0), fault_line(CTot)]),
     io:format("sim crdt: ~p passed, ~p failed~n", [CP, CF]),
-    io:format("sim: ~p passed, ~p failed~n", [P + CP, F + CF]),
-    halt(case F + CF of 0 -> 0; _ -> 1 end);
+    io:format("sim: ~p passed, ~p failed~n", [P + MP + CP, F + MF + CF]),
+    halt(case F + MF + CF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
     Ok = replay(Seed, Cfg, Trace),
+    {MCfg, MTrace} = gen(Seed, #{membership => true}),
+    MOk = replay(Seed, MCfg, MTrace),
     {CCfg, CTrace} = hm_sim_crdt:gen(Seed, #{}),
     COk = hm_sim_crdt:replay(Seed, CCfg, CTrace),
-    halt(case Ok andalso COk of true -> 0; false -> 1 end);
+    halt(case Ok andalso MOk andalso COk of true -> 0; false -> 1 end);
 main(["seed", S, File]) ->
     Seed = list_to_integer(S),
     Ok = case file:consult(File) of

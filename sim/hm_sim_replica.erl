@@ -22,7 +22,7 @@
 %% stabilization or gc dropped).
 -module(hm_sim_replica).
 
--export([new/4, restart/4, submit/4, handle/3, tick/2, nodeup/2, durable/1,
+-export([new/4, restart/4, submit/4, handle/3, tick/2, nodeup/2, durable/1, set_members/2,
          rows/1, meta/1, tcsb/1, status/1, clears/1]).
 -export_type([replica/0, durable/0, out/0, event/0]).
 
@@ -165,6 +165,10 @@ nodeup(N, R = #{tcsb := B0}) ->
     B = hm_tcsb:forget_member(N, B0),
     {[{N, {op, M}} || lists:member(N, hm_tcsb:members(B)), M <- hm_tcsb:missing(N, reconnect, B)],
      R#{tcsb := B}}.
+
+%% @doc The table's copy holders changed (hm_ec_server refresh_tables: hm_tcsb:set_members).
+-spec set_members([node()], replica()) -> replica().
+set_members(Ms, R = #{tcsb := B}) -> R#{tcsb := hm_tcsb:set_members(Ms, B)}.
 
 %%% ------------------------------------------------------------ effects (hm_ec_server)
 

@@ -4,9 +4,9 @@
 %% <ul>
 %% <li>`seeds_test_': 300 seeds (`HM_SIM_SEEDS' overrides) in the regimes the code passes:
 %% every fault (drops, duplicates, reordering, delays, the four partition shapes) with and
-%% without `clear', crashes/restarts of disc replicas with `clear', and everything at once
-%% (ram, disc and mixed storage, crashes of ram replicas included). All must pass every
-%% checker.</li>
+%% without `clear', crashes/restarts of disc replicas with `clear', everything at once
+%% (ram, disc and mixed storage, crashes of ram replicas included), and everything with copies
+%% added and removed. All must pass every checker.</li>
 %% <li>`regression_*_test': hand-minimised schedules of bugs A to I the simulator found
 %% (sim/REPORT.md), fixed since; each must now pass every checker.</li>
 %% </ul>
@@ -33,7 +33,7 @@ regime(Name, From, Count, Opts) ->
 
 seeds_test_() ->
     N = seeds(),
-    Q = N div 4,
+    Q = N div 5,
     [regime("network faults and partitions, no crash, no clear", 1, Q,
             #{clear => false, crash => false}),
      regime("network faults and partitions with clears, no crash", 50001, Q,
@@ -41,7 +41,9 @@ seeds_test_() ->
      regime("disc crashes and restarts, with clears", 100001, Q,
             #{storage => disc}),
      regime("everything: ram, disc and mixed storage, crashes, clears", 150001,
-            N - 3 * Q, #{})].
+            Q, #{}),
+     regime("everything, and copies added and removed", 200001, N - 4 * Q,
+            #{membership => true})].
 
 no_failures(R) -> ?assertEqual([], maps:get(failures, R)).
 
@@ -159,4 +161,30 @@ regression_lazy_clear_test() ->
              {400, {op, n1, k1, {write, a}}}],
     no_failures(hm_sim:run(cfg(2, prwset, siblings, ram), Trace)),
     no_failures(hm_sim:run(cfg(2, prwset, term_order, disc), Trace)).
+
+%% J (fixed): a removed member's operations. n2's copy is removed while n3 is down (disc) and
+%% cut off; n3 restarts with the new member set. The others treated n2's operations as a
+%% superseded incarnation's and waited, for stability, for every member to acknowledge after
+%% hearing of it; n3 never had n2 removed (it came back without it), so it never did and
+%% nothing became stable again (logs never emptied). Now a node that is not a member is gone
+%% as far as a replica knows, whatever it heard before (hm_tcsb superseded/2, newest/1).
+regression_removed_member_test() ->
+    {Cfg, Trace} = hm_sim:gen(2, #{membership => true}),
+    ?assert(lists:keymember({remove, n2}, 2, Trace)),
+    no_failures(hm_sim:run(Cfg, Trace)).
+
+%% K (fixed): a write on a copy still syncing. n3 is added while cut off; it deletes k2
+%% before it caught up, then installs a snapshot where n1's earlier write of k2 is stable
+%% (folded, no timestamp): replayed on top, the delete, which never saw the write, removed
+%% it (pawset is add-wins; checker 2: acknowledged write invisible). A copy that has not
+%% caught up now refuses writes ({syncing, Tab}), as Mnesia refuses a table not loaded.
+regression_write_while_syncing_test() ->
+    {Cfg, _} = hm_sim:gen(412, #{membership => true}),
+    Trace = [{2075, {op, n1, k2, {write, b}}},
+             {2981, {partition, isolated, [[n3], [n1, n2]]}},
+             {3223, {add, n3}},
+             {3818, {op, n3, k2, delete}}],
+    R = hm_sim:run(Cfg, Trace),
+    no_failures(R),
+    ?assertEqual(1, maps:get(ops_refused, maps:get(stats, R), 0)).
 

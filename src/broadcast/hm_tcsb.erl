@@ -150,9 +150,21 @@ join_newest(A, B) ->
 %% @doc The acknowledgements to send to every other member: `{ack, Replica, Delivered,
 %% Newest}', `Newest' the newest incarnation of every node this replica has heard of.
 -spec acks(state()) -> [{node(), term()}].
-acks(#tcsb{self = Self = {Node, _}, members = Ms, cb = CB, newest = New}) ->
+acks(S = #tcsb{self = Self = {Node, _}, members = Ms, cb = CB}) ->
     D = hm_causal_buffer:delivered(CB),
+    New = newest(S),
     [{M, {ack, Self, D, New}} || M <- Ms, M =/= Node].
+
+%% Per node heard of, its newest incarnation, or `removed' (an atom: greater than any
+%% integer incarnation) for a node that is not a member (its copy was deleted, or it has not
+%% been added here yet): every incarnation of it is gone as far as this replica knows.
+newest(#tcsb{members = Ms, newest = New}) ->
+    maps:map(fun(N, Inc) ->
+                     case lists:member(N, Ms) of
+                         true -> Inc;
+                         false -> removed
+                     end
+             end, New).
 
 %% @doc {@link receive_ack/4} of an acknowledgement that says nothing of incarnations.
 -spec receive_ack(replica(), hm_vv:vv(), state()) -> state().
@@ -198,18 +210,20 @@ stable(S = #tcsb{self = {Node, _}, members = Ms, known = K, cb = CB}) ->
 %% restarted without its state breaks that: its old incarnation acknowledges no more, yet its
 %% operations that some member delivered keep travelling (resent from logs) and may arrive
 %% here after an operation concurrent with them was folded as stable: replicas diverge
-%% (simulator, seed 8 with slower relays). So for every superseded incarnation O in sight,
+%% (simulator, seed 8 with slower relays; bug H). The same holds for a member whose copy was
+%% removed (bug J): superseded/2 counts every origin of a node that is not a member as gone.
+%% So for every superseded incarnation O in sight,
 %% stability waits until (1) every other member has acknowledged after hearing of a newer
 %% incarnation of O's node, and (2) this replica has delivered every operation of O any member
 %% reported. That suffices because, from the moment a member hears of the newer incarnation,
 %% it delivers an operation of O only if some member delivered it before (superseded/2: it
 %% neither buffers nor keeps O's operations that are not ready), and that member's
 %% acknowledgement of (1) reported it.
-settled(#tcsb{self = {Node, _}, members = Ms, known = K, cb = CB, newest = New}) ->
+settled(S = #tcsb{self = {Node, _}, members = Ms, known = K, cb = CB}) ->
     D = hm_causal_buffer:delivered(CB),
     Others = [M || M <- Ms, M =/= Node],
     Vs = [D | [known_vv(M, K) || M <- Others]],
-    Old = lists:usort([O || V <- Vs, O = {N, Inc} <- maps:keys(V), Inc < maps:get(N, New, Inc)]),
+    Old = lists:usort([O || V <- Vs, O <- maps:keys(V), superseded(O, S)]),
     lists:all(fun(O = {N, Inc}) ->
                       lists:all(fun(M) -> heard_newer(M, N, Inc, K) end, Others) andalso
                           lists:all(fun(V) -> hm_vv:get(O, V) =< hm_vv:get(O, D) end, Vs)
@@ -335,7 +349,7 @@ tick(S = #tcsb{ticks = T}) -> S#tcsb{ticks = T + 1}.
 %% Take note of replicas (`{Node, Incarnation}') heard of: a newer incarnation of a node
 %% supersedes the older ones (incarnations grow with time, hm_ec_server).
 see(Replicas, S = #tcsb{newest = New}) ->
-    New1 = lists:foldl(fun({N, Inc}, Acc) when is_atom(N) ->
+    New1 = lists:foldl(fun({N, Inc}, Acc) when is_atom(N), Inc =/= removed ->
                                case Acc of
                                    #{N := Cur} when Cur >= Inc -> Acc;
                                    _ -> Acc#{N => Inc}
@@ -347,7 +361,8 @@ see(Replicas, S = #tcsb{newest = New}) ->
         false -> drop_superseded(S#tcsb{newest = New1})
     end.
 
-superseded({N, Inc}, #tcsb{newest = New}) -> Inc < maps:get(N, New, Inc).
+superseded({N, Inc}, #tcsb{members = Ms, newest = New}) ->
+    Inc < maps:get(N, New, Inc) orelse not lists:member(N, Ms).
 
 %% A node that restarted without its state is a new incarnation, and its old one sends no
 %% more. From the moment this replica hears of the new one, it delivers an operation of the
@@ -365,10 +380,14 @@ drop_superseded(S = #tcsb{cb = CB}) ->
 
 %% @doc Change the members (copy holders): a removed member no longer holds stability back.
 -spec set_members([node()], state()) -> state().
-set_members(Ms, S = #tcsb{self = {Node, _}, known = K, early_acks = E}) ->
+set_members(Ms, S = #tcsb{self = {Node, _}, members = Old, known = K, early_acks = E}) ->
     Ms1 = lists:usort([Node | Ms]),
-    S#tcsb{members = Ms1, known = maps:with(Ms1, K),
-           early_acks = maps:filter(fun({N, _}, _) -> lists:member(N, Ms1) end, E)}.
+    S1 = S#tcsb{members = Ms1, known = maps:with(Ms1, K),
+                early_acks = maps:filter(fun({N, _}, _) -> lists:member(N, Ms1) end, E)},
+    case Ms1 =:= Old of
+        true -> S1;
+        false -> drop_superseded(S1)        % a removed member's incarnations are gone
+    end.
 
 -spec self(state()) -> replica().
 self(#tcsb{self = Self}) -> Self.

@@ -75,6 +75,12 @@ init([]) ->
           {reply, term(), map()} | {noreply, map()}.
 handle_call({submit, Tab, KeyOp, Mode}, From, S) ->
     case table(Tab, S) of
+        {ok, #{status := {syncing, _, _}}, S1} ->
+            %% a copy that has not caught up yet has no causal context: an operation made now
+            %% would be concurrent with every operation the others already folded as stable
+            %% (a delete there would remove records it never saw). As in Mnesia before a table
+            %% is loaded, it is refused until the state transfer is done.
+            {reply, {error, {syncing, Tab}}, S1};
         {ok, T, S1} ->
             try do_submit(Tab, T, KeyOp, Mode, From, S1)
             catch Class:Reason:Stack ->
