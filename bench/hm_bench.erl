@@ -887,7 +887,7 @@ node_trace_start() ->
 
 tracer(Acc) ->
     receive
-        {trace, _, 'receive', {hm_ec, _, _, Msg}} ->
+        {trace, _, 'receive', {hm_ec, _, _, Msg, _Cookie}} ->
             K = case Msg of
                     T when is_tuple(T) -> element(1, T);
                     _ -> other

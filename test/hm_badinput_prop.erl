@@ -709,6 +709,15 @@ concrete({hm_ec, Tab, From, {op, {'$sym', O, Extra, Seq, P}}}) ->
     {hm_ec, Tab, From, {op, {Origin, Ts, fix_rec(Tab, P)}}};
 concrete(M) -> M.
 
+%% Members' messages carry the table's instance (its Mnesia cookie) last: add it for an
+%% existing EC table, as a member would; anything else goes as generated.
+envelope({hm_ec, Tab, From, Msg}) when is_atom(Tab) ->
+    case lists:member(Tab, ?EC_TABS) of
+        true -> {hm_ec, Tab, From, Msg, mnesia:table_info(Tab, cookie)};
+        false -> {hm_ec, Tab, From, Msg}
+    end;
+envelope(M) -> M.
+
 fix_rec(Tab, {M, K, {write, R, H}}) -> {M, K, {write, fix_tab(Tab, R), H}};
 fix_rec(Tab, {M, K, {delete_object, R}}) -> {M, K, {delete_object, fix_tab(Tab, R)}};
 fix_rec(_, P) -> P.
@@ -731,7 +740,7 @@ prop_foreign_msgs() ->
         begin
             S0 = snapshot(),
             Sent = [{To, concrete(M)} || {To, M} <- Batch],
-            [erlang:send(To, M) || {To, M} <- Sent],
+            [erlang:send(To, envelope(M)) || {To, M} <- Sent],
             sync(),
             S1 = snapshot(),
             [count({foreign, To, msg_shape(M)}) || {To, M} <- Sent],
@@ -761,7 +770,7 @@ prop_self_msgs() ->
             S0 = snapshot(),
             Logs0 = ets:info(?LOGS, size),
             Msg = concrete(Msg0),
-            hm_ec_server ! Msg,
+            hm_ec_server ! envelope(Msg),
             sync(),
             S1 = snapshot(),
             Logged = ets:info(?LOGS, size) - Logs0,
@@ -938,7 +947,7 @@ finding_f3() ->
     %% fixed: an operation whose record's key is not the key it names is dropped
     #{delivered := D0} = hypermnesia:info(?AW),
     [] = mnesia:dirty_read(?AW, f3_other),
-    hm_ec_server ! ghost_op({async, f3_key, {write, {?AW, f3_other, evil}, {1, ?GHOST}}}),
+    hm_ec_server ! envelope(ghost_op({async, f3_key, {write, {?AW, f3_other, evil}, {1, ?GHOST}}})),
     sync(),
     ?assertEqual([], mnesia:dirty_read(?AW, f3_other)),
     ?assertEqual([], mnesia:dirty_read(?AW, f3_key)),
@@ -948,7 +957,7 @@ finding_f4() ->
     %% fixed: an operation whose record does not fit the table is dropped, not delivered
     #{delivered := D0} = hypermnesia:info(?AW),
     Rows0 = snapshot(),
-    hm_ec_server ! ghost_op({async, 1, {delete_object, {other_rec, 1, v}}}),
+    hm_ec_server ! envelope(ghost_op({async, 1, {delete_object, {other_rec, 1, v}}})),
     sync(),
     #{delivered := D1} = hypermnesia:info(?AW),
     ?assertEqual(maps:get(rows, Rows0), maps:get(rows, snapshot())),

@@ -13,10 +13,12 @@
 -export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
          bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
-         clear_remove_wins/1, transient_reorder/1, transactions_refused/1]).
+         clear_remove_wins/1, transient_reorder/1, transactions_refused/1,
+         other_table_instance/1]).
 
 all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partition_remove_wins,
           quiescent_metadata, conflict_policies, sync_ec, bad_input, transactions_refused,
+          other_table_instance,
           non_ec_tables_untouched,
           clear_remove_wins, transient_reorder,
           new_copy_and_restart, disc_kill_restart].
@@ -266,7 +268,9 @@ bad_input(Config) ->
     {error, {not_ec_table, nope}} = call(1, Config, hypermnesia, info, [nope]),
     %% a foreign message to the EC server is logged and dropped; the server lives on
     Pid = call(2, Config, erlang, whereis, [hm_ec_server]),
-    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, 'evil@nowhere', {op, garbage}}]),
+    Cookie = call(2, Config, mnesia, table_info, [Tab, cookie]),
+    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, 'evil@nowhere', {op, garbage}, Cookie}]),
+    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, node_n(1, Config), {op, garbage}, old}]),
     call(2, Config, erlang, send, [hm_ec_server, garbage]),
     Pid = call(2, Config, erlang, whereis, [hm_ec_server]),
     [] = contents(2, Config, Tab),
@@ -309,6 +313,28 @@ transactions_refused(Config) ->
     {aborted, {no_exists, Tab}} = call(1, Config, mnesia, delete_table, [Tab]),
     {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Tab]),
     false = lists:member(Tab, call(2, Config, mnesia, system_info, [tables])),
+    ok.
+
+%% A table deleted and created again under the same name is another instance: a member's
+%% message for the old one (in flight, or queued at the receiver) must not reach the new one.
+%% Messages name the instance (Mnesia's cookie); here an operation that would apply cleanly is
+%% sent twice to node 2, with the old and the new cookie.
+other_table_instance(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    Old = call(2, Config, mnesia, table_info, [Tab, cookie]),
+    {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Tab]),
+    Tab = create(Config, [{type, pawset}]),
+    New = call(2, Config, mnesia, table_info, [Tab, cookie]),
+    true = Old =/= New,
+    N1 = node_n(1, Config),
+    Origin = {N1, 1},
+    Op = {op, {Origin, #{Origin => 1}, {async, k9, {write, {Tab, k9, stale, 1}, {1, N1}}}}},
+    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, N1, Op, Old}]),
+    _ = call(2, Config, hypermnesia, info, [Tab]),            % handled (queued ops too)
+    wait_until(fun() -> maps:get(queued_ops, call(2, Config, hypermnesia, info, [])) =:= 0 end),
+    [] = call(2, Config, mnesia, dirty_read, [Tab, k9]),
+    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, N1, Op, New}]),
+    wait_until(fun() -> call(2, Config, mnesia, dirty_read, [Tab, k9]) =/= [] end),
     ok.
 
 catch_ec(I, Config, Fun) ->

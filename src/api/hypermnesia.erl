@@ -110,8 +110,11 @@ log_table(Tab) -> list_to_atom("hm_log_" ++ atom_to_list(Tab)).
 helpers(#{meta := Meta, log := Log}) -> [Meta, Log].
 
 %% Tell every copy holder's server about the table now rather than at its next refresh.
-refresh_servers(Tab) ->
-    Nodes = mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies),
+refresh_servers(Tab) -> refresh_servers_on(copy_nodes(Tab)).
+
+copy_nodes(Tab) -> mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies).
+
+refresh_servers_on(Nodes) ->
     _ = [catch gen_server:call({hm_ec_server, N}, refresh, 5000)
          || N <- Nodes, N =:= node() orelse lists:member(N, nodes())],
     ok.
@@ -121,8 +124,12 @@ refresh_servers(Tab) ->
 delete_table(Tab) ->
     case ec_options(Tab) of
         {ok, Opts} ->
+            Nodes = copy_nodes(Tab),
             case writable(Tab, fun() -> mnesia:delete_table(Tab) end) of
-                {atomic, ok} -> _ = [mnesia:delete_table(H) || H <- helpers(Opts)], {atomic, ok};
+                {atomic, ok} ->
+                    _ = [mnesia:delete_table(H) || H <- helpers(Opts)],
+                    refresh_servers_on(Nodes),             % they forget it now
+                    {atomic, ok};
                 Aborted -> Aborted
             end;
         error -> mnesia:delete_table(Tab)

@@ -114,12 +114,13 @@ handle_cast(Msg, S) ->
     {noreply, S}.
 
 -spec handle_info(term(), map()) -> {noreply, map()}.
-handle_info({hm_ec, Tab, FromNode, Msg = {op, _}}, S = #{inq := Q}) when is_atom(FromNode) ->
+handle_info({hm_ec, Tab, FromNode, Msg = {op, _}, Cookie}, S = #{inq := Q})
+  when is_atom(FromNode) ->
     %% other members' operations wait in this server's own queue, applied a few at a time
     %% behind whatever else arrives meanwhile (work/1)
-    {noreply, post_work(S#{inq := queue:in({Tab, FromNode, Msg}, Q)})};
-handle_info({hm_ec, Tab, FromNode, Msg}, S) when is_atom(FromNode) ->
-    {noreply, member_msg(Tab, FromNode, Msg, S)};
+    {noreply, post_work(S#{inq := queue:in({Tab, Cookie, FromNode, Msg}, Q)})};
+handle_info({hm_ec, Tab, FromNode, Msg, Cookie}, S) when is_atom(FromNode) ->
+    {noreply, member_msg(Tab, Cookie, FromNode, Msg, S)};
 handle_info(hm_work, S) ->
     {noreply, work(S#{work_posted := false})};
 handle_info({tick, Ref}, S = #{tick_ref := Ref}) ->
@@ -153,8 +154,13 @@ handle_info({nodedown, N}, S = #{tables := Ts}) ->
 handle_info(Msg, S) ->
     drop({unknown_message, Msg}, S).
 
-member_msg(Tab, FromNode, Msg, S = #{tables := Ts}) ->
+%% A message names the table and its instance (Mnesia's creation cookie): one for a table
+%% deleted and created again under the same name (still in flight, or queued here) is
+%% dropped, else the old table's operations would show up in the new one.
+member_msg(Tab, Cookie, FromNode, Msg, S = #{tables := Ts}) ->
     case Ts of
+        #{Tab := #{cookie := Other}} when Other =/= Cookie ->
+            element(2, drop({other_table_instance, Tab, FromNode}, S));
         #{Tab := T} ->
             case lists:member(FromNode, hm_tcsb:members(maps:get(tcsb, T))) of
                 true -> guard(Tab, S, fun() -> remote(Tab, T, FromNode, Msg, S) end);
@@ -184,7 +190,8 @@ work(0, S = #{inq := Q}) ->
 work(N, S = #{inq := Q}) ->
     case queue:out(Q) of
         {empty, _} -> S;
-        {{value, {Tab, From, Msg}}, Q1} -> work(N - 1, member_msg(Tab, From, Msg, S#{inq := Q1}))
+        {{value, {Tab, Cookie, From, Msg}}, Q1} ->
+            work(N - 1, member_msg(Tab, Cookie, From, Msg, S#{inq := Q1}))
     end.
 
 %% One table's trouble never takes the node's other tables down: a table that no longer
@@ -197,6 +204,7 @@ guard(Tab, S, Fun) ->
 
 failed(Tab, S = #{tables := Ts}, _Class, {aborted, {no_exists, _}}, _Stack) ->
     logger:notice("hypermnesia: ~p is gone from this node", [Tab]),
+    _ = [forget(T) || #{Tab := T} <- [Ts]],
     S#{tables := maps:remove(Tab, Ts)};
 failed(Tab, S, Class, Reason, Stack) ->
     logger:error("hypermnesia: ~p: ~p:~0p at ~0p", [Tab, Class, Reason, Stack]),
@@ -578,12 +586,19 @@ refresh_tables(S = #{tables := Ts}) ->
                 L when is_list(L) -> L;
                 _ -> []
             end,
-    Ec = [{Tab, Opts} || Tab <- Local, not maps:is_key(Tab, Ts),
-                         {ok, Opts} <- [hypermnesia:ec_options(Tab)]],
     %% A table already known keeps its state (its log, its incarnation) whatever Mnesia is
-    %% doing, re-join included, until Mnesia says it is gone from this node; a new one is
-    %% taken up once Mnesia has loaded it.
-    Kept = maps:filter(fun(Tab, _) -> not gone(Tab, Local) end, Ts),
+    %% doing, re-join included, until Mnesia says it is gone from this node, or that it is
+    %% another instance (deleted and created again under the same name since: its state
+    %% would be the old table's); a new one is taken up once Mnesia has loaded it.
+    {Kept, Dropped} = maps:fold(fun(Tab, T, {K, D}) ->
+                                        case gone(Tab, Local) orelse replaced(Tab, T) of
+                                            false -> {K#{Tab => T}, D};
+                                            true -> {K, [T | D]}
+                                        end
+                                end, {#{}, []}, Ts),
+    _ = [forget(T) || T <- Dropped],
+    Ec = [{Tab, Opts} || Tab <- Local, not maps:is_key(Tab, Kept),
+                         {ok, Opts} <- [hypermnesia:ec_options(Tab)]],
     Ts1 = maps:map(fun(Tab, T = #{tcsb := B}) ->
                            case catch copy_holders(Tab) of
                                Ms when is_list(Ms) -> T#{tcsb := hm_tcsb:set_members(Ms, B)};
@@ -599,6 +614,16 @@ refresh_tables(S = #{tables := Ts}) ->
             end, Ts1, Ec),
     S#{tables := Ts2}.
 
+replaced(Tab, #{cookie := Cookie}) ->
+    case catch mnesia:table_info(Tab, cookie) of
+        Cookie -> false;
+        {{_, _, _}, _} -> true;                    % another instance's cookie
+        _ -> false                                 % not readable now: keep the state
+    end.
+
+forget(#{meta := {ets, Ets}}) -> catch ets:delete(Ets), ok;
+forget(_) -> ok.
+
 %% Gone for sure: Mnesia runs and the table is not among this node's tables any more.
 gone(Tab, Local) ->
     mnesia:system_info(is_running) =:= yes andalso not lists:member(Tab, Local).
@@ -612,7 +637,11 @@ new_table(Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}) ->
                     disc_copies -> {mnesia, Meta};
                     _ -> {ets, ets:new(hm_meta, [set, protected])}
                 end,
+    %% the table's instance, named in every message (member_msg/5)
+    Cookie = mnesia:table_info(Tab, cookie),
+    put({hm_cookie, Tab}, Cookie),
     T = #{type => Type, policy => Policy, meta => MetaStore, log => Log, storage => Storage,
+          cookie => Cookie,
           record => {mnesia:table_info(Tab, record_name), mnesia:table_info(Tab, arity)},
           waiters => #{}, clears => [], stable_seen => undefined},
     open_storage(Tab),
@@ -688,5 +717,6 @@ meta_words(#{meta := {ets, E}}) -> ets:info(E, memory);
 meta_words(#{meta := {mnesia, M}}) -> mnesia:table_info(M, memory).
 
 send(Node, Tab, Msg) ->
-    _ = erlang:send({?MODULE, Node}, {hm_ec, Tab, node(), Msg}, [noconnect, nosuspend]),
+    Envelope = {hm_ec, Tab, node(), Msg, get({hm_cookie, Tab})},
+    _ = erlang:send({?MODULE, Node}, Envelope, [noconnect, nosuspend]),
     ok.
