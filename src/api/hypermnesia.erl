@@ -24,6 +24,7 @@
 -type policy() :: term_order | lww | siblings.
 
 -define(PROP, hm_ec).
+-define(READY_WAIT_MS, 5000).
 
 %% @doc Start Mnesia if it is not running, then Hypermnesia.
 -spec start() -> ok | {error, term()}.
@@ -91,6 +92,9 @@ create_ec_table(Tab, Type, Opts) ->
 %% on failure the ones created are removed.
 create_all([], Tab, _Done) ->
     refresh_servers(Tab),
+    %% a new copy refuses writes until it has caught up (hm_ec_server); the copies of a new
+    %% table release each other within a tick or two when they can all talk
+    wait_ready(Tab, erlang:monotonic_time(millisecond) + ?READY_WAIT_MS),
     {atomic, ok};
 create_all([{T, Opts} | Rest], Tab, Done) ->
     case mnesia:create_table(T, Opts) of
@@ -111,6 +115,19 @@ helpers(#{meta := Meta, log := Log}) -> [Meta, Log].
 
 %% Tell every copy holder's server about the table now rather than at its next refresh.
 refresh_servers(Tab) -> refresh_servers_on(copy_nodes(Tab)).
+
+%% Until every reachable copy of `Tab' is ready, or the deadline (a copy that cannot reach
+%% all the others stays syncing until it can: create_table/2 returns anyway).
+wait_ready(Tab, Deadline) ->
+    Syncing = [N || N <- copy_nodes(Tab), N =:= node() orelse lists:member(N, nodes()),
+                    case catch gen_server:call({hm_ec_server, N}, {info, Tab}, 5000) of
+                        #{status := ready} -> false;
+                        _ -> true
+                    end],
+    case Syncing =/= [] andalso erlang:monotonic_time(millisecond) < Deadline of
+        true -> timer:sleep(20), wait_ready(Tab, Deadline);
+        false -> ok
+    end.
 
 copy_nodes(Tab) -> mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies).
 
