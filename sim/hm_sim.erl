@@ -769,7 +769,7 @@ main(["seeds", N]) ->
               [P + F, maps:get(ops, Tot, 0), maps:get(msgs, Tot, 0), fault_line(Tot)]),
     io:format("sim tables: ~p passed, ~p failed~n", [P, F]),
     {MP, MF, MTot, MBad} = check_seeds({1, Count}, #{membership => true}),
-    [print_failure(Seed, Res) || {Seed, Res} <- MBad],
+    [print_failure(Seed, #{membership => true}, Res) || {Seed, Res} <- MBad],
     io:format("~p table schedules with copies added and removed (~p adds, ~p removes, ~p "
               "writes refused on a copy still syncing), ~p client ops, ~p messages~n",
               [MP + MF, maps:get(adds, MTot, 0), maps:get(removes, MTot, 0),
@@ -811,12 +811,21 @@ replay(Seed, Cfg, Trace) ->
         true ->
             io:format("stats: ~p~nsim tables: 1 passed, 0 failed~n",
                       [maps:without([samples], maps:get(stats, Res))]);
-        false -> print_failure(Seed, Res), io:format("sim tables: 0 passed, 1 failed~n")
+        false -> print_failure(Seed, {Cfg, Trace}, Res),
+                 io:format("sim tables: 0 passed, 1 failed~n")
     end,
     Ok.
 
-print_failure(Seed, #{failures := Fs}) ->
-    {Cfg, Trace} = gen(Seed, #{}),
+print_failure(Seed, Res) -> print_failure(Seed, #{}, Res).
+
+%% The failing schedule: generated with `Opts', or given as `{Cfg, Trace}'.
+print_failure(Seed, {Cfg, Trace}, #{failures := Fs}) ->
+    print_failure(Seed, Cfg, Trace, Fs);
+print_failure(Seed, Opts, #{failures := Fs}) ->
+    {Cfg, Trace} = gen(Seed, Opts),
+    print_failure(Seed, Cfg, Trace, Fs).
+
+print_failure(Seed, Cfg, Trace, Fs) ->
     Min = minimise(Cfg, Trace, 150),
     Dir = "_build/sim",
     ok = filelib:ensure_dir(Dir ++ "/x"),
