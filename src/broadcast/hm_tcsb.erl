@@ -16,17 +16,25 @@
 %% have delivered, learned from their acknowledgements. A member's ack counts only once every
 %% operation that member sent before acknowledging has been delivered here, so no operation
 %% concurrent with a stable one can still arrive (the condition of Algorithm 1, with acks as
-%% empty messages standing for its ts_map).</li>
+%% empty messages standing for its ts_map). Nothing is stable while an operation of a gone
+%% incarnation may still arrive (settled/1, below).</li>
 %% <li>{@link missing/3}: the logged operations a member is not known to have, for
-%% retransmission after a reconnect or when they are older than a tick. The log keeps every
-%% delivered operation, of any origin, until it is stable, so any member can repair any other
-%% after a partition.</li>
+%% retransmission after a reconnect or when they are old enough (origin 2 ticks, relays 8).
+%% The log keeps every delivered operation, of any origin, until it is stable, so any member
+%% can repair any other after a partition; it is kept per origin in sequence order, so gc and
+%% resends never scan it.</li>
 %% </ul>
 %% Replica ids are `{Node, Incarnation}': a node that restarts without its state starts a new
-%% incarnation, so it never reuses a sequence number. Membership, acks and `known' are per node.
+%% incarnation, so it never reuses a sequence number. Membership, acks and `known' are per
+%% node. An incarnation is gone once a newer one of its node is heard of, or its node is no
+%% longer a member: its operations are then delivered only when ready on arrival (never
+%% buffered), and acks carry the newest incarnation of every node their sender heard of, so
+%% stability can wait until every member has caught up on them (bugs C, H, J of
+%% sim/REPORT.md).
 %%
 %% Invariants: a logged operation is delivered here; the log holds no stable operation after
-%% {@link gc/1}; `known' only grows for a member.
+%% {@link gc/1}; `known' only grows for a member incarnation; no operation of a gone
+%% incarnation stays buffered.
 -module(hm_tcsb).
 
 -export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/3, receive_ack/4,
