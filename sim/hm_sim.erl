@@ -56,7 +56,7 @@
 %% `action/2' (a trace action), `converged/1' and `quiescent/1'.
 -export([final_heal/1, quiesce/2, deliverable/4, nodes_of/1, draws/2, pick/2, gen_faults/4, schedule/3, schedule_at/3, run_until/2,
          uniform/2, coin/2, bump/2, bump/3, fail/2, up/2, connected/3, reachable/2, epoch/3,
-         new_epoch/3, reconnect/2, send_all/3, events/3, minimise_with/3, totals/2,
+         new_epoch/3, reconnect/2, send_all/3, events/3, minimise_with/3, totals/2, print_minimised/8,
          fault_line/1]).
 -export_type([cfg/0, action/0, result/0]).
 
@@ -826,17 +826,25 @@ print_failure(Seed, Opts, #{failures := Fs}) ->
     print_failure(Seed, Cfg, Trace, Fs).
 
 print_failure(Seed, Cfg, Trace, Fs) ->
-    Min = minimise(Cfg, Trace, 150),
-    Dir = "_build/sim",
-    ok = filelib:ensure_dir(Dir ++ "/x"),
-    File = Dir ++ "/trace-" ++ integer_to_list(Seed) ++ ".eterm",
-    ok = file:write_file(File, io_lib:format("~p.~n", [{Cfg, Min}])),
-    #{failures := MinFs} = run(Cfg, Min),
-    io:format("FAILED seed ~p (~p, ~p, ~p, ~p replicas): ~P~n"
+    Desc = io_lib:format("~p, ~p, ~p, ~p replicas", [maps:get(type, Cfg), maps:get(policy, Cfg),
+                                                     maps:get(storage, Cfg), maps:get(n, Cfg)]),
+    print_minimised("seed", Seed, Desc, fun(T) -> run(Cfg, T) end, Trace, Fs,
+                    "_build/sim/trace-" ++ integer_to_list(Seed) ++ ".eterm",
+                    fun(Min) -> {Cfg, Min} end).
+
+%% @doc A failing schedule: minimise its trace with `Run', write `Saved(Minimised)' to `File'
+%% (what `make sim SEED=S TRACE=File' replays) and print both runs' failures.
+-spec print_minimised(string(), integer(), iodata(), fun(([action()]) -> result()), [action()],
+                      [term()], string(), fun(([action()]) -> term())) -> ok.
+print_minimised(What, Seed, Desc, Run, Trace, Fs, File, Saved) ->
+    Min = minimise_with(Run, Trace, 150),
+    ok = filelib:ensure_dir(File),
+    ok = file:write_file(File, io_lib:format("~p.~n", [Saved(Min)])),
+    #{failures := MinFs} = Run(Min),
+    io:format("FAILED ~s ~p (~s): ~P~n"
               "  minimised trace (~p of ~p actions, replay: make sim SEED=~p TRACE=~s):~n"
               "  ~p~n  failures of the minimised trace: ~P~n",
-              [Seed, maps:get(type, Cfg), maps:get(policy, Cfg), maps:get(storage, Cfg),
-               maps:get(n, Cfg), Fs, 40, length(Min), length(Trace), Seed, File, Min,
+              [What, Seed, Desc, Fs, 40, length(Min), length(Trace), Seed, File, Min,
                MinFs, 60]).
 
 %% @doc The faults of campaign totals, as one line.

@@ -644,14 +644,8 @@ replay(Seed, Cfg, Trace) ->
 -spec print_failure(integer(), hm_sim:result()) -> ok.
 print_failure(Seed, #{failures := Fs}) ->
     {Cfg, Trace} = gen(Seed, #{}),
-    Min = hm_sim:minimise_with(fun(T) -> run(Cfg, T) end, Trace, 150),
-    File = "_build/sim/crdt-trace-" ++ integer_to_list(Seed) ++ ".eterm",
-    ok = filelib:ensure_dir(File),
-    ok = file:write_file(File, io_lib:format("~p.~n", [{crdt, Cfg, Min}])),
-    #{failures := MinFs} = run(Cfg, Min),
-    io:format("FAILED crdt seed ~p (~p, ~p, ~p, ~p replicas): ~P~n"
-              "  minimised trace (~p of ~p actions, replay: make sim SEED=~p TRACE=~s):~n"
-              "  ~p~n  failures of the minimised trace: ~P~n",
-              [Seed, maps:get(type, Cfg), maps:get(flavor, Cfg), maps:get(storage, Cfg),
-               maps:get(n, Cfg), Fs, 40, length(Min), length(Trace), Seed, File, Min,
-               MinFs, 60]).
+    Desc = io_lib:format("~p, ~p, ~p, ~p replicas", [maps:get(type, Cfg), maps:get(flavor, Cfg),
+                                                     maps:get(storage, Cfg), maps:get(n, Cfg)]),
+    hm_sim:print_minimised("crdt seed", Seed, Desc, fun(T) -> run(Cfg, T) end, Trace, Fs,
+                           "_build/sim/crdt-trace-" ++ integer_to_list(Seed) ++ ".eterm",
+                           fun(Min) -> {crdt, Cfg, Min} end).
