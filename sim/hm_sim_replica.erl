@@ -10,8 +10,8 @@
 %% <li>`clear' deletes every key present, and for `prwset' is kept in `clears' until stable, so
 %% it beats concurrent writes arriving later (hm_ec_server:effect/3).</li>
 %% <li>state transfer: a replica without state starts `{syncing, Raw}', asks members for a
-%% snapshot `{Rows, Meta, Delivered}', installs the first one, replays its own log and what
-%% arrived meanwhile (hm_ec_server:install/6).</li>
+%% snapshot `{Rows, Meta, Delivered}', installs the first one and delivers what arrived
+%% meanwhile (hm_ec_server:install/4); it takes no client operation until then.</li>
 %% <li>disc persistence (FEATURES X2 / issue X6): `disc' replicas keep `rows', `meta' and a
 %% `dlog' mirroring the `hm_log' table (Dot => Msg until gc, `state' => {Self, Delivered},
 %% `clears' => the unstable clears); that, and nothing else (not the hlc), survives a
@@ -140,7 +140,7 @@ install(#{rows := Rows, meta := Meta, delivered := V, log := Log, clears := Clea
     lists:foldl(fun(M, {O, Acc, E}) ->
                         {O1, Acc1, E1} = handle(node, {op, M}, Acc),
                         {O ++ O1, Acc1, E ++ E1}
-                end, {[], R0, [{installed, V}]}, hm_tcsb:own_log(Old) ++ lists:reverse(Raw)).
+                end, {[], R0, [{installed, V}]}, lists:reverse(Raw)).
 
 %% @doc The periodic tick (hm_ec_server:tick_table/3): acks, resend what a member lacks for
 %% a tick, ask for a snapshot while syncing, stabilize keys, gc the log.

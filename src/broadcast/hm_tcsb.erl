@@ -37,9 +37,9 @@
 %% incarnation stays buffered.
 -module(hm_tcsb).
 
--export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/3, receive_ack/4,
+-export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/4,
          stable/1, gc/1,
-         missing/3, tick/1, set_members/2, members/1, self/1, own_log/1, restore_log/2,
+         missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
          gc_dots/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
          known/1]).
 -export_type([state/0, message/0]).
@@ -173,10 +173,6 @@ newest(#tcsb{members = Ms, newest = New}) ->
                          false -> removed
                      end
              end, New).
-
-%% @doc {@link receive_ack/4} of an acknowledgement that says nothing of incarnations.
--spec receive_ack(replica(), hm_vv:vv(), state()) -> state().
-receive_ack(From, V, S) -> receive_ack(From, V, #{}, S).
 
 %% @doc Replica `From' has delivered `V' and heard of the incarnations `Newest'. It counts once
 %% this replica has delivered every operation `From' itself sent before acknowledging.
@@ -399,11 +395,6 @@ set_members(Ms, S = #tcsb{self = {Node, _}, members = Old, known = K, early_acks
 
 -spec self(state()) -> replica().
 self(#tcsb{self = Self}) -> Self.
-
-%% @doc This replica's own logged operations, oldest first (replayed after a state transfer).
--spec own_log(state()) -> [message()].
-own_log(#tcsb{self = Self, log = L}) ->
-    [M || {M, _} <- gb_trees:values(maps:get(Self, L, gb_trees:empty()))].
 
 -spec members(state()) -> [node()].
 members(#tcsb{members = Ms}) -> Ms.

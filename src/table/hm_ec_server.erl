@@ -336,16 +336,16 @@ snapshot(_Tab, #{status := {syncing, _, _}, tcsb := B}) ->
         false -> {snapshot_none}
     end.
 
-%% Nothing delivered but this incarnation's own operations (which reach the others by
-%% broadcast anyway, and are replayed after a state transfer).
+%% Nothing delivered from anyone else (a syncing copy makes no operation of its own: it
+%% refuses writes until it has installed a state).
 only_own(B) -> maps:keys(hm_tcsb:delivered(B)) -- [hm_tcsb:self(B)] =:= [].
 
 empty_snapshot() -> #{rows => [], meta => [], delivered => #{}, log => [], clears => []}.
 
 ets_rows(Tab) -> mnesia:dirty_select(Tab, [{'_', [], ['$_']}]).
 
-%% Install a member's state, then replay this replica's own operations on top of it (they
-%% were applied to the state being replaced), then deliver what arrived meanwhile.
+%% Install a member's state, then deliver what arrived meanwhile. A syncing copy refuses
+%% writes, so it has no operation of its own to carry over.
 install(Tab, T = #{tcsb := Old, status := {syncing, Raw, _}},
         #{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := Clears}, S) ->
     Log0 = maps:get(log, T),
@@ -361,7 +361,7 @@ install(Tab, T = #{tcsb := Old, status := {syncing, Raw, _}},
     logger:info("hypermnesia: ~p caught up (~p rows)", [Tab, length(Rows)]),
     lists:foldl(fun(M, Acc) -> remote(Tab, maps:get(Tab, maps:get(tables, Acc)), node(),
                                       {op, M}, Acc)
-                end, S0, hm_tcsb:own_log(Old) ++ lists:reverse(Raw)).
+                end, S0, lists:reverse(Raw)).
 
 valid_op_msg(Msg = {{N, _}, _, {Mode, _Key, Op}}) when is_atom(N) ->
     hm_causal_buffer:is_message(Msg) andalso (Mode =:= async orelse Mode =:= sync)
