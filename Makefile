@@ -45,9 +45,10 @@ bench-crdt: compile
 	    -eval 'crdt_bench:main(["bench/results/crdt.md"]), halt().'
 
 ## make sim SEEDS=N: the deterministic simulator on seeds 1..N, every fault and workload: each
-## seed runs one EC-table schedule (sim/hm_sim.erl) and one CRDT schedule (sim/hm_sim_crdt.erl:
-## a type x flavor); prints failures (seed, minimised trace), `sim tables: ...', `sim crdt: ...'
-## and `sim: P passed, F failed'.
+## seed runs EC-table schedules (sim/hm_sim.erl: faults; copies added and removed; full load
+## with a partition and saturated links) and one CRDT schedule (sim/hm_sim_crdt.erl: a type x
+## flavor); prints failures (seed, minimised trace), `sim tables: ...', `sim membership: ...',
+## `sim load: ...', `sim crdt: ...' and `sim: P passed, F failed'.
 ## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of
 ## either kind written by a failure).
 ## make sim-report: the scale table (10/50/100/200 replicas) into sim/REPORT.md.
@@ -99,9 +100,13 @@ bench-full: bench-build
 ## partitions, heals) for HM_FAULTS_SECONDS per case (default here 180; `make test' runs it for
 ## 10 s). HM_FAULTS_SEED=S replays a nemesis schedule; HM_FAULTS_PAUSE_MS sets the clients'
 ## pause between operations (default 20). Prints `faults: P passed, F failed (...)' per case.
+## Then a partition under full load (hm_ec_SUITE:partition_under_full_load with HM_LOAD=full:
+## 3 nodes, 2 unthrottled writers each, node 3 cut off from second 4 to 8, writers stop at
+## 14; every copy must converge within 60 s; `make test' runs a shorter one).
 HM_FAULTS_SECONDS ?= 180
 faults: bootstrap
 	HM_FAULTS_SECONDS=$(HM_FAULTS_SECONDS) $(REBAR) ct --suite test/hm_faults_SUITE
+	HM_LOAD=full $(REBAR) ct --suite test/hm_ec_SUITE --case partition_under_full_load
 
 clean:
 	rm -rf _build

@@ -12,9 +12,12 @@
 %% crashes and restarts, and with option `membership' copies added (the last node joins
 %% later, `hypermnesia:add_table_copy/3') and removed for good (`del_table_copy/2'): every
 %% member takes the new member set at once; a new copy starts empty and catches up by state
-%% transfer, and refuses writes until then. The network drops, duplicates and delays (hence reorders) every
+%% transfer, and refuses writes until then. With option `load' (a family of its own, see
+%% gen_load/2), thousands of operations in bursts, one node cut off, links of bounded
+%% capacity that drop what a busy connection cannot take, and a small retransmission window.
+%% The network drops, duplicates and delays (hence reorders) every
 %% message with the configured probabilities; a cut drops everything across it. Every
-%% replica ticks every 250 ms of simulated time (acks, retransmission with missing/3,
+%% replica ticks every 250 ms of simulated time (acks, retransmission with resend_due/2,
 %% stabilization, gc). After the work phase: heal, restart every crashed replica, turn the
 %% random faults off, run until quiescent (or a time cap), then check. The CRDT workloads
 %% (issue 5: every hm_crdt type in every flavor) run on the same scheduler, network, faults,
@@ -78,6 +81,8 @@
 %% @doc The configuration and trace of seed `Seed'. Options override configuration fields
 %% (`n', `type', `policy', `storage', `drop', `dup', `delay', `duration', `ops', `faults').
 -spec gen(integer(), map()) -> {cfg(), [action()]}.
+gen(Seed, Opts = #{load := true}) ->
+    gen_load(Seed, maps:remove(load, Opts));
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#5eed, 16#51e}),
     {[N, TI, PI, SI, Drop, Dup, Delay, NOps, NFaults], R1} =
@@ -114,6 +119,45 @@ gen(Seed, Opts) ->
                      false -> []
                  end,
     {maps:without([membership], Cfg), lists:keysort(1, OpActs ++ FaultActs ++ MemberActs)}.
+
+%% Full load (option `load'): thousands of client operations, most of them in bursts, on a
+%% few dozen keys of 3 to 5 replicas, one node cut off for 1 to 2.5 s in the middle, and a
+%% network that behaves like Erlang distribution under load: each link carries at most
+%% `link_cap' messages at a time and drops what is sent beyond (a busy distribution port and
+%% `nosuspend'), and retransmission sends at most `window' operations per member and round.
+%% The partition leaves each side hundreds to thousands of operations behind the other:
+%% backlogs many times the retransmission window, to be caught up while every link is
+%% saturated.
+gen_load(Seed, Opts) ->
+    R0 = rand:seed_s(exsss, {Seed, 16#10ad, 16#b057}),
+    {[N, TI, PI, SI, Delay, NOps, NKeys, Cap, Win, Cut, CutLen, Victim], R1} =
+        draws([{int, 3, 5}, {int, 1, 2}, {int, 1, 3}, {int, 1, 3}, {int, 1, 30},
+               {int, 1500, 3000}, {int, 10, 60}, {int, 15, 60}, {int, 4, 32},
+               {int, 500, 1200}, {int, 1000, 2500}, {int, 1, 5}], R0),
+    Keys = [list_to_atom("k" ++ integer_to_list(I)) || I <- lists:seq(1, NKeys)],
+    Cfg0 = #{n => N, type => element(TI, {pawset, prwset}),
+             policy => element(PI, {term_order, lww, siblings}),
+             storage => element(SI, {ram, disc, mixed}),
+             drop => 0.0, dup => 0.0, delay => Delay, duration => 4000, seed => Seed,
+             keys => Keys, link_cap => Cap, window => Win},
+    Cfg1 = maps:merge(Cfg0, Opts),
+    #{n := N1, duration := Dur} = Cfg1,
+    Nodes = nodes_of(N1),
+    Cfg = Cfg1#{skew => maps:from_list([{Nd, 0} || Nd <- Nodes])},
+    %% four bursts of 150 ms take two thirds of the operations
+    {Bursts, R2} = draws([{int, 0, Dur - 150} || _ <- lists:seq(1, 4)], R1),
+    {Ops, R3} = gen_ops(NOps, Nodes, Dur, Keys, R2),
+    {Timed, _} = lists:mapfoldl(fun({T, A}, R) ->
+                                        {U, Ra} = rand:uniform_s(3, R),
+                                        case U of
+                                            3 -> {{T, A}, Ra};
+                                            _ -> {B, Rb} = pick(Bursts, Ra),
+                                                 {{B + T rem 150, A}, Rb}
+                                        end
+                                end, R3, Ops),
+    X = lists:nth(1 + (Victim - 1) rem N1, Nodes),
+    Fault = [{Cut, {partition, isolated, [[X], Nodes -- [X]]}}, {Cut + CutLen, heal}],
+    {Cfg, lists:keysort(1, Timed ++ Fault)}.
 
 %% Copies added and removed (hypermnesia:add_table_copy/3, del_table_copy/2), drawn from a
 %% random stream of their own so that a seed's other actions stay those of the same seed
@@ -252,13 +296,13 @@ start_node(Nd, S = #{nodes := Nodes, inc := Inc}) ->
             applied := (maps:get(applied, S))#{Nd => #{}}},
     send_all(Nd, Out, S1).
 
-storage3(Nd, #{cfg := #{type := T, policy := P, storage := St}} = S) ->
+storage3(Nd, #{cfg := Cfg = #{type := T, policy := P, storage := St}} = S) ->
     Nodes = maps:get(universe, S, maps:get(nodes, S)),
     Storage = case St of
                   mixed -> case index(Nd, Nodes) rem 2 of 0 -> disc; 1 -> ram end;
                   _ -> St
               end,
-    {T, P, Storage}.
+    {T, P, Storage, maps:with([window], Cfg)}.
 
 index(X, L) -> length(lists:takewhile(fun(Y) -> Y =/= X end, L)) + 1.
 
@@ -291,7 +335,11 @@ run_until(T, S = #{q := Q}) ->
             case gb_trees:smallest(Q) of
                 {{At, _}, _} when At > T -> S#{now := T};
                 {{At, _} = K, Ev} ->
-                    S1 = S#{now := At, q := gb_trees:delete(K, Q)},
+                    S0 = S#{now := At, q := gb_trees:delete(K, Q)},
+                    S1 = case Ev of
+                             {deliver, From, To, _, _} -> in_flight(From, To, -1, S0);
+                             _ -> S0
+                         end,
                     run_until(T, event(Ev, S1))
             end
     end.
@@ -495,22 +543,38 @@ send(From, To, Msg, S0 = #{cfg := #{drop := PD, dup := PU, delay := Max}, faults
     case connected(From, To, S) of
         false -> bump(dropped_cut, S);
         true ->
+          case busy(From, To, S) of
+            true -> bump(dropped_busy, S);
+            false ->
             {Drop, S1} = case F of true -> coin(PD, S); false -> {false, S} end,
             case Drop of
                 true -> bump(dropped, S1);
                 false ->
                     {D1, S2} = uniform(Max, S1),
                     E = epoch(From, To, S2),
-                    S3 = schedule(D1, {deliver, From, To, Msg, E}, S2),
+                    S3 = schedule(D1, {deliver, From, To, Msg, E}, in_flight(From, To, 1, S2)),
                     {Dup, S4} = case F of true -> coin(PU, S3); false -> {false, S3} end,
                     case Dup of
                         false -> S4;
                         true ->
                             {D2, S5} = uniform(Max, S4),
-                            bump(duplicated, schedule(D2, {deliver, From, To, Msg, E}, S5))
+                            bump(duplicated, schedule(D2, {deliver, From, To, Msg, E},
+                                                      in_flight(From, To, 1, S5)))
                     end
             end
+          end
     end.
+
+%% A link with `link_cap' messages in flight is busy: a message sent on it now is dropped, as
+%% Erlang distribution does with `nosuspend' when the connection's buffer is full.
+busy(From, To, #{cfg := #{link_cap := Cap}} = S) ->
+    maps:get({From, To}, maps:get(in_flight, S, #{}), 0) >= Cap;
+busy(_, _, _) -> false.
+
+in_flight(From, To, D, S = #{cfg := #{link_cap := _}}) ->
+    F = maps:get(in_flight, S, #{}),
+    S#{in_flight => F#{{From, To} => maps:get({From, To}, F, 0) + D}};
+in_flight(_, _, _, S) -> S.
 
 %%% ================================================================ checkers 3 and 4
 
@@ -629,7 +693,9 @@ finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
     %% 2. no lost acknowledged write
     Final = hm_tcsb:delivered(hm_sim_replica:tcsb(hd(Rs))),
     View = hd(Rows),
-    S2 = maps:fold(fun(_, I, Acc) -> check_acked(I, Ops, Final, View, Cfg, Acc) end, S1, Ops),
+    %% the operations that may supersede a write: those on its key, and clears
+    ByKey = maps:groups_from_list(fun(#{key := K}) -> K end, maps:values(Ops)),
+    S2 = maps:fold(fun(_, I, Acc) -> check_acked(I, ByKey, Final, View, Cfg, Acc) end, S1, Ops),
     %% 5. metadata bound
     S3 = lists:foldl(
            fun({Nd, R}, Acc) ->
@@ -655,10 +721,11 @@ finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
                    samples => maps:get(samples, S3)}}.
 
 check_acked(#{lost := true}, _, _, _, _, S) -> S;
-check_acked(I = #{dot := Dot}, Ops, Final, View, Cfg, S) ->
+check_acked(I = #{dot := Dot}, ByKey, Final, View, Cfg, S) ->
     case hm_vv:contains(Dot, Final) of
         false -> fail({acknowledged_op_lost, maps:without([msg], I)}, S);
-        true -> check_visible(I, Ops, Final, View, Cfg, S)
+        true -> check_visible(I, maps:get(maps:get(key, I), ByKey, [])
+                              ++ maps:get(all, ByKey, []), Final, View, Cfg, S)
     end.
 
 check_visible(W = #{op := {write, Rec, _}, key := K, dot := WD, ts := WTs}, Ops, Final, View,
@@ -677,7 +744,7 @@ check_visible(W = #{op := {write, Rec, _}, key := K, dot := WD, ts := WTs}, Ops,
                         end,
                 hm_vv:contains(OD, Final) andalso OnKey andalso Kills
         end,
-    case lists:any(Supersedes, maps:values(Ops)) of
+    case lists:any(Supersedes, Ops) of
         true -> S;
         false ->
             Shown = maps:get(K, View, []),
@@ -775,6 +842,14 @@ main(["seeds", N]) ->
               [MP + MF, maps:get(adds, MTot, 0), maps:get(removes, MTot, 0),
                maps:get(ops_refused, MTot, 0), maps:get(ops, MTot, 0), maps:get(msgs, MTot, 0)]),
     io:format("sim membership: ~p passed, ~p failed~n", [MP, MF]),
+    {LP, LF, LTot, LBad} = check_seeds({1, Count}, #{load => true}),
+    [print_failure(Seed, #{load => true}, Res) || {Seed, Res} <- LBad],
+    io:format("~p table schedules under full load (~p client ops, ~p messages, ~p dropped by "
+              "a busy link, ~p lost in a cut; converged ~s after the work phase)~n",
+              [LP + LF, maps:get(ops, LTot, 0), maps:get(msgs, LTot, 0),
+               maps:get(dropped_busy, LTot, 0), maps:get(dropped_cut, LTot, 0),
+               converge_line(LTot, LP + LF)]),
+    io:format("sim load: ~p passed, ~p failed~n", [LP, LF]),
     {CP, CF, CTot, CBad} = hm_sim_crdt:check_seeds({1, Count}, #{}),
     [hm_sim_crdt:print_failure(Seed, Res) || {Seed, Res} <- CBad],
     io:format("~p CRDT schedules (type x flavor x ram/disc), ~p client ops, ~p messages, "
@@ -782,17 +857,19 @@ main(["seeds", N]) ->
               [CP + CF, maps:get(ops, CTot, 0), maps:get(msgs, CTot, 0),
                maps:get(full_states, CTot, 0), fault_line(CTot)]),
     io:format("sim crdt: ~p passed, ~p failed~n", [CP, CF]),
-    io:format("sim: ~p passed, ~p failed~n", [P + MP + CP, F + MF + CF]),
-    halt(case F + MF + CF of 0 -> 0; _ -> 1 end);
+    io:format("sim: ~p passed, ~p failed~n", [P + MP + LP + CP, F + MF + LF + CF]),
+    halt(case F + MF + LF + CF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
     Ok = replay(Seed, Cfg, Trace),
     {MCfg, MTrace} = gen(Seed, #{membership => true}),
     MOk = replay(Seed, MCfg, MTrace),
+    {LCfg, LTrace} = gen(Seed, #{load => true}),
+    LOk = replay(Seed, LCfg, LTrace),
     {CCfg, CTrace} = hm_sim_crdt:gen(Seed, #{}),
     COk = hm_sim_crdt:replay(Seed, CCfg, CTrace),
-    halt(case Ok andalso MOk andalso COk of true -> 0; false -> 1 end);
+    halt(case Ok andalso MOk andalso LOk andalso COk of true -> 0; false -> 1 end);
 main(["seed", S, File]) ->
     Seed = list_to_integer(S),
     Ok = case file:consult(File) of
@@ -846,6 +923,10 @@ print_minimised(What, Seed, Desc, Run, Trace, Fs, File, Saved) ->
               "  ~p~n  failures of the minimised trace: ~P~n",
               [What, Seed, Desc, Fs, 40, length(Min), length(Trace), Seed, File, Min,
                MinFs, 60]).
+
+%% The mean simulated time from the end of the work phase to convergence.
+converge_line(Tot, Runs) ->
+    io_lib:format("~.1f simulated s on average", [maps:get(converged_ms, Tot, 0) / max(1, Runs) / 1000]).
 
 %% @doc The faults of campaign totals, as one line.
 -spec fault_line(map()) -> iolist().
@@ -917,9 +998,9 @@ scale(N) ->
 notes() ->
     "\nColumns: messages are every send (op, ack, snapshot request) from the start to "
     "quiescence, divided by client operations. Op messages include retransmissions: every "
-    "replica logs every delivered operation until it is stable and, at each tick, resends it "
-    "(missing/3, `old') to every reachable member it does not know to have it, and on a "
-    "nodeup resends all of them (`all'). Acks: every replica to every reachable member every "
+    "replica logs every delivered operation until it is stable and, at each tick, resends "
+    "(resend_due/2) to every reachable member the ones it has not reported delivered, in "
+    "causal order, within a window per member. Acks: every replica to every reachable member every "
     "tick (N^2 per tick). Meta bytes/key: `term_to_binary({hm_meta, Key, KeyState})` summed "
     "over replica n1's metadata rows, divided by the keys it holds, sampled at each of its "
     "ticks during the work phase. The delivered vector (one entry per replica incarnation) "

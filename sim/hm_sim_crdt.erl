@@ -238,9 +238,9 @@ nodeup(At, Peer, S) ->
             R = rep(At, S),
             case flavor(S) of
                 op ->
+                    %% retransmission resumes from the peer's next acknowledgement
                     B = hm_tcsb:forget_member(Peer, maps:get(tcsb, R)),
-                    Out = [{Peer, {op, M}} || M <- hm_tcsb:missing(Peer, reconnect, B)],
-                    hm_sim:send_all(At, Out, put_rep(At, R#{tcsb := B}, S));
+                    put_rep(At, R#{tcsb := B}, S);
                 state ->
                     full(At, Peer, R, S);
                 delta ->

@@ -34,6 +34,8 @@
                      dlog := map(), clears := list(),
                      status := ready | {syncing, list(), [node()]},
                      hlc := integer()}.
+%% the table's type, policy, storage, and hm_tcsb options (e.g. the retransmission window)
+-type spec() :: {ec_type(), policy(), ram | disc, hm_tcsb:opts()}.
 -type durable() :: none | {disc, #{term() => [tuple()]}, map(), map()}.
 -type out() :: [{node(), term()}].
 -type event() :: {applied, hm_tcsb:message()} | {installed, hm_vv:vv()}
@@ -41,33 +43,33 @@
 
 %% @doc A replica with no state (first start, or a ram replica after a crash): it syncs from
 %% a member before its state counts (hm_ec_server:new_table/2).
--spec new(node(), term(), [node()], {ec_type(), policy(), ram | disc}) -> {replica(), out()}.
-new(Node, Inc, Members, {Type, Policy, Storage}) ->
-    fresh(Node, Inc, Members, Type, Policy, Storage, #{}, #{}).
+-spec new(node(), term(), [node()], spec()) -> {replica(), out()}.
+new(Node, Inc, Members, {Type, Policy, Storage, Opts}) ->
+    fresh(Node, Inc, Members, {Type, Policy, Storage, Opts}, #{}, #{}).
 
-fresh(Node, Inc, Members, Type, Policy, Storage, Rows, Meta) ->
+fresh(Node, Inc, Members, {Type, Policy, Storage, Opts}, Rows, Meta) ->
     Others = Members -- [Node],
     Status = case Others of [] -> ready; _ -> {syncing, [], []} end,
-    R = #{node => Node, type => Type, policy => Policy, storage => Storage,
-          tcsb => hm_tcsb:new({Node, Inc}, Members), rows => Rows, meta => Meta,
+    R = #{node => Node, type => Type, policy => Policy, storage => Storage, opts => Opts,
+          tcsb => hm_tcsb:new({Node, Inc}, Members, #{}, Opts), rows => Rows, meta => Meta,
           dlog => #{}, clears => [], status => Status, hlc => 0},
     {R, [{N, {snapshot_req}} || Others =/= [], N <- Others]}.
 
 %% @doc Restart after a crash from what was durable (`none' for a ram replica).
--spec restart(node(), term(), [node()], {{ec_type(), policy(), ram | disc}, durable()}) ->
-          {replica(), out()}.
-restart(Node, Inc, Members, {{Type, Policy, Storage}, none}) ->
-    new(Node, Inc, Members, {Type, Policy, Storage});
-restart(Node, Inc, Members, {{Type, Policy, disc}, {disc, Rows, Meta, DLog}}) ->
+-spec restart(node(), term(), [node()], {spec(), durable()}) -> {replica(), out()}.
+restart(Node, Inc, Members, {Spec, none}) ->
+    new(Node, Inc, Members, Spec);
+restart(Node, Inc, Members, {Spec = {Type, Policy, disc, Opts}, {disc, Rows, Meta, DLog}}) ->
     case DLog of
         #{state := {Self, Delivered}} ->
             Logged = [M || {{_, _}, M} <- maps:to_list(DLog)],
-            B = hm_tcsb:restore_log(Logged, hm_tcsb:new(Self, Members, Delivered)),
-            {#{node => Node, type => Type, policy => Policy, storage => disc, tcsb => B,
+            B = hm_tcsb:restore_log(Logged, hm_tcsb:new(Self, Members, Delivered, Opts)),
+            {#{node => Node, type => Type, policy => Policy, storage => disc, opts => Opts,
+               tcsb => B,
                rows => Rows, meta => Meta, dlog => DLog, clears => maps:get(clears, DLog, []),
                status => ready, hlc => 0}, []};
         _ ->
-            {R, Out} = fresh(Node, Inc, Members, Type, Policy, disc, Rows, Meta),
+            {R, Out} = fresh(Node, Inc, Members, Spec, Rows, Meta),
             {R#{dlog := DLog}, Out}
     end.
 
@@ -91,6 +93,11 @@ submit({Key, Op0}, Clock, R = #{tcsb := B, hlc := H0}, Node) ->
 
 %% @doc A message from member `From'.
 -spec handle(node(), term(), replica()) -> {out(), replica(), [event()]}.
+handle(From, {ops, Msgs}, R) ->
+    lists:foldl(fun(M, {O, Acc, E}) ->
+                        {O1, Acc1, E1} = handle(From, {op, M}, Acc),
+                        {O ++ O1, Acc1, E ++ E1}
+                end, {[], R, []}, Msgs);
 handle(_From, {op, Msg}, R = #{status := {syncing, Raw, E}}) ->
     {[], R#{status := {syncing, [Msg | Raw], E}}, []};
 handle(From, {snapshot_req}, R) ->
@@ -133,7 +140,8 @@ snapshot(#{status := {syncing, _, _}, tcsb := B}) ->
 
 install(#{rows := Rows, meta := Meta, delivered := V, log := Log, clears := Clears},
         R = #{tcsb := Old, status := {syncing, Raw, _}}) ->
-    B0 = hm_tcsb:restore_log(Log, hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V)),
+    B0 = hm_tcsb:restore_log(Log, hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V,
+                                              maps:get(opts, R))),
     R00 = R#{rows := Rows, meta := Meta, dlog := #{}, tcsb := B0, status := ready,
              clears := Clears},
     R0 = lists:foldl(fun(M, Acc) -> persist(Acc, M) end, persist_clears(R00), Log),
@@ -150,7 +158,7 @@ tick(Up, R = #{tcsb := B0}) ->
     Ms = [M || M <- hm_tcsb:members(B0) -- [maps:get(node, R)], lists:member(M, Up)],
     {Resends, B} = lists:foldl(fun(M, {Acc, Bx}) ->
                                        {Msgs, By} = hm_tcsb:resend_due(M, Bx),
-                                       {Acc ++ [{M, {op, Msg}} || Msg <- Msgs], By}
+                                       {Acc ++ [{M, {ops, Msgs}} || Msgs =/= []], By}
                                end, {[], B0}, Ms),
     Out = [A || A = {M, _} <- hm_tcsb:acks(B0), lists:member(M, Up)]
         ++ Resends
@@ -159,12 +167,11 @@ tick(Up, R = #{tcsb := B0}) ->
     {Out, R1#{tcsb := hm_tcsb:tick(maps:get(tcsb, R1))}, Ev}.
 
 %% @doc A member is reachable again (maybe a new incarnation without its state): forget what
-%% it was known to have and send it every logged operation (hm_ec_server nodeup).
+%% it was known to have; retransmission to it resumes from its next acknowledgement
+%% (hm_ec_server nodeup).
 -spec nodeup(node(), replica()) -> {out(), replica()}.
 nodeup(N, R = #{tcsb := B0}) ->
-    B = hm_tcsb:forget_member(N, B0),
-    {[{N, {op, M}} || lists:member(N, hm_tcsb:members(B)), M <- hm_tcsb:missing(N, reconnect, B)],
-     R#{tcsb := B}}.
+    {[], R#{tcsb := hm_tcsb:forget_member(N, B0)}}.
 
 %% @doc The table's copy holders changed (hm_ec_server refresh_tables: hm_tcsb:set_members).
 -spec set_members([node()], replica()) -> replica().

@@ -281,8 +281,9 @@ tcsb_stability_waits_for_superseded_incarnation_test() ->
     {[Old], B4} = hm_tcsb:receive_op(Old, B3),
     ?assertEqual(#{{n1, 1} => 1}, hm_tcsb:stable(B4)).
 
-%% The log per origin: missing/3 starts where the peer's knowledge ends, oldest first across
-%% origins (by sequence number, then origin); gc drops the stable prefix of each origin.
+%% The log per origin: missing/3 starts where the peer's knowledge ends and gives the
+%% operations in causal order (origin by origin, each one ready once those before it
+%% arrived); gc drops the stable prefix of each origin.
 tcsb_log_missing_and_gc_test() ->
     A = {a, 1}, B = {b, 1},
     Ms = [{A, #{A => 1}, x}, {A, #{A => 2}, x}, {B, #{A => 2, B => 1}, y},
@@ -291,10 +292,11 @@ tcsb_log_missing_and_gc_test() ->
                      hm_tcsb:new({c, 1}, [a, b, c]), Ms),
     ?assertEqual(5, hm_tcsb:log_size(T0)),
     Order = fun(L) -> [{O, maps:get(O, Ts)} || {O, Ts, _} <- L] end,
-    ?assertEqual([{A, 1}, {B, 1}, {A, 2}, {B, 2}, {A, 3}], Order(hm_tcsb:missing(b, all, T0))),
-    %% b acknowledged a's first two and its own first: the rest, oldest first
+    %% b's first depends on a's second
+    ?assertEqual([{A, 1}, {A, 2}, {B, 1}, {A, 3}, {B, 2}], Order(hm_tcsb:missing(b, all, T0))),
+    %% b acknowledged a's first two and its own first: the rest
     T1 = hm_tcsb:receive_ack(B, #{A => 2, B => 1}, #{}, T0),
-    ?assertEqual([{B, 2}, {A, 3}], Order(hm_tcsb:missing(b, all, T1))),
+    ?assertEqual([{A, 3}, {B, 2}], Order(hm_tcsb:missing(b, all, T1))),
     %% a and b both have a's first two: gc drops that prefix only
     T2 = hm_tcsb:receive_ack(A, #{A => 2}, #{}, T1),
     {Gone, T3} = hm_tcsb:gc_dots(T2),
@@ -326,3 +328,47 @@ is_message_test_() ->
         [{title("rejects", M), ?_assertNot(hm_causal_buffer:is_message(M))} || M <- Bad].
 
 title(What, M) -> lists:flatten(io_lib:format("is_message ~s ~0p", [What, M])).
+
+%% The circular wait after a partition under load. Member c acknowledges that it delivered
+%% 3 of its own operations, which this member (a) has not received yet: c's acknowledgement
+%% cannot settle here (stability must wait for c's operations), yet retransmission to c
+%% must start where c says it is, not at what a settled acknowledgement said (nothing, here:
+%% a resend from the start of the log, capped, only ever sent c what it had).
+tcsb_resend_from_unsettled_ack_test() ->
+    A = {a, 1}, C = {c, 1},
+    Ops = lists:foldl(fun(I, Acc) ->
+                              {_, _, B} = hm_tcsb:broadcast(I, Acc), B
+                      end, hm_tcsb:new(A, [a, c], #{}, #{window => 2}), lists:seq(1, 6)),
+    B0 = lists:foldl(fun(_, Acc) -> hm_tcsb:tick(Acc) end, Ops, lists:seq(1, 3)),
+    %% c has a's first 4 and 3 of its own
+    B1 = hm_tcsb:receive_ack(C, #{A => 4, C => 3}, #{}, B0),
+    ?assertEqual(#{}, hm_tcsb:known(B1)),                     % not settled
+    ?assertEqual(#{}, hm_tcsb:stable(B1)),
+    {Sent, B2} = hm_tcsb:resend_due(c, B1),
+    Seqs = fun(L) -> [maps:get(O, Ts) || {O, Ts, _} <- L] end,
+    ?assertEqual([5, 6], Seqs(Sent)),
+    ?assertEqual({[], B2}, hm_tcsb:resend_due(c, B2)).        % nothing left to send
+
+%% Retransmission keeps at most `window' operations in flight per member, continues where
+%% the last round stopped while the member acknowledges, and goes back to what the member
+%% reported once a round stays unacknowledged for 4 ticks (it was lost).
+tcsb_resend_window_test() ->
+    A = {a, 1}, C = {c, 1},
+    B0 = lists:foldl(fun(I, Acc) -> {_, _, B} = hm_tcsb:broadcast(I, Acc), B end,
+                     hm_tcsb:new(A, [a, c], #{}, #{window => 3}), lists:seq(1, 10)),
+    Tick = fun(B) -> hm_tcsb:tick(hm_tcsb:tick(B)) end,
+    Seqs = fun(L) -> [maps:get(O, Ts) || {O, Ts, _} <- L] end,
+    B1 = hm_tcsb:receive_ack(C, #{}, #{}, Tick(B0)),
+    {R1, B2} = hm_tcsb:resend_due(c, B1),
+    ?assertEqual([1, 2, 3], Seqs(R1)),
+    %% the window is full until c acknowledges
+    {R2, B3} = hm_tcsb:resend_due(c, hm_tcsb:tick(B2)),
+    ?assertEqual([], R2),
+    %% c acknowledges 2 of them: 2 more go
+    {R3, B4} = hm_tcsb:resend_due(c, hm_tcsb:receive_ack(C, #{A => 2}, #{}, hm_tcsb:tick(B3))),
+    ?assertEqual([4, 5], Seqs(R3)),
+    %% nothing more is acknowledged for 4 ticks: the round was lost, start again at 3
+    B5 = lists:foldl(fun(_, B) -> hm_tcsb:receive_ack(C, #{A => 2}, #{}, hm_tcsb:tick(B)) end,
+                     B4, lists:seq(1, 4)),
+    {R4, _} = hm_tcsb:resend_due(c, B5),
+    ?assertEqual([3, 4, 5], Seqs(R4)).

@@ -14,14 +14,15 @@
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
          bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
          clear_remove_wins/1, transient_reorder/1, transactions_refused/1,
-         other_table_instance/1]).
+         other_table_instance/1, partition_under_full_load/1]).
+-export([load_writers/4, digest/1]).
 
 all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partition_remove_wins,
           quiescent_metadata, conflict_policies, sync_ec, bad_input, transactions_refused,
           other_table_instance,
           non_ec_tables_untouched,
           clear_remove_wins, transient_reorder,
-          new_copy_and_restart, disc_kill_restart].
+          new_copy_and_restart, disc_kill_restart, partition_under_full_load].
 
 %%% ------------------------------------------------------------- cluster
 
@@ -481,3 +482,77 @@ transient_reorder(Config) ->
     [{Tab, j, y, 2}] = converged(Config, Tab),
     0 = maps:get(buffered_ops, call(2, Config, hypermnesia, info, [Tab])),
     ok.
+
+%% A partition under full load, then the wait for every copy. One pawset ram table of 10,000
+%% keys on the three nodes, two unthrottled writers per node (random keys, async_ec); node 3
+%% is cut off from the others while they write, healed, and the writers stop later. Every
+%% copy must converge (same contents, same delivered vector, nothing buffered) within 60 s
+%% of the writers stopping. Short timings in `make test'; `HM_LOAD=full' (make faults) runs
+%% the cut from second 4 to 8 and stops the writers at second 14. Before retransmission
+%% started from what each member reports it has delivered, the copies stayed apart for good:
+%% every acknowledgement waited for operations the other side would only resend from the
+%% start of its log, capped.
+partition_under_full_load(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    {Cut, Heal, Stop} = case os:getenv("HM_LOAD") of
+                            "full" -> {4000, 8000, 14000};
+                            _ -> {1500, 3500, 6000}
+                        end,
+    Parent = self(),
+    T0 = erlang:monotonic_time(millisecond),
+    Writers = [spawn_link(fun() ->
+                                  Parent ! {written, I, call_long(I, Config, ?MODULE, load_writers,
+                                                                  [Tab, 2, 10000, Stop])}
+                          end) || I <- [1, 2, 3]],
+    sleep_until(T0 + Cut),
+    partition([3], [1, 2], Config),
+    sleep_until(T0 + Heal),
+    heal(Config),
+    Written = [receive {written, I, N} -> N end || I <- [1, 2, 3]],
+    Stopped = erlang:monotonic_time(millisecond),
+    ct:pal("~p writers done ~p ms after the start (cut ~p-~p ms): ~p writes per node",
+           [length(Writers), Stopped - T0, Cut, Heal, Written]),
+    wait_until(fun() -> length(lists:usort([digest_of(I, Config, Tab) || I <- [1, 2, 3]])) =:= 1
+               end, 600),
+    Took = erlang:monotonic_time(millisecond) - Stopped,
+    true = Took =< 60000,
+    [#{buffered_ops := 0, status := ready} = call(I, Config, hypermnesia, info, [Tab])
+     || I <- [1, 2, 3]],
+    ct:pal("converged ~p ms after the writers stopped", [Took]),
+    {comment, io_lib:format("~p writes, converged ~p ms after the writers stopped",
+                            [lists:sum(Written), Took])}.
+
+call_long(I, Config, M, F, A) ->
+    {P, _} = lists:nth(I, ?config(peers, Config)),
+    peer:call(P, M, F, A, 120000).
+
+sleep_until(T) -> timer:sleep(max(0, T - erlang:monotonic_time(millisecond))).
+
+digest_of(I, Config, Tab) -> call(I, Config, ?MODULE, digest, [Tab]).
+
+%% Runs on a node: a hash of the table's contents, the delivered vector, what is buffered.
+digest(Tab) ->
+    #{delivered := D, buffered_ops := B} = hypermnesia:info(Tab),
+    {erlang:phash2(lists:sort(ets:tab2list(Tab))), D, B}.
+
+%% Runs on a node: `N' writers of random keys among `Keys' until `StopMs' after the call
+%% (this node's clock); returns how many writes returned ok.
+load_writers(Tab, N, Keys, StopMs) ->
+    Deadline = erlang:monotonic_time(millisecond) + StopMs,
+    Self = self(),
+    Pids = [spawn_link(fun() -> Self ! {self(), write_loop(Tab, Keys, Deadline, 0)} end)
+            || _ <- lists:seq(1, N)],
+    lists:sum([receive {P, C} -> C end || P <- Pids]).
+
+write_loop(Tab, Keys, Deadline, C) ->
+    case erlang:monotonic_time(millisecond) >= Deadline of
+        true -> C;
+        false ->
+            K = rand:uniform(Keys),
+            Ok = try hypermnesia:async_ec(fun() -> mnesia:write({Tab, K, node(), C}) end) of
+                     ok -> 1;
+                     _ -> 0
+                 catch _:_ -> 0
+                 end,
+            write_loop(Tab, Keys, Deadline, C + Ok)
+    end.

@@ -1,5 +1,6 @@
-%% @doc Tagged causal stable broadcast, pure (seed 000 §4.3–4.8, Algorithm 1), with the
-%% extensions a partition-tolerant table needs: retransmission and eager acknowledgements.
+%% @doc Tagged causal stable broadcast, pure (the Hypermnesia paper, *Hypermnesia: Eventual
+%% Consistency in Mnesia*, §4.3–4.8, Algorithm 1), with the extensions a partition-tolerant
+%% table needs: retransmission and eager acknowledgements.
 %%
 %% One state per EC table and node; the members are the table's copy holders. Functions take
 %% the state and return the new state and the messages to send (`[{Node, Msg}]'); the server
@@ -11,39 +12,46 @@
 %% becomes deliverable is returned tagged with its timestamp and logged.</li>
 %% <li>{@link acks/1}, {@link receive_ack/4}: every member periodically tells the others what
 %% it has delivered (eager acknowledgements, so stability progresses when some members never
-%% write: FEATURES X4).</li>
+%% write).</li>
 %% <li>{@link stable/1} ("check stability"): the minimum over members of what each is known to
 %% have delivered, learned from their acknowledgements. A member's ack counts only once every
 %% operation that member sent before acknowledging has been delivered here, so no operation
 %% concurrent with a stable one can still arrive (the condition of Algorithm 1, with acks as
 %% empty messages standing for its ts_map). Nothing is stable while an operation of a gone
 %% incarnation may still arrive (settled/1, below).</li>
-%% <li>{@link missing/3}: the logged operations a member is not known to have, for
-%% retransmission after a reconnect or when they are old enough (origin 2 ticks, relays 8).
-%% The log keeps every delivered operation, of any origin, until it is stable, so any member
-%% can repair any other after a partition; it is kept per origin in sequence order, so gc and
-%% resends never scan it.</li>
+%% <li>{@link resend_due/2}, {@link missing/3}: retransmission. The log keeps every delivered
+%% operation, of any origin, until it is stable, so any member can repair any other after a
+%% partition; it is kept per origin in sequence order, so gc and resends never scan it. A
+%% member is sent what it REPORTED it lacks (its latest acknowledgement, whether or not that
+%% acknowledgement counts for stability yet), in causal order, with a window of operations
+%% in flight that adapts to what the member and the link take. Starting from settled
+%% acknowledgements instead deadlocks after a partition under load: each side's
+%% acknowledgements wait for the very operations the other side would resend, and resends
+%% that start at the beginning of the log and are capped never reach the gap.</li>
 %% </ul>
 %% Replica ids are `{Node, Incarnation}': a node that restarts without its state starts a new
 %% incarnation, so it never reuses a sequence number. Membership, acks and `known' are per
 %% node. An incarnation is gone once a newer one of its node is heard of, or its node is no
 %% longer a member: its operations are then delivered only when ready on arrival (never
 %% buffered), and acks carry the newest incarnation of every node their sender heard of, so
-%% stability can wait until every member has caught up on them (bugs C, H, J of
-%% sim/REPORT.md).
+%% stability can wait until every member has caught up on them (sim/REPORT.md tells the
+%% schedules that showed why).
 %%
 %% Invariants: a logged operation is delivered here; the log holds no stable operation after
-%% {@link gc/1}; `known' only grows for a member incarnation; no operation of a gone
-%% incarnation stays buffered.
+%% {@link gc/1}; `known' only grows for a member incarnation; what a member reported only
+%% grows for a member incarnation, and every operation retransmitted is ready at the member
+%% once those retransmitted before it arrived; no operation of a gone incarnation stays
+%% buffered.
 -module(hm_tcsb).
 
--export([new/2, new/3, broadcast/2, receive_op/2, acks/1, receive_ack/4,
+-export([new/2, new/3, new/4, broadcast/2, receive_op/2, acks/1, receive_ack/4,
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
          gc_dots/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
          known/1]).
--export_type([state/0, message/0]).
+-export_type([state/0, message/0, opts/0]).
 
+-define(RESEND_MAX, 1000).
 -type message() :: hm_causal_buffer:message().
 -type replica() :: {node(), term()}.
 -type newest() :: #{node() => term()}.
@@ -63,23 +71,32 @@
                %% per node, the newest incarnation this replica has evidence of
                newest = #{} :: newest(),
                ticks = 0 :: non_neg_integer(),
-               %% per member: the tick of the last periodic retransmission to it
-               resent = #{} :: #{node() => non_neg_integer()},
+               %% per member node: its incarnation and what it reported it has delivered in
+               %% its acknowledgements, settled or not (where retransmission starts)
+               has = #{} :: #{node() => {term(), hm_vv:vv()}},
+               %% per member: retransmission in flight (the cut it reaches, the rounds not
+               %% acknowledged yet, oldest first) and the member's window; see resend_due/2
+               flight = #{} :: #{node() => {hm_vv:vv(), [{non_neg_integer(), hm_vv:vv()}],
+                                            pos_integer()}},
                %% per member: the tick of its last acknowledgement
-               acked = #{} :: #{node() => non_neg_integer()}}).
+               acked = #{} :: #{node() => non_neg_integer()},
+               window = ?RESEND_MAX :: pos_integer()}).
 
-%% Periodic retransmission, a safety net (distribution is reliable while connected, and a
-%% reconnect resends everything): every RESEND_TICKS ticks per member, at most RESEND_MAX
-%% messages a round. The cap bounds the storm bench/REPORT.md measured (a busy receiver
-%% acknowledges late, so it was sent ever more copies). Correctness does not depend on how
-%% prompt it is: with intervals and ages of 8 to 60 ticks the simulator passes thousands of
-%% seeds (it did not before bugs H and I, sim/REPORT.md, were fixed).
--define(RESEND_TICKS, 1).
--define(RESEND_MAX, 1000).
-%% ...and only to a member that acknowledged within this many ticks: a silent one (down, or
-%% not tracking the table yet, e.g. restarting) would only drop them; it gets them once it
-%% acknowledges again, and a reconnect sends it everything anyway (found by hm_faults_SUITE:
-%% a restarting node flooded with resends it could not use).
+%% Retransmission (resend_due/2). Distribution is reliable while connected but, under load,
+%% drops what is sent to a busy connection (`nosuspend'), and a partition loses what was in
+%% flight; so every member, every tick, sends each reachable member the logged operations
+%% that member reported (in its last acknowledgement, settled or not) it has not delivered:
+%% in causal order, so that every one is deliverable on arrival whatever the cap cuts off;
+%% at most a window of them in flight per member, continuing where the last round stopped;
+%% and going back to what the member reported when a round is not acknowledged within
+%% RTO_TICKS (it was lost). The window adapts as TCP's does: it starts at `window' (default
+%% RESEND_MAX), doubles when a round is acknowledged in time, up to MAX_WINDOW_FACTOR times
+%% that, and halves, down to the start, when a round is lost: a backlog of any size drains at
+%% what the member and the link can take. Only to a member that acknowledged within
+%% SILENT_TICKS: a silent one (down, or not tracking the table yet, e.g. restarting) would
+%% only drop them (found by hm_faults_SUITE).
+-define(RTO_TICKS, 4).
+-define(MAX_WINDOW_FACTOR, 64).
 -define(SILENT_TICKS, 8).
 %% An operation is resent periodically only once it is RESEND_AGE ticks old: a member
 %% acknowledges once a tick, so a younger one is most likely delivered there and merely not
@@ -90,6 +107,7 @@
 -define(RESEND_AGE, 2).
 -define(RELAY_AGE, 8).
 -opaque state() :: #tcsb{}.
+-type opts() :: #{window => pos_integer()}.
 
 %% @doc A fresh member: nothing delivered. `Self' is this replica's `{node(), Incarnation}'.
 -spec new(replica(), [node()]) -> state().
@@ -97,10 +115,16 @@ new(Self, Members) -> new(Self, Members, hm_vv:new()).
 
 %% @doc A member that has delivered `Delivered' (after a restart or a state transfer).
 -spec new(replica(), [node()], hm_vv:vv()) -> state().
-new(Self = {Node, _}, Members, Delivered) ->
+new(Self, Members, Delivered) -> new(Self, Members, Delivered, #{}).
+
+%% @doc {@link new/3} with options: `window', the most operations retransmitted to one member
+%% at a time (default 1000).
+-spec new(replica(), [node()], hm_vv:vv(), opts()) -> state().
+new(Self = {Node, _}, Members, Delivered, Opts) ->
     see([Self | maps:keys(Delivered)],
         #tcsb{self = Self, members = lists:usort([Node | Members]),
-              cb = hm_causal_buffer:new(Delivered)}).
+              cb = hm_causal_buffer:new(Delivered),
+              window = maps:get(window, Opts, ?RESEND_MAX)}).
 
 %% @doc Algorithm 1 "on broadcast": the operation's message (delivered here already) and the
 %% sends to every other member.
@@ -177,12 +201,17 @@ newest(#tcsb{members = Ms, newest = New}) ->
 %% @doc Replica `From' has delivered `V' and heard of the incarnations `Newest'. It counts once
 %% this replica has delivered every operation `From' itself sent before acknowledging.
 -spec receive_ack(replica(), hm_vv:vv(), newest(), state()) -> state().
-receive_ack(From = {Node, _}, V, New, S0) ->
-    S = #tcsb{early_acks = E, acked = A, ticks = T} =
+receive_ack(From = {Node, Inc}, V, New, S0) ->
+    S = #tcsb{early_acks = E, acked = A, ticks = T, has = H} =
         see([From | maps:keys(V)] ++ maps:to_list(New), S0),
     {V0, New0} = maps:get(From, E, {#{}, #{}}),
+    H1 = case H of
+             #{Node := {Inc, Old}} -> H#{Node := {Inc, hm_vv:join(Old, V)}};
+             #{Node := {Cur, _}} when Cur > Inc -> H;
+             _ -> H#{Node => {Inc, V}}
+         end,
     settle_acks(S#tcsb{early_acks = E#{From => {hm_vv:join(V0, V), join_newest(New0, New)}},
-                       acked = A#{Node => T}}).
+                       acked = A#{Node => T}, has = H1}).
 
 settle_acks(S = #tcsb{early_acks = E}) when map_size(E) =:= 0 -> S;
 settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
@@ -276,11 +305,12 @@ log_msgs(#tcsb{log = L}) ->
     [M || {_, Tree} <- lists:sort(maps:to_list(L)), {M, _} <- gb_trees:values(Tree)].
 
 %% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
-%% incarnation): stability waits for its next acknowledgement, and {@link missing/3} offers it
-%% the whole log.
+%% incarnation): stability waits for its next acknowledgement, and so does retransmission
+%% to it (what was in flight to it is lost).
 -spec forget_member(node(), state()) -> state().
-forget_member(Node, S = #tcsb{known = K, early_acks = E}) ->
-    S#tcsb{known = maps:remove(Node, K),
+forget_member(Node, S = #tcsb{known = K, early_acks = E, has = H, flight = F}) ->
+    S#tcsb{known = maps:remove(Node, K), has = maps:remove(Node, H),
+           flight = maps:remove(Node, F),
            early_acks = maps:filter(fun({N, _}, _) -> N =/= Node end, E)}.
 
 %% @doc Put back logged operations read from disc or received in a state transfer (they are
@@ -289,61 +319,95 @@ forget_member(Node, S = #tcsb{known = K, early_acks = E}) ->
 restore_log(Msgs, S) ->
     lists:foldl(fun log_msg/2, see([O || {_, Ts, _} <- Msgs, O <- maps:keys(Ts)], S), Msgs).
 
-%% @doc Logged operations `Peer' is not known to have, oldest first. `all' gives every one;
-%% `old' only those logged at least `RESEND_AGE' ticks ago if this replica is their origin,
-%% `RELAY_AGE' otherwise (a periodic safety net that does not resend what is still in flight
-%% or not acknowledged yet, and leaves resending to the origin first); `reconnect' (when
-%% `Peer' comes back) every one of this replica's own and the others' from `RELAY_AGE' on:
-%% every member resending everything on a heal sent each operation once per member.
--spec missing(node(), all | old | reconnect, state()) -> [message()].
-missing(Peer, Which, S) -> missing(Peer, Which, infinity, S).
+%% @doc Logged operations `Peer' has not reported it delivered, in causal order (each one is
+%% deliverable at `Peer' once those before it are). `all' gives every one; `old' only those
+%% logged at least `RESEND_AGE' ticks ago if this replica is their origin, `RELAY_AGE'
+%% otherwise (a periodic safety net that does not resend what is still in flight or not
+%% acknowledged yet, and leaves resending to the origin first).
+-spec missing(node(), all | old, state()) -> [message()].
+missing(Peer, Which, S) ->
+    element(1, catch_up(reported(Peer, S), Which, infinity, S)).
 
-%% At most `Max', oldest first (by sequence number, then origin). Per origin it reads only
-%% from what `Peer' is known to have on, and stops at the first operation not due (an
-%% origin's operations are logged in sequence order, at nondecreasing ticks).
-missing(Peer, Which, Max, #tcsb{self = {Node, _}, log = L, known = K, ticks = T}) ->
-    Has = known_vv(Peer, K),
+%% What `Peer' reported it has delivered (its acknowledgements, settled or not).
+reported(Peer, #tcsb{has = H, known = K}) ->
+    case H of
+        #{Peer := {_, V}} -> hm_vv:join(V, known_vv(Peer, K));
+        _ -> known_vv(Peer, K)
+    end.
+
+%% The causal-order walk: from the cut `From' (what the peer has, and what is in flight to
+%% it), repeatedly take, origin by origin, the next logged operation that is due and ready
+%% on top of what was taken; at most `Max'. Returns them and the cut they reach. An origin
+%% stops at an operation not due (its operations are logged at nondecreasing ticks) or
+%% missing from the log; an operation not ready waits for the other origins.
+catch_up(From, Which, Max, #tcsb{self = {Node, _}, log = L, ticks = T}) ->
     Due = fun(_, _) when Which =:= all -> true;
-             ({N, _}, _) when N =:= Node, Which =:= reconnect -> true;
              ({N, _}, At) when N =:= Node -> At =< T - ?RESEND_AGE;
              (_, At) -> At =< T - ?RELAY_AGE
           end,
-    Msgs = maps:fold(fun(O, Tree, Acc) ->
-                             It = gb_trees:iterator_from(hm_vv:get(O, Has) + 1, Tree),
-                             take_due(O, It, Due, Max, Acc)
-                     end, [], L),
-    Sorted = [M || {_, M} <- lists:sort(Msgs)],
-    case Max of
-        infinity -> Sorted;
-        _ -> lists:sublist(Sorted, Max)
+    Its = [{O, gb_trees:iterator_from(hm_vv:get(O, From) + 1, Tree)}
+           || {O, Tree} <- lists:sort(maps:to_list(L))],
+    walk(Its, From, Due, Max, []).
+
+walk(Its, V, Due, Max, Acc) ->
+    case walk_pass(Its, V, Due, Max, Acc, []) of
+        {Its1, V1, Max1, Acc1} when Acc1 =/= Acc, Max1 =/= 0 -> walk(Its1, V1, Due, Max1, Acc1);
+        {_, V1, _, Acc1} -> {lists:reverse(Acc1), V1}
     end.
 
-take_due(_O, _It, _Due, 0, Acc) -> Acc;
-take_due(O, It, Due, Max, Acc) ->
+%% One pass over the origins, taking at most one operation of each.
+walk_pass([], V, _Due, Max, Acc, Its) -> {lists:reverse(Its), V, Max, Acc};
+walk_pass(Rest, V, _Due, 0, Acc, Its) -> {lists:reverse(Its, Rest), V, 0, Acc};
+walk_pass([{O, It} | Rest], V, Due, Max, Acc, Its) ->
     case gb_trees:next(It) of
         {Seq, {M, At}, It1} ->
-            case Due(O, At) of
-                true -> take_due(O, It1, Due, dec(Max), [{{Seq, O}, M} | Acc]);
-                false -> Acc
+            case Seq =:= hm_vv:get(O, V) + 1 andalso Due(O, At) of
+                false -> walk_pass(Rest, V, Due, Max, Acc, Its);     % this origin is done
+                true ->
+                    case hm_causal_buffer:is_ready(M, V) of
+                        true -> walk_pass(Rest, V#{O => Seq}, Due, dec(Max), [M | Acc],
+                                          [{O, It1} | Its]);
+                        false -> walk_pass(Rest, V, Due, Max, Acc, [{O, It} | Its])
+                    end
             end;
-        none -> Acc
+        none -> walk_pass(Rest, V, Due, Max, Acc, Its)
     end.
 
 dec(infinity) -> infinity;
 dec(N) -> N - 1.
 
-%% @doc The periodic retransmission to `Peer', if one is due: the oldest logged operations it is
-%% not known to have (at most `RESEND_MAX'), once every `RESEND_TICKS' ticks.
+%% @doc This tick's retransmission to `Peer': the next logged operations it has not reported
+%% delivered and that are not in flight to it, in causal order, so that at most `window' are
+%% in flight. A round the peer has not acknowledged within `RTO_TICKS' ticks was lost (a
+%% busy connection dropped it, or a cut): the next round starts again from what it
+%% reported.
 -spec resend_due(node(), state()) -> {[message()], state()}.
-resend_due(Peer, S = #tcsb{ticks = T, resent = R, acked = A}) ->
-    Listening = T - maps:get(Peer, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS,
-    case Listening andalso T - maps:get(Peer, R, -?RESEND_TICKS) >= ?RESEND_TICKS of
+resend_due(Peer, S = #tcsb{ticks = T, acked = A, window = W0, flight = F}) ->
+    case T - maps:get(Peer, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS of
         false -> {[], S};
         true ->
-            case missing(Peer, old, ?RESEND_MAX, S) of
-                [] -> {[], S};
-                Msgs -> {Msgs, S#tcsb{resent = R#{Peer => T}}}
-            end
+            Has = reported(Peer, S),
+            {Front0, Rounds0, W1} = maps:get(Peer, F, {Has, [], W0}),
+            {Rounds1, Done} = lists:partition(fun({_, V}) -> not hm_vv:leq(V, Has) end, Rounds0),
+            {Front, Rounds, W} =
+                case Rounds1 of
+                    [{At, _} | _] when T - At >= ?RTO_TICKS ->
+                        {Has, [], max(W0, W1 div 2)};                  % lost: go back
+                    _ when Done =/= [] ->
+                        {hm_vv:join(Has, Front0), Rounds1, min(W0 * ?MAX_WINDOW_FACTOR, W1 * 2)};
+                    _ ->
+                        {hm_vv:join(Has, Front0), Rounds1, W1}
+                end,
+            InFlight = maps:fold(fun(O, C, N) -> N + C - hm_vv:get(O, Has) end, 0, Front),
+            {Msgs, Front1} = case W - InFlight of
+                                 Room when Room > 0 -> catch_up(Front, old, Room, S);
+                                 _ -> {[], Front}
+                             end,
+            Rounds2 = case Msgs of
+                          [] -> Rounds;
+                          _ -> Rounds ++ [{T, Front1}]
+                      end,
+            {Msgs, S#tcsb{flight = F#{Peer => {Front1, Rounds2, W}}}}
     end.
 
 %% @doc Advance the logical tick used by {@link missing/3}.
@@ -384,9 +448,11 @@ drop_superseded(S = #tcsb{cb = CB}) ->
 
 %% @doc Change the members (copy holders): a removed member no longer holds stability back.
 -spec set_members([node()], state()) -> state().
-set_members(Ms, S = #tcsb{self = {Node, _}, members = Old, known = K, early_acks = E}) ->
+set_members(Ms, S = #tcsb{self = {Node, _}, members = Old, known = K, early_acks = E,
+                          has = H, flight = F}) ->
     Ms1 = lists:usort([Node | Ms]),
-    S1 = S#tcsb{members = Ms1, known = maps:with(Ms1, K),
+    S1 = S#tcsb{members = Ms1, known = maps:with(Ms1, K), has = maps:with(Ms1, H),
+                flight = maps:with(Ms1, F),
                 early_acks = maps:filter(fun({N, _}, _) -> lists:member(N, Ms1) end, E)},
     case Ms1 =:= Old of
         true -> S1;

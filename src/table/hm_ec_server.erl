@@ -13,10 +13,11 @@
 %%
 %% Every `tick' (250 ms) it sends acknowledgements (eager: stability progresses when members
 %% never write), folds causally stable keys and drops their metadata, forgets stable logged
-%% operations, resends logged operations a member still lacks after a tick, and refreshes
-%% which tables are EC tables and who holds copies. On `nodeup' it resends everything the
-%% returning member lacks. Messages from unknown nodes or of unknown shape are logged and
-%% dropped.
+%% operations, sends each member, as one `{ops, Msgs}' message, the logged operations it
+%% reported it lacks ({@link hm_tcsb:resend_due/2}: causal order, an adaptive window), and
+%% refreshes which tables are EC tables and who holds copies. On `nodeup' it forgets what the
+%% returning member had; retransmission to it resumes from its first acknowledgement.
+%% Messages from unknown nodes or of unknown shape are logged and dropped.
 -module(hm_ec_server).
 -behaviour(gen_server).
 
@@ -119,6 +120,11 @@ handle_info({hm_ec, Tab, FromNode, Msg = {op, _}, Cookie}, S = #{inq := Q})
     %% other members' operations wait in this server's own queue, applied a few at a time
     %% behind whatever else arrives meanwhile (work/1)
     {noreply, post_work(S#{inq := queue:in({Tab, Cookie, FromNode, Msg}, Q)})};
+handle_info({hm_ec, Tab, FromNode, {ops, Msgs}, Cookie}, S = #{inq := Q})
+  when is_atom(FromNode), is_list(Msgs) ->
+    %% a retransmission round: its operations, in causal order
+    Q1 = lists:foldl(fun(M, Acc) -> queue:in({Tab, Cookie, FromNode, {op, M}}, Acc) end, Q, Msgs),
+    {noreply, post_work(S#{inq := Q1})};
 handle_info({hm_ec, Tab, FromNode, Msg, Cookie}, S) when is_atom(FromNode) ->
     {noreply, member_msg(Tab, Cookie, FromNode, Msg, S)};
 handle_info(hm_work, S) ->
@@ -136,13 +142,9 @@ handle_info({hm_sync_timeout, Tab, Dot}, S = #{tables := Ts}) ->
     end;
 handle_info({nodeup, N}, S = #{tables := Ts}) ->
     %% a member is back, maybe as a new incarnation without its state: forget what it was
-    %% known to have and send it everything logged (duplicates are dropped there)
-    Ts1 = maps:map(fun(Tab, T = #{tcsb := B0}) ->
-                           B = hm_tcsb:forget_member(N, B0),
-                           [send(N, Tab, {op, M}) || lists:member(N, hm_tcsb:members(B)),
-                                                     M <- hm_tcsb:missing(N, reconnect, B)],
-                           T#{tcsb := B}
-                   end, Ts),
+    %% known to have; retransmission to it resumes from its next acknowledgement (a tick)
+    Ts1 = maps:map(fun(_Tab, T = #{tcsb := B}) -> T#{tcsb := hm_tcsb:forget_member(N, B)} end,
+                   Ts),
     {noreply, S#{tables := Ts1}};
 handle_info({nodedown, N}, S = #{tables := Ts}) ->
     %% a sync_ec caller no longer waits for a member it cannot reach; what the member had is
@@ -557,7 +559,7 @@ tick_table(Tab, T = #{tcsb := B0}, S) ->
     [send(M, Tab, Ack) || {M, Ack} <- hm_tcsb:acks(B0), lists:member(M, Up)],
     B = lists:foldl(fun(M, Bx) ->
                             {Msgs, By} = hm_tcsb:resend_due(M, Bx),
-                            [send(M, Tab, {op, Msg}) || Msg <- Msgs],
+                            [send(M, Tab, {ops, Msgs}) || Msgs =/= []],
                             By
                     end, B0, [M || M <- hm_tcsb:members(B0), lists:member(M, Up)]),
     [send(M, Tab, {snapshot_req}) || syncing(T), M <- hm_tcsb:members(B), lists:member(M, Up)],
