@@ -1,8 +1,11 @@
-%% @doc Deterministic simulator of EC tables (seed 000 §4.4–4.8; issue X6 durability of
-%% disc replicas, X7 partition tolerance): N replicas ({@link hm_sim_replica}, the logic of
-%% hm_ec_server over the SAME pure cores hm_tcsb and hm_ec_key) in ONE Erlang process, a
+%% @doc Deterministic simulator of EC tables (the Hypermnesia paper, §4.4–4.8, with the
+%% durability of disc copies and partition tolerance): N copies of a table, each the
+%% runtime's own per-table core ({@link hm_ec_table}, over {@link hm_tcsb} and
+%% {@link hm_ec_key}) on a map store ({@link hm_ec_store_map}), in ONE Erlang process, a
 %% seeded scheduler (`rand:seed_s', explicit state; simulated milliseconds, no wall clock)
-%% and a faulty network.
+%% and a faulty network. The simulator has no logic of its own for a table: what it runs is
+%% what the runtime's server runs, message validation, sync waiters, membership checks and
+%% node down included.
 %%
 %% A schedule (seed S, see {@link gen/2}) is a configuration (replica count, `pawset' or
 %% `prwset', conflict policy, ram / disc / mixed storage, network fault rates) and a trace of
@@ -118,7 +121,25 @@ gen(Seed, Opts) ->
                      true -> gen_membership(Seed, Nodes, Dur);
                      false -> []
                  end,
-    {maps:without([membership], Cfg), lists:keysort(1, OpActs ++ FaultActs ++ MemberActs)}.
+    MnesiaActs = case maps:get(mnesia, Cfg, true) of
+                     true -> gen_mnesia_restarts(Seed, Nodes, Dur);
+                     false -> []
+                 end,
+    {maps:without([membership, mnesia], Cfg),
+     lists:keysort(1, OpActs ++ FaultActs ++ MemberActs ++ MnesiaActs)}.
+
+%% Mnesia alone stopping and starting again on a node while hypermnesia runs (as Mnesia's
+%% own tests do with mnesia:lkill/0): none, one or two, from a random stream of their own.
+gen_mnesia_restarts(Seed, Nodes, Dur) ->
+    R0 = rand:seed_s(exsss, {Seed, 16#3e51, 16#a}),
+    {[K], R1} = draws([{int, -1, 2}], R0),
+    {Acts, _} = lists:foldl(fun(_, {Acc, R}) ->
+                                    {[T, Len], Ra} = draws([{int, 1, Dur}, {int, 1, Dur div 4}], R),
+                                    {X, Rb} = pick(Nodes, Ra),
+                                    {Acc ++ [{T, {mnesia_stop, X}}, {T + Len, {mnesia_start, X}}],
+                                     Rb}
+                            end, {[], R1}, lists:seq(1, max(0, K))),
+    Acts.
 
 %% Full load (option `load'): thousands of client operations, most of them in bursts, on a
 %% few dozen keys of 3 to 5 replicas, one node cut off for 1 to 2.5 s in the middle, and a
@@ -291,10 +312,37 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
     end.
 
 start_node(Nd, S = #{nodes := Nodes, inc := Inc}) ->
-    {R, Out} = hm_sim_replica:new(Nd, 1, Nodes, storage3(Nd, S)),
+    {R, Effs} = new_replica(Nd, 1, Nodes, none, S),
     S1 = S#{reps := (maps:get(reps, S))#{Nd => R}, inc := Inc#{Nd => 1},
             applied := (maps:get(applied, S))#{Nd => #{}}},
-    send_all(Nd, Out, S1).
+    effects(Nd, Effs, S1).
+
+%% A table copy of the runtime's own core (hm_ec_table) on a map store: fresh, or from what
+%% a crash left (`Durable', a disc store).
+new_replica(Nd, Inc, Members, Durable, S) ->
+    {Type, Policy, Storage, TOpts} = storage3(Nd, S),
+    Store = case Durable of
+                none -> hm_ec_store_map:new(case Policy of siblings -> bag; _ -> set end,
+                                            Storage);
+                St -> St
+            end,
+    hm_ec_table:new(#{tab => sim, type => Type, policy => Policy, record => {r, 3},
+                      cookie => sim, node => Nd, incarnation => Inc, members => Members,
+                      store => Store, events => true, tcsb => TOpts}).
+
+%% Carry out a replica's effects: its sends go through the network, its events to the
+%% checkers; replies, timers, log lines need nothing here; dropped messages are counted.
+effects(Nd, Effs, S) ->
+    Out = [{To, M} || {send, To, M} <- Effs],
+    Ev = [E || {event, E} <- Effs],
+    S1 = case [D || {drop, D} <- Effs] of
+             [] -> S;
+             Ds -> bump(dropped_invalid, length(Ds), S)
+         end,
+    send_all(Nd, Out, events(Nd, Ev, S1)).
+
+rows(R) -> hm_ec_store_map:rows_map(hm_ec_table:store(R)).
+meta(R) -> hm_ec_store_map:meta_map(hm_ec_table:store(R)).
 
 storage3(Nd, #{cfg := Cfg = #{type := T, policy := P, storage := St}} = S) ->
     Nodes = maps:get(universe, S, maps:get(nodes, S)),
@@ -346,7 +394,12 @@ run_until(T, S = #{q := Q}) ->
 
 %% @doc Whether node `Nd' is up (its replica is a map, not `{down, ...}').
 -spec up(node(), map()) -> boolean().
-up(Nd, #{reps := Reps}) -> is_map(maps:get(Nd, Reps)).
+up(Nd, #{reps := Reps}) ->
+    case maps:get(Nd, Reps) of
+        {down, _, _} -> false;
+        out -> false;
+        _ -> true
+    end.
 
 %% @doc Whether the current partition lets `A' and `B' talk.
 -spec connected(node(), node(), map()) -> boolean().
@@ -367,17 +420,17 @@ event({tick, Nd}, S) ->
         false -> S1;
         true ->
             R = maps:get(Nd, maps:get(reps, S1)),
-            {Out, R1, Ev} = hm_sim_replica:tick(reachable(Nd, S1), R),
+            {R1, Effs} = hm_ec_table:tick(reachable(Nd, S1), R),
             S2 = sample(Nd, R1, put_rep(Nd, R1, S1)),
-            send_all(Nd, Out, events(Nd, Ev, S2))
+            effects(Nd, Effs, S2)
     end;
 event({deliver, From, To, Msg, Epoch}, S) ->
     %% Erlang distribution: a message lives only as long as the connection it was sent on
     case deliverable(From, To, Epoch, S) of
         false -> bump(dropped_cut, S);
         true ->
-            {Out, R1, Ev} = hm_sim_replica:handle(From, Msg, maps:get(To, maps:get(reps, S))),
-            send_all(To, Out, events(To, Ev, put_rep(To, R1, S)))
+            {R1, Effs} = hm_ec_table:handle(From, sim, Msg, maps:get(To, maps:get(reps, S))),
+            effects(To, Effs, put_rep(To, R1, S))
     end;
 event({action, A}, S) ->
     action(A, bump(actions, S)).
@@ -391,7 +444,7 @@ deliverable(From, To, Epoch, S) ->
     up(To, S) andalso connected(From, To, S) andalso epoch(From, To, S) =:= Epoch.
 
 action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
-    case up(Nd, S) andalso hm_sim_replica:status(maps:get(Nd, maps:get(reps, S))) of
+    case up(Nd, S) andalso hm_ec_table:status(maps:get(Nd, maps:get(reps, S))) of
         false -> bump(ops_skipped, S);
         syncing -> bump(ops_refused, S);             % hm_ec_server refuses: {syncing, Tab}
         ready ->
@@ -403,13 +456,14 @@ action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
                         clear -> {all, clear}
                     end,
             Clock = Now * 1000 + maps:get(Nd, Skew),
-            {Msg = {O, Ts, {_, _, Op}}, Out, R1, Ev} =
-                hm_sim_replica:submit(KeyOp, Clock, maps:get(Nd, maps:get(reps, S)), Nd),
+            {R1, Effs} = hm_ec_table:submit(KeyOp, async, client, {Clock, reachable(Nd, S)},
+                                            maps:get(Nd, maps:get(reps, S))),
+            [Msg = {O, Ts, {_, _, Op}} | _] = [M || {event, {applied, M}} <- Effs],
             Dot = {O, maps:get(O, Ts)},
             Info = #{dot => Dot, ts => Ts, key => element(1, KeyOp), op => Op,
                      holders => [], lost => false, msg => Msg},
             S1 = put_rep(Nd, R1, S#{ops := (maps:get(ops, S))#{Dot => Info}}),
-            send_all(Nd, Out, events(Nd, Ev, bump(ops, S1)))
+            effects(Nd, Effs, bump(ops, S1))
     end;
 action({add, Nd}, S = #{nodes := Nodes, inc := Incs}) ->
     case lists:member(Nd, Nodes) of
@@ -420,10 +474,10 @@ action({add, Nd}, S = #{nodes := Nodes, inc := Incs}) ->
             Ms = lists:sort([Nd | Nodes]),
             S1 = set_members(Ms, S#{nodes := Ms}),
             Inc = maps:get(Nd, Incs, 0) + 1,
-            {R, Out} = hm_sim_replica:new(Nd, Inc, Ms, storage3(Nd, S1)),
+            {R, Effs} = new_replica(Nd, Inc, Ms, none, S1),
             S2 = S1#{reps := (maps:get(reps, S1))#{Nd => R}, inc := Incs#{Nd => Inc},
                      applied := (maps:get(applied, S1))#{Nd => #{}}},
-            S3 = send_all(Nd, Out, bump(adds, S2)),
+            S3 = effects(Nd, Effs, bump(adds, S2)),
             lists:foldl(fun(M, Acc) -> nodeup(M, Nd, nodeup(Nd, M, Acc)) end, S3,
                         reachable(Nd, S3))
     end;
@@ -451,11 +505,8 @@ action({crash, Nd}, S = #{reps := Reps, ops := Ops}) ->
         false -> S;
         true ->
             R = maps:get(Nd, Reps),
-            D = hm_sim_replica:durable(R),
-            Stateful = case D of
-                           {disc, _, _, #{state := _}} -> true;
-                           _ -> false
-                       end,
+            D = hm_ec_store_map:durable(hm_ec_table:store(R)),
+            Stateful = D =/= none andalso lists:keymember(state, 1, hm_ec_store:log_read(D)),
             %% a ram replica, or a disc one with no durable broadcast state (it will take a
             %% snapshot), no longer holds what it delivered
             Ops1 = case Stateful of
@@ -466,35 +517,73 @@ action({crash, Nd}, S = #{reps := Reps, ops := Ops}) ->
                                         end, Ops);
                        true -> Ops
                    end,
-            S1 = lists:foldl(fun(M, Acc) -> new_epoch(Nd, M, Acc) end, S,
-                             maps:get(nodes, S) -- [Nd]),
-            bump(crashes, S1#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1})
+            Others = maps:get(nodes, S) -- [Nd],
+            S1 = lists:foldl(fun(M, Acc) -> nodedown(M, Nd, new_epoch(Nd, M, Acc)) end, S,
+                             [M || M <- Others, up(M, S), connected(Nd, M, S)]),
+            S2 = lists:foldl(fun(M, Acc) -> new_epoch(Nd, M, Acc) end, S1,
+                             [M || M <- Others, not up(M, S) orelse not connected(Nd, M, S)]),
+            bump(crashes, S2#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1})
     end;
 action({restart, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
     case maps:get(Nd, Reps) of
         {down, D, _} ->
             Inc = maps:get(Nd, Incs) + 1,
-            {R, Out} = hm_sim_replica:restart(Nd, Inc, Nodes, {storage3(Nd, S), D}),
-            Applied = case hm_sim_replica:status(R) of
+            {R, Effs} = new_replica(Nd, Inc, Nodes, D, S),
+            Applied = case hm_ec_table:status(R) of
                           ready -> maps:get(Nd, maps:get(applied, S));
                           syncing -> #{}
                       end,
             S1 = S#{reps := Reps#{Nd => R}, inc := Incs#{Nd => Inc},
                     applied := (maps:get(applied, S))#{Nd => Applied}},
-            S2 = send_all(Nd, Out, bump(restarts, S1)),
+            S2 = effects(Nd, Effs, bump(restarts, S1)),
             lists:foldl(fun(M, Acc) -> nodeup(M, Nd, nodeup(Nd, M, Acc)) end, S2,
                         reachable(Nd, S2));
+        _ -> S
+    end;
+action({mnesia_stop, Nd}, S = #{reps := Reps, ops := Ops}) ->
+    %% Mnesia alone stops on Nd (hypermnesia keeps running, the node stays connected): the
+    %% table's process goes with it, what was in flight to it is dropped on arrival
+    case up(Nd, S) of
+        false -> S;
+        true ->
+            D = hm_ec_store_map:durable(hm_ec_table:store(maps:get(Nd, Reps))),
+            Stateful = D =/= none andalso lists:keymember(state, 1, hm_ec_store:log_read(D)),
+            Ops1 = case Stateful of
+                       false -> maps:map(fun(_, I = #{holders := H}) ->
+                                                H1 = lists:delete(Nd, H),
+                                                I#{holders := H1,
+                                                   lost := maps:get(lost, I) orelse H1 =:= []}
+                                        end, Ops);
+                       true -> Ops
+                   end,
+            bump(mnesia_stops, S#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1})
+    end;
+action({mnesia_start, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
+    %% Mnesia is back: the ram copy comes back empty (a new incarnation that syncs), a disc
+    %% copy from its disc state; nobody saw a nodedown or a nodeup
+    case maps:get(Nd, Reps) of
+        {down, D, _} ->
+            Inc = maps:get(Nd, Incs) + 1,
+            {R, Effs} = new_replica(Nd, Inc, Nodes, D, S),
+            Applied = case hm_ec_table:status(R) of
+                          ready -> maps:get(Nd, maps:get(applied, S));
+                          syncing -> #{}
+                      end,
+            S1 = S#{reps := Reps#{Nd => R}, inc := Incs#{Nd => Inc},
+                    applied := (maps:get(applied, S))#{Nd => Applied}},
+            effects(Nd, Effs, S1);
         _ -> S
     end.
 
 %% Every member that is up takes the new member set (a crashed one gets it when it restarts).
 set_members(Ms, S = #{reps := Reps}) ->
-    S#{reps := maps:map(fun(Nd, R) when is_map(R) ->
+    S#{reps := maps:map(fun(_Nd, R = {down, _, _}) -> R;
+                           (_Nd, out) -> out;
+                           (Nd, R) ->
                                 case lists:member(Nd, Ms) of
-                                    true -> hm_sim_replica:set_members(Ms, R);
+                                    true -> hm_ec_table:set_members(Ms, R);
                                     false -> R
-                                end;
-                           (_, R) -> R
+                                end
                         end, Reps)}.
 
 %% @doc Pairs connected now (`S1a') and not before (`S0') get a nodeup both ways; links
@@ -504,7 +593,8 @@ reconnect(S1a, S0 = #{nodes := Nodes}) ->
     %% links cut by the new partition lose what was in flight on them
     Cut = [{A, B} || A <- Nodes, B <- Nodes, A < B, connected(A, B, S0),
                      not connected(A, B, S1a)],
-    S1 = lists:foldl(fun({A, B}, Acc) -> new_epoch(A, B, Acc) end, S1a, Cut),
+    S1 = lists:foldl(fun({A, B}, Acc) -> nodedown(A, B, nodedown(B, A, new_epoch(A, B, Acc)))
+                     end, S1a, Cut),
     New = [{A, B} || A <- Nodes, B <- Nodes, A < B, up(A, S1), up(B, S1),
                      connected(A, B, S1), not connected(A, B, S0)],
     lists:foldl(fun({A, B}, Acc) -> nodeup(A, B, nodeup(B, A, Acc)) end, S1, New).
@@ -526,11 +616,21 @@ new_epoch(A, B, S = #{epochs := E}) ->
 
 nodeup(At, Peer, S = #{driver := D}) -> D:nodeup(At, Peer, S);
 nodeup(At, Peer, S = #{reps := Reps}) ->
-    case Reps of
-        #{At := R} ->
-            {Out, R1} = hm_sim_replica:nodeup(Peer, R),
-            send_all(At, Out, S#{reps := Reps#{At := R1}});
-        _ -> S
+    case up(At, S) of
+        true ->
+            {R1, Effs} = hm_ec_table:nodeup(Peer, maps:get(At, Reps)),
+            effects(At, Effs, S#{reps := Reps#{At := R1}});
+        false -> S
+    end.
+
+%% `At' sees `Peer' go down (a cut, or Peer crashed): the runtime's nodedown.
+nodedown(_At, _Peer, S = #{driver := _}) -> S;
+nodedown(At, Peer, S = #{reps := Reps}) ->
+    case up(At, S) of
+        true ->
+            {R1, Effs} = hm_ec_table:nodedown(Peer, maps:get(At, Reps)),
+            effects(At, Effs, S#{reps := Reps#{At := R1}});
+        false -> S
     end.
 
 %% @doc Send `[{To, Msg}]' from `From' through the faulty network (drop, duplicate, delay).
@@ -586,7 +686,7 @@ fail(_, S) -> S.
 
 %% @doc Checkers 3 (causal delivery: `{applied, Msg}') and 4 (stability safety:
 %% `{stabilized, Dots}') on the events of replica `Nd'; `{installed, V}' sets its vector.
--spec events(node(), [hm_sim_replica:event()], map()) -> map().
+-spec events(node(), [hm_ec_table:event()], map()) -> map().
 events(Nd, Evs, S) -> lists:foldl(fun(E, Acc) -> ev(Nd, E, Acc) end, S, Evs).
 
 ev(Nd, {applied, {O, Ts, _}}, S = #{applied := Ap, ops := Ops}) ->
@@ -617,13 +717,17 @@ ev(Nd, {stabilized, Dots}, S = #{nodes := Nodes, reps := Reps, applied := Ap}) -
     Judges = [M || M <- Nodes, M =/= Nd,
                    case maps:get(M, Reps) of
                        {down, _, Stateful} -> Stateful;
-                       R -> hm_sim_replica:status(R) =:= ready
+                       R -> ready(R)
                    end],
     Bad = [{Dot, M} || Dot <- Dots, M <- Judges, not hm_vv:contains(Dot, maps:get(M, Ap))],
     case Bad of
         [] -> bump(stabilized_dots, length(Dots), S);
         _ -> fail({unsafe_stability, Nd, {not_delivered_by, lists:sublist(Bad, 5)}}, S)
     end.
+
+%% A replica that counts for checker 4: a table copy, or a CRDT driver's replica (a map).
+ready(#{status := St}) -> St =:= ready;
+ready(R) -> hm_ec_table:status(R) =:= ready.
 
 %%% ================================================================ quiescence and checks
 
@@ -666,24 +770,24 @@ reps(#{reps := Reps, nodes := Nodes}) -> [maps:get(N, Reps) || N <- Nodes].
 
 converged(S) ->
     Rs = reps(S),
-    lists:all(fun(R) -> hm_sim_replica:status(R) =:= ready end, Rs) andalso
-        length(lists:usort([hm_tcsb:delivered(hm_sim_replica:tcsb(R)) || R <- Rs])) =:= 1
-        andalso length(lists:usort([hm_sim_replica:rows(R) || R <- Rs])) =:= 1.
+    lists:all(fun(R) -> hm_ec_table:status(R) =:= ready end, Rs) andalso
+        length(lists:usort([hm_tcsb:delivered(hm_ec_table:tcsb(R)) || R <- Rs])) =:= 1
+        andalso length(lists:usort([rows(R) || R <- Rs])) =:= 1.
 
 quiescent(S) ->
     converged(S) andalso
         lists:all(fun(R) ->
-                          B = hm_sim_replica:tcsb(R),
+                          B = hm_ec_table:tcsb(R),
                           hm_tcsb:log_size(B) =:= 0 andalso hm_tcsb:pending(B) =:= 0
-                              andalso hm_sim_replica:clears(R) =:= []
+                              andalso hm_ec_table:clears(R) =:= []
                               andalso lists:all(fun(KS) -> hm_ec_key:timestamps(KS) =:= 0 end,
-                                                maps:values(hm_sim_replica:meta(R)))
+                                                maps:values(meta(R)))
                   end, reps(S)).
 
 finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
     Rs = reps(S0),
     %% 1. convergence
-    Rows = [hm_sim_replica:rows(R) || R <- Rs],
+    Rows = [rows(R) || R <- Rs],
     Hashes = [erlang:phash2(lists:sort(maps:to_list(Rw))) || Rw <- Rows],
     S1 = case length(lists:usort(Rows)) of
              1 -> S0;
@@ -691,7 +795,7 @@ finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
                         lists:usort(lists:zip(Hashes, Rows))}, S0)
          end,
     %% 2. no lost acknowledged write
-    Final = hm_tcsb:delivered(hm_sim_replica:tcsb(hd(Rs))),
+    Final = hm_tcsb:delivered(hm_ec_table:tcsb(hd(Rs))),
     View = hd(Rows),
     %% the operations that may supersede a write: those on its key, and clears
     ByKey = maps:groups_from_list(fun(#{key := K}) -> K end, maps:values(Ops)),
@@ -699,8 +803,8 @@ finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
     %% 5. metadata bound
     S3 = lists:foldl(
            fun({Nd, R}, Acc) ->
-                   B = hm_sim_replica:tcsb(R),
-                   Big = [{K, KS} || {K, KS} <- maps:to_list(hm_sim_replica:meta(R)),
+                   B = hm_ec_table:tcsb(R),
+                   Big = [{K, KS} || {K, KS} <- maps:to_list(meta(R)),
                                      hm_ec_key:timestamps(KS) > 1],
                    Acc1 = case Big of
                               [] -> Acc;
@@ -712,7 +816,7 @@ finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
                    end
            end, S2, lists:zip(Nodes, Rs)),
     MaxTs = lists:max([0 | [hm_ec_key:timestamps(KS) || R <- Rs,
-                                                         KS <- maps:values(hm_sim_replica:meta(R))]]),
+                                                         KS <- maps:values(meta(R))]]),
     Lost = length([x || #{lost := true} <- maps:values(Ops)]),
     #{failures := Fs} = S3,
     #{ok => Fs =:= [], failures => Fs,
@@ -763,10 +867,10 @@ check_visible(_, _, _, _, _, S) -> S.
 %% metadata sample of one replica at a tick (for the scale report): bytes of the hm_meta
 %% rows over the keys the replica knows, and of the delivered vector
 sample(n1, R, S = #{samples := Sm, faults := true}) ->
-    Meta = hm_sim_replica:meta(R),
-    Keys = lists:usort(maps:keys(Meta) ++ maps:keys(hm_sim_replica:rows(R))),
+    Meta = meta(R),
+    Keys = lists:usort(maps:keys(Meta) ++ maps:keys(rows(R))),
     Bytes = lists:sum([byte_size(term_to_binary({hm_meta, K, KS})) || {K, KS} <- maps:to_list(Meta)]),
-    VV = byte_size(term_to_binary(hm_tcsb:delivered(hm_sim_replica:tcsb(R)))),
+    VV = byte_size(term_to_binary(hm_tcsb:delivered(hm_ec_table:tcsb(R)))),
     S#{samples := [{Bytes, max(1, length(Keys)), VV} | Sm]};
 sample(_, _, S) -> S.
 
@@ -794,6 +898,8 @@ min_loop(Run, Trace, I, B) ->
 %% a fault's closing action goes with it
 partner({_, {crash, N}}, Post) ->
     case [A || A = {_, {restart, M}} <- Post, M =:= N] of [A | _] -> [A]; [] -> [] end;
+partner({_, {mnesia_stop, N}}, Post) ->
+    case [A || A = {_, {mnesia_start, M}} <- Post, M =:= N] of [A | _] -> [A]; [] -> [] end;
 partner({_, {partition, _, _}}, Post) ->
     case [A || A = {_, heal} <- Post] of [A | _] -> [A]; [] -> [] end;
 partner(_, _) -> [].

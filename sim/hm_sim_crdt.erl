@@ -413,7 +413,7 @@ tick(Nd, R, S) ->
         delta -> tick_delta(Nd, Up, R, S)
     end.
 
-%% hm_sim_replica:tick/2 for a CRDT: acks, retransmission, stability, log gc
+%% hm_ec_table:tick/2 for a CRDT: acks, retransmission, stability, log gc
 tick_op(Nd, Up, R = #{tcsb := B0, crdt := C, stable := Prev}, S) ->
     {Resends, B} = lists:foldl(fun(M, {Acc, Bx}) ->
                                        {Msgs, By} = hm_tcsb:resend_due(M, Bx),

@@ -1,0 +1,144 @@
+%% @doc An EC table's storage in Mnesia ({@link hm_ec_store}), as the runtime keeps it on
+%% each copy holder. All three tables are `local_content':
+%% <ul>
+%% <li>`Tab' holds what reads show, so every `mnesia:*' read inside `async_ec' runs
+%% unchanged on it;</li>
+%% <li>the metadata of unstable keys is in `hm_meta_Tab' for a `disc_copies' table, and for
+%% `ram_copies' in an ETS table owned by the table's process (as volatile as the copy, and
+%% much cheaper than Mnesia's);</li>
+%% <li>`hm_log_Tab' keeps, on disc only, the unstable operations, `state' (the replica and
+%% its delivered vector) and `clears'. Mnesia's log is append-only, so a crash loses a
+%% suffix: at worst an effect whose delivery was not recorded, delivered again after the
+%% restart, and effects are idempotent.</li>
+%% </ul>
+%% An EC table is `read_only' for Mnesia (see hypermnesia:create_table/2), so that
+%% `mnesia:transaction/1' cannot write it; this module alone reopens the local copy for its
+%% own dirty writes (Mnesia's `where_to_commit', see {@link open/1}). Mnesia recomputes that
+%% value whenever the table's replicas change, which makes the next write abort with
+%% `no_exists': the write then reopens and writes again.
+-module(hm_ec_store_mnesia).
+-behaviour(hm_ec_store).
+
+-export([new/4, open/1, forget/1]).
+-export([read/2, write/2, delete/2, all_keys/1, rows/1, size/1,
+         meta_get/2, meta_put/3, meta_del/2, meta_keys/1, meta_rows/1, meta_size/1,
+         meta_words/1, log_put/3, log_del/2, log_read/1, log_clear/1, is_disc/1]).
+-export_type([state/0]).
+
+-type state() :: #{tab := atom(), meta := {ets, ets:tid()} | {mnesia, atom()}, log := atom(),
+                   disc := boolean()}.
+
+%% @doc The store of table `Tab' with helper tables `Meta' and `Log', and the copy's storage
+%% type. A `ram_copies' copy's metadata lives in a new ETS table of the calling process.
+-spec new(atom(), atom(), atom(), ram_copies | disc_copies | atom()) -> hm_ec_store:store().
+new(Tab, Meta, Log, Storage) ->
+    MetaStore = case Storage of
+                    disc_copies -> {mnesia, Meta};
+                    _ -> {ets, ets:new(hm_meta, [set, protected])}
+                end,
+    open(Tab),
+    {?MODULE, #{tab => Tab, meta => MetaStore, log => Log, disc => Storage =:= disc_copies}}.
+
+%% @doc Drop what the store owns outside Mnesia (the ETS metadata of a ram copy).
+-spec forget(hm_ec_store:store()) -> ok.
+forget({?MODULE, #{meta := {ets, E}}}) -> _ = (catch ets:delete(E)), ok;
+forget(_) -> ok.
+
+%% @doc Let dirty writes reach the local copy of a loaded read_only EC table (and nothing
+%% else: transactions still find no node to lock). Mnesia's own state, as mnesia_controller
+%% keeps it for a read_write local_content table.
+-spec open(atom()) -> ok.
+open(Tab) ->
+    case lists:member(Tab, mnesia:system_info(local_tables)) of
+        true ->
+            mnesia_lib:set({Tab, where_to_commit},
+                           [{node(), mnesia:table_info(Tab, storage_type)}]);
+        false -> ok
+    end.
+
+writable(Tab, Write) ->
+    try Write()
+    catch exit:{aborted, {no_exists, Tab}} ->
+            open(Tab),
+            Write()
+    end.
+
+-spec read(term(), state()) -> [tuple()].
+read(Key, #{tab := Tab}) -> mnesia:dirty_read(Tab, Key).
+
+-spec write(tuple(), state()) -> state().
+write(Rec, S = #{tab := Tab}) ->
+    ok = writable(Tab, fun() -> mnesia:dirty_write(Tab, Rec) end),
+    S.
+
+-spec delete(term(), state()) -> state().
+delete(Key, S = #{tab := Tab}) ->
+    ok = writable(Tab, fun() -> mnesia:dirty_delete(Tab, Key) end),
+    S.
+
+-spec all_keys(state()) -> [term()].
+all_keys(#{tab := Tab}) -> mnesia:dirty_all_keys(Tab).
+
+-spec rows(state()) -> [tuple()].
+rows(#{tab := Tab}) -> ets_rows(Tab).
+
+-spec size(state()) -> non_neg_integer().
+size(#{tab := Tab}) -> mnesia:table_info(Tab, size).
+
+-spec meta_get(term(), state()) -> {ok, hm_ec_key:key_state()} | none.
+meta_get(Key, #{meta := {ets, E}}) ->
+    case ets:lookup(E, Key) of
+        [{_, KS}] -> {ok, KS};
+        [] -> none
+    end;
+meta_get(Key, #{meta := {mnesia, M}}) ->
+    case mnesia:dirty_read(M, Key) of
+        [{hm_meta, _, KS}] -> {ok, KS};
+        [] -> none
+    end.
+
+-spec meta_put(term(), hm_ec_key:key_state(), state()) -> state().
+meta_put(Key, KS, S = #{meta := {ets, E}}) -> true = ets:insert(E, {Key, KS}), S;
+meta_put(Key, KS, S = #{meta := {mnesia, M}}) -> ok = mnesia:dirty_write(M, {hm_meta, Key, KS}), S.
+
+-spec meta_del(term(), state()) -> state().
+meta_del(Key, S = #{meta := {ets, E}}) -> true = ets:delete(E, Key), S;
+meta_del(Key, S = #{meta := {mnesia, M}}) -> ok = mnesia:dirty_delete(M, Key), S.
+
+-spec meta_keys(state()) -> [term()].
+meta_keys(#{meta := {ets, E}}) -> [K || {K, _} <- ets:tab2list(E)];
+meta_keys(#{meta := {mnesia, M}}) -> mnesia:dirty_all_keys(M).
+
+-spec meta_rows(state()) -> [{term(), hm_ec_key:key_state()}].
+meta_rows(#{meta := {ets, E}}) -> ets:tab2list(E);
+meta_rows(#{meta := {mnesia, M}}) -> [{K, KS} || {hm_meta, K, KS} <- ets_rows(M)].
+
+-spec meta_size(state()) -> non_neg_integer().
+meta_size(#{meta := {ets, E}}) -> ets:info(E, size);
+meta_size(#{meta := {mnesia, M}}) -> mnesia:table_info(M, size).
+
+-spec meta_words(state()) -> non_neg_integer().
+meta_words(#{meta := {ets, E}}) -> ets:info(E, memory);
+meta_words(#{meta := {mnesia, M}}) -> mnesia:table_info(M, memory).
+
+-spec log_put(term(), term(), state()) -> state().
+log_put(K, V, S = #{disc := true, log := Log}) -> ok = mnesia:dirty_write(Log, {hm_log, K, V}), S;
+log_put(_, _, S) -> S.
+
+-spec log_del(term(), state()) -> state().
+log_del(K, S = #{disc := true, log := Log}) -> ok = mnesia:dirty_delete(Log, K), S;
+log_del(_, S) -> S.
+
+-spec log_read(state()) -> [{term(), term()}].
+log_read(#{disc := true, log := Log}) -> [{K, V} || {hm_log, K, V} <- ets_rows(Log)];
+log_read(_) -> [].
+
+-spec log_clear(state()) -> state().
+log_clear(S = #{log := Log}) ->
+    _ = [mnesia:dirty_delete(Log, K) || K <- mnesia:dirty_all_keys(Log)],
+    S.
+
+-spec is_disc(state()) -> boolean().
+is_disc(#{disc := D}) -> D.
+
+ets_rows(Tab) -> mnesia:dirty_select(Tab, [{'_', [], ['$_']}]).
