@@ -777,16 +777,20 @@ node_ec_quiet(Tabs) ->
 node_stats() ->
     {Red, _} = erlang:statistics(reductions),
     {Run, _} = erlang:statistics(runtime),
-    SrvRed = case whereis(hm_ec_server) of
-                 undefined -> 0;
-                 Pid -> element(2, erlang:process_info(Pid, reductions))
-             end,
+    SrvRed = lists:sum([R || P <- ec_pids(), {reductions, R} <- [erlang:process_info(P, reductions)]]),
     #{restarts => mnesia:system_info(transaction_restarts),
       commits => mnesia:system_info(transaction_commits),
       failures => mnesia:system_info(transaction_failures),
       reductions => Red, runtime_ms => Run, ec_server_reductions => SrvRed}.
 
-%% @doc Sample hm_ec_server's message queue every 20 ms until stopped.
+%% The processes doing this node's EC work: its EC server and one process per EC table.
+ec_pids() ->
+    case whereis(hm_ec_table_sup) of
+        undefined -> [];
+        _ -> [P || P <- [whereis(hm_ec_server) | hm_ec_server:table_pids()], is_pid(P)]
+    end.
+
+%% @doc Sample the EC processes' longest message queue every 20 ms until stopped.
 -spec node_sample_start() -> ok.
 node_sample_start() ->
     catch unregister(hm_bench_sampler),
@@ -796,14 +800,12 @@ node_sample_start() ->
 sampler(Acc) ->
     receive {stop, From} -> From ! {samples, Acc}
     after 20 ->
-            Q = case whereis(hm_ec_server) of
-                    undefined -> 0;
-                    P -> element(2, erlang:process_info(P, message_queue_len))
-                end,
+            Q = lists:max([0 | [L || P <- ec_pids(),
+                                     {message_queue_len, L} <- [erlang:process_info(P, message_queue_len)]]]),
             sampler([{erlang:system_time(millisecond), Q} | Acc])
     end.
 
-%% @doc Stop the sampler: max and mean of hm_ec_server's message queue length.
+%% @doc Stop the sampler: max and mean of the EC processes' longest message queue.
 -spec node_sample_stop() -> map().
 node_sample_stop() -> node_sample_stop(0).
 
@@ -838,7 +840,8 @@ node_costs(N) ->
     R = #{is_ec_table_us => Per(fun(_) -> hypermnesia:is_ec_table(subscriber) end),
           check_record_us => Per(fun(_) -> mnesia:table_info(subscriber, record_name),
                                            mnesia:table_info(subscriber, arity) end),
-          gen_server_roundtrip_us => Per(fun(_) -> gen_server:call(hm_ec_server, bench_noop) end),
+          gen_server_roundtrip_us =>
+              Per(fun(_) -> gen_server:call(hm_ec_table_server:name(subscriber), bench_noop) end),
           dirty_write_local_us => Per(fun(I) -> mnesia:dirty_write(plain_sub, Rec(I)) end),
           dirty_read_local_us => Per(fun(I) -> mnesia:dirty_read(subscriber, I) end),
           async_dirty_write_local_us =>
@@ -863,14 +866,14 @@ sink() ->
 loop(0, _) -> ok;
 loop(N, F) -> F(N), loop(N - 1, F).
 
-%% @doc eprof of hm_ec_server for `Ms' milliseconds (while generators run): the top entries.
+%% @doc eprof of the EC processes for `Ms' milliseconds (while generators run): the top entries.
 -spec node_eprof(pos_integer()) -> list().
 node_eprof(Ms) ->
     File = "/tmp/hm_bench_eprof_" ++ os:getpid() ++ ".txt",
     %% eprof prints; a peer's standard output is its control channel, so swallow it
     group_leader(spawn(fun sink/0), self()),
     {ok, _} = eprof:start(),
-    profiling = eprof:start_profiling([whereis(hm_ec_server)]),
+    profiling = eprof:start_profiling(ec_pids()),
     timer:sleep(Ms),
     profiling_stopped = eprof:stop_profiling(),
     ok = eprof:log(File),
@@ -882,14 +885,13 @@ node_eprof(Ms) ->
     Top = lists:reverse(lists:sublist(lists:reverse([L || L <- Lines, L =/= <<>>]), 45)),
     [unicode:characters_to_binary(L) || L <- Top].
 
-%% @doc Count, by kind, the Hypermnesia messages hm_ec_server receives on this node (trace).
+%% @doc Count, by kind, the Hypermnesia messages the EC processes receive on this node (trace).
 -spec node_trace_start() -> ok.
 node_trace_start() ->
-    Srv = whereis(hm_ec_server),
     Tracer = spawn(fun() -> tracer(#{}) end),
     catch unregister(hm_bench_tracer),
     register(hm_bench_tracer, Tracer),
-    1 = erlang:trace(Srv, true, ['receive', {tracer, Tracer}]),
+    _ = [erlang:trace(P, true, ['receive', {tracer, Tracer}]) || P <- ec_pids()],
     ok.
 
 tracer(Acc) ->
@@ -907,7 +909,7 @@ tracer(Acc) ->
 %% @doc Stop counting; the counts by message kind (`op', `ack', ...).
 -spec node_trace_stop() -> map().
 node_trace_stop() ->
-    catch erlang:trace(whereis(hm_ec_server), false, ['receive']),
+    _ = [catch erlang:trace(P, false, ['receive']) || P <- ec_pids()],
     hm_bench_tracer ! {stop, self()},
     receive {trace_counts, C} -> C after 60000 -> #{timeout => true} end.
 
@@ -1110,7 +1112,7 @@ diagnostics_md(Out) ->
             binary:match(N, <<"ec">>) =/= nomatch],
     ["\n### Diagnostics\n\nPartition timeline, ops/s per second:\n", PerSecT,
      "\n| EC write step (node 1, idle) | us per call |\n|---|---|\n", Costs,
-     "\n| context | gens/node | hm_ec_server queue max per node | queue mean per node | server share of node reductions % |\n",
+     "\n| context | gens/node | EC processes: longest queue, max per node | mean per node | EC processes' share of node reductions % |\n",
      "|---|---|---|---|---|\n", Q,
      io_lib:format("~nRetransmission amplification (node ~w, one load window then quiescence): "
                    "~w op messages received for ~w remote operations delivered = ~s per "
@@ -1119,7 +1121,7 @@ diagnostics_md(Out) ->
                     maps:get(remote_ops_delivered, Amp),
                     fmt(maps:get(op_messages_per_remote_op, Amp), x),
                     maps:get(received_by_kind, Amp)]),
-     "\neprof of hm_ec_server on node 1 (1.5 s under load, in the same window), last lines:\n\n```\n",
+     "\neprof of the EC processes (server and tables) on node 1 (1.5 s under load, in the same window), last lines:\n\n```\n",
      lists:join("\n", maps:get(eprof, Out)), "\n```\n"].
 
 -define(EC, [<<"async_ec_pawset">>, <<"async_ec_prwset">>]).

@@ -540,10 +540,17 @@ action({restart, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
                         reachable(Nd, S2));
         _ -> S
     end;
-action({mnesia_stop, Nd}, S = #{reps := Reps, ops := Ops}) ->
+action({mnesia_stop, Nd}, S0) ->
     %% Mnesia alone stops on Nd (hypermnesia keeps running, the node stays connected): the
-    %% table's process goes with it, what was in flight to it is dropped on arrival
-    case up(Nd, S) of
+    %% table's process goes with it. The other members' Mnesia reports mnesia_down, which
+    %% their table processes take as a nodedown; Mnesia handles it before Nd's Mnesia may
+    %% join again, so before a new copy of Nd exists, and after what Nd's old process sent
+    %% (here: what is in flight to or from Nd is lost)
+    Others = [M || M <- maps:get(nodes, S0), M =/= Nd],
+    S = #{reps := Reps, ops := Ops} =
+        lists:foldl(fun(M, Acc) -> nodedown(M, Nd, new_epoch(Nd, M, Acc)) end, S0,
+                    case up(Nd, S0) of true -> Others; false -> [] end),
+    case up(Nd, S0) of
         false -> S;
         true ->
             D = hm_ec_store_map:durable(hm_ec_table:store(maps:get(Nd, Reps))),

@@ -1,4 +1,5 @@
-%% @doc Top supervisor: the EC delivery server (one per node) and the membership server.
+%% @doc Top supervisor: the EC table processes' supervisor, the node's EC server (which
+%% finds the EC tables and starts their processes) and the membership server.
 -module(hypermnesia_sup).
 -behaviour(supervisor).
 -export([start_link/0, init/1]).
@@ -8,6 +9,7 @@ start_link() -> supervisor:start_link({local, ?MODULE}, ?MODULE, []).
 
 -spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
 init([]) ->
-    Child = fun(M) -> #{id => M, start => {M, start_link, []}} end,
-    {ok, {#{strategy => one_for_one, intensity => 10, period => 10},
-          [Child(hm_ec_server), Child(hm_membership)]}}.
+    Child = fun(M, Type) -> #{id => M, start => {M, start_link, []}, type => Type} end,
+    {ok, {#{strategy => rest_for_one, intensity => 10, period => 10},
+          [Child(hm_ec_table_sup, supervisor), Child(hm_ec_server, worker),
+           Child(hm_membership, worker)]}}.

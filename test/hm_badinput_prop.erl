@@ -11,12 +11,13 @@
 %%   prop_api_writes    random writes/deletes inside async_ec/sync_ec
 %%   prop_crdt_api      hm_crdt new/mutate/deliver/from_binary with random and near-miss input
 %%   prop_crdt_bad_event_never_blocks  a bad event never blocks or corrupts good events
-%%   prop_foreign_msgs  messages that must be dropped, sent straight to hm_ec_server and
-%%                      hm_membership
+%%   prop_foreign_msgs  messages that must be dropped, sent straight to hm_ec_server, to an EC
+%%                      table's process and to hm_membership
 %%   prop_self_msgs     well-formed-looking messages claiming FromNode = node() (the only
 %%                      member, so accepted): no crash; a rejected payload changes nothing
 %%
-%% Invariants after every case: hm_ec_server and hm_membership keep their pids; for a rejected
+%% Invariants after every case: hm_ec_server, hm_membership and the EC tables' processes keep
+%% their pids; for a rejected
 %% call or a dropped message the three tables' contents and the EC tables' `info/1' (delivered
 %% vector, buffered ops, status, members, size) are unchanged; a valid write still works.
 %%
@@ -147,7 +148,8 @@ count(Key) -> catch ets:update_counter(?STATS, Key, 1, {Key, 0}).
 
 %%% ================================================================ state and invariants
 
-pids() -> {whereis(hm_ec_server), whereis(hm_membership)}.
+pids() -> {whereis(hm_ec_server), whereis(hm_membership),
+           [whereis(hm_ec_table_server:name(T)) || T <- ?EC_TABS]}.
 
 %% What must not change when an input is rejected. (stable, unstable_ops/keys and
 %% metadata_words move with the ticks, so they are left out.)
@@ -727,11 +729,13 @@ fix_tab(_, R) -> R.
 
 delivered(Tab) -> maps:get(delivered, hypermnesia:info(Tab)).
 
-target() -> elements([hm_ec_server, hm_membership]).
+%% The node's servers, and each EC table's own process.
+target() -> elements([hm_ec_server, hm_membership | [hm_ec_table_server:name(T) || T <- ?EC_TABS]]).
 
-%% Synchronise with both servers: every message sent before has been handled.
+%% Synchronise with the servers and every table's process: every message sent before has
+%% been handled.
 sync() ->
-    _ = hypermnesia:info(?AW),
+    _ = [hypermnesia:info(T) || T <- ?EC_TABS],
     _ = hm_membership:status(),
     ok.
 
@@ -995,7 +999,7 @@ snapshot_pids() -> pids().
 %% makes an EC table now.
 finding_f11() ->
     Pids = pids(),
-    ?assertMatch({P1, P2} when is_pid(P1) andalso is_pid(P2), Pids),
+    ?assertMatch({P1, P2, Ts} when is_pid(P1) andalso is_pid(P2) andalso is_list(Ts), Pids),
     ?assertEqual({atomic, ok},
                  hypermnesia:create_table(hm_bi_f11, [{user_properties, [{hm_ec, 0}]}])),
     ?assertNot(hypermnesia:is_ec_table(hm_bi_f11)),

@@ -372,3 +372,24 @@ tcsb_resend_window_test() ->
                      B4, lists:seq(1, 4)),
     {R4, _} = hm_tcsb:resend_due(c, B5),
     ?assertEqual([3, 4, 5], Seqs(R4)).
+
+%% A member restarts without its state (for instance Mnesia alone restarted under a ram copy,
+%% which gives no nodedown): once a newer incarnation of its node is heard of, what the old
+%% one acknowledged no longer counts for stability, and its late acknowledgements are ignored
+%% (else its word would let operations the new incarnation lacks be folded as stable).
+tcsb_gone_incarnation_acks_test() ->
+    A = {a, 1}, C1 = {c, 1}, C2 = {c, 2},
+    {Op = {A, _, _}, _, B0} = hm_tcsb:broadcast(x, hm_tcsb:new(A, [a, c])),
+    ?assertMatch({A, #{A := 1}, x}, Op),
+    B1 = hm_tcsb:receive_ack(C1, #{A => 1}, #{}, B0),
+    ?assertEqual(#{A => 1}, hm_tcsb:stable(B1)),
+    %% c's new incarnation says it has nothing yet
+    B2 = hm_tcsb:receive_ack(C2, #{}, #{}, B1),
+    ?assertEqual(#{}, hm_tcsb:stable(B2)),
+    %% a late acknowledgement of the old one changes nothing
+    B3 = hm_tcsb:receive_ack(C1, #{A => 1}, #{}, B2),
+    ?assertEqual(#{}, hm_tcsb:stable(B3)),
+    ?assertEqual(#{c => #{}}, hm_tcsb:known(B3)),
+    %% the new incarnation catches up and says so
+    B4 = hm_tcsb:receive_ack(C2, #{A => 1}, #{}, B3),
+    ?assertEqual(#{A => 1}, hm_tcsb:stable(B4)).

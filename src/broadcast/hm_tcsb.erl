@@ -202,8 +202,14 @@ newest(#tcsb{members = Ms, newest = New}) ->
 %% this replica has delivered every operation `From' itself sent before acknowledging.
 -spec receive_ack(replica(), hm_vv:vv(), newest(), state()) -> state().
 receive_ack(From = {Node, Inc}, V, New, S0) ->
-    S = #tcsb{early_acks = E, acked = A, ticks = T, has = H} =
-        see([From | maps:keys(V)] ++ maps:to_list(New), S0),
+    S = #tcsb{newest = Newest} = see([From | maps:keys(V)] ++ maps:to_list(New), S0),
+    case Inc < maps:get(Node, Newest, Inc) of
+        true -> S;                      % the late word of a gone incarnation: see drop_superseded/1
+        false -> receive_current_ack(From, V, New, S)
+    end.
+
+receive_current_ack(From = {Node, Inc}, V, New, S = #tcsb{early_acks = E, acked = A, ticks = T,
+                                                          has = H}) ->
     {V0, New0} = maps:get(From, E, {#{}, #{}}),
     H1 = case H of
              #{Node := {Inc, Old}} -> H#{Node := {Inc, hm_vv:join(Old, V)}};
@@ -440,7 +446,19 @@ superseded({N, Inc}, #tcsb{members = Ms, newest = New}) ->
 %% member did, both died with the crash, as async_ec allows for a ram_copies node
 %% (docs/guide.md, limits). This keeps what superseded incarnations can still deliver
 %% anywhere known to settled/1, and the causal buffer from keeping them forever (bug C).
-drop_superseded(S = #tcsb{cb = CB}) ->
+%%
+%% What an older incarnation of a node acknowledged is forgotten too, and its late
+%% acknowledgements are ignored (receive_ack/4): its state is gone (a restart without it, or
+%% Mnesia alone restarted on that node), and the new incarnation may have installed a state
+%% that lacks operations the old one had; counted for stability, the old word would let them
+%% be folded while the new incarnation can still issue operations concurrent with them
+%% (found by the simulator with Mnesia restarts, which give no nodedown).
+drop_superseded(S0 = #tcsb{newest = New, known = K, has = H, early_acks = E}) ->
+    Old = fun(N, Inc) -> Inc < maps:get(N, New, Inc) end,
+    S = #tcsb{cb = CB} =
+        S0#tcsb{known = maps:filter(fun(N, {Inc, _, _}) -> not Old(N, Inc) end, K),
+                has = maps:filter(fun(N, {Inc, _}) -> not Old(N, Inc) end, H),
+                early_acks = maps:filter(fun({N, Inc}, _) -> not Old(N, Inc) end, E)},
     case hm_causal_buffer:pending_count(CB) of
         0 -> S;
         _ -> S#tcsb{cb = hm_causal_buffer:drop_origins(fun(O) -> superseded(O, S) end, CB)}

@@ -1,0 +1,224 @@
+%% @doc The process of one EC table copy on this node (the Hypermnesia paper, §4.3: a
+%% gen_server in front of the tagged causal stable broadcast), started by
+%% {@link hm_ec_server} under {@link hm_ec_table_sup}. A thin shell around the per-table core
+%% {@link hm_ec_table}: it holds the core's state on a Mnesia store
+%% ({@link hm_ec_store_mnesia}), feeds it local calls, members' messages, ticks and node
+%% events, and carries out the effects the core returns (sends, replies, timers, disc syncs,
+%% log lines). Every operation of the table, local or remote, is applied in this process,
+%% one at a time, in causal order: a key's read-modify-write is atomic, and tables do not
+%% wait for each other.
+%%
+%% It is registered as {@link name/1} of the table on every copy holder, and members' messages
+%% go to that name. It takes Mnesia's `mnesia_down' of a copy holder as that member going
+%% down: when Mnesia alone restarts on a node there is no `nodedown', and what the node's
+%% old copy acknowledged must stop counting for stability before its new copy exists. Every `tick' (250 ms) the table acknowledges, retransmits what members
+%% reported they lack and folds what became stable ({@link hm_ec_table:tick/2}). Other
+%% members' operations wait in a queue of this process and are applied a few at a time
+%% behind whatever else arrives (local calls, acks, ticks), so a heal's backlog never stalls
+%% local writers. The process stops when its table is gone from this node (deleted, copy
+%% removed, Mnesia stopped); the server takes the table up again when it is back. Dropped
+%% messages (another table instance, a node that is not a member, an unknown shape) are
+%% logged at most once every 10 s per kind.
+-module(hm_ec_table_server).
+-behaviour(gen_server).
+
+-export([start_link/2, name/1, submit/4, info/1, set_members/2, queued/1, log_drop/2]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+-define(TICK_MS, 250).
+
+%%% ---------------------------------------------------------------- API
+
+%% @doc Start the process of EC table `Tab' (its EC options from `hypermnesia:ec_options/1').
+-spec start_link(atom(), map()) -> {ok, pid()} | {error, term()}.
+start_link(Tab, EcOpts) -> gen_server:start_link({local, name(Tab)}, ?MODULE, {Tab, EcOpts}, []).
+
+%% @doc The name the table's process is registered under, on every copy holder.
+-spec name(atom()) -> atom().
+name(Tab) -> list_to_atom("hm_ec_table:" ++ atom_to_list(Tab)).
+
+%% @doc Apply an operation here and broadcast it (see {@link hm_ec_server:submit/3}).
+-spec submit(pid() | atom(), {term(), hm_ec_table:op()}, async | sync, timeout()) ->
+          ok | {error, term()}.
+submit(Server, KeyOp, Mode, Timeout) -> gen_server:call(Server, {submit, KeyOp, Mode}, Timeout).
+
+%% @doc Status of the table copy (see {@link hm_ec_table:info/2}).
+-spec info(pid() | atom()) -> map().
+info(Server) -> gen_server:call(Server, info, 5000).
+
+%% @doc The table's copy holders are now `Members'.
+-spec set_members(pid() | atom(), [node()]) -> ok.
+set_members(Server, Members) -> gen_server:cast(Server, {members, Members}).
+
+%% @doc How many members' operations wait in the process's queue.
+-spec queued(pid() | atom()) -> non_neg_integer().
+queued(Server) -> gen_server:call(Server, queued, 5000).
+
+%%% ---------------------------------------------------------------- gen_server
+
+-spec init({atom(), map()}) -> {ok, map()}.
+init({Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}}) ->
+    ok = net_kernel:monitor_nodes(true),
+    %% Mnesia alone restarting on another copy holder gives no nodedown, only mnesia_down
+    {ok, _} = mnesia:subscribe(system),
+    Storage = mnesia:table_info(Tab, storage_type),
+    Opts = #{tab => Tab, type => Type, policy => Policy,
+             record => {mnesia:table_info(Tab, record_name), mnesia:table_info(Tab, arity)},
+             cookie => mnesia:table_info(Tab, cookie), node => node(),
+             incarnation => erlang:unique_integer([positive, monotonic])
+                 + erlang:system_time(microsecond),
+             members => hm_ec_server:copy_holders(Tab),
+             store => hm_ec_store_mnesia:new(Tab, Meta, Log, Storage)},
+    logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
+    {T, Effs} = hm_ec_table:new(Opts),
+    Ref = make_ref(),
+    erlang:send_after(?TICK_MS, self(), {tick, Ref}),
+    {ok, run(Effs, #{tab => Tab, t => T, tick_ref => Ref, ticks => 0, inq => queue:new(),
+                     work_posted => false, drops => #{}})}.
+
+-spec handle_call(term(), gen_server:from(), map()) ->
+          {reply, term(), map()} | {noreply, map()} | {stop, normal, term(), map()}.
+handle_call({submit, KeyOp, Mode}, From, S = #{t := T}) ->
+    Now = erlang:system_time(microsecond),
+    try hm_ec_table:submit(KeyOp, Mode, From, {Now, nodes()}, T) of
+        {T1, Effs} -> {noreply, run(Effs, S#{t := T1})}
+    catch Class:Reason:Stack ->
+            Reply = {error, {not_applied, Reason}},
+            case failed(S, Class, Reason, Stack) of
+                {stop, S1} -> {stop, normal, Reply, S1};
+                S1 -> {reply, Reply, S1}
+            end
+    end;
+handle_call(info, _From, S = #{t := T}) ->
+    {reply, hm_ec_table:info(nodes(), T), S};
+handle_call(queued, _From, S = #{inq := Q}) ->
+    {reply, queue:len(Q), S};
+handle_call(Req, _From, S) ->
+    {reply, {error, {unknown_request, Req}}, S}.
+
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast({members, Ms}, S = #{t := T}) ->
+    {noreply, S#{t := hm_ec_table:set_members(Ms, T)}};
+handle_cast(Msg, S) ->
+    {noreply, drop({unknown_cast, Msg}, S)}.
+
+-spec handle_info(term(), map()) -> {noreply, map()} | {stop, normal, map()}.
+handle_info({hm_ec, Tab, FromNode, Msg = {op, _}, Cookie}, S = #{tab := Tab, inq := Q})
+  when is_atom(FromNode) ->
+    %% other members' operations wait in this process's own queue, applied a few at a time
+    %% behind whatever else arrives meanwhile (work/1)
+    {noreply, post_work(S#{inq := queue:in({Cookie, FromNode, Msg}, Q)})};
+handle_info({hm_ec, Tab, FromNode, {ops, Msgs}, Cookie}, S = #{tab := Tab, inq := Q})
+  when is_atom(FromNode), is_list(Msgs) ->
+    %% a retransmission round: its operations, in causal order
+    Q1 = lists:foldl(fun(M, Acc) -> queue:in({Cookie, FromNode, {op, M}}, Acc) end, Q, Msgs),
+    {noreply, post_work(S#{inq := Q1})};
+handle_info({hm_ec, Tab, FromNode, Msg, Cookie}, S = #{tab := Tab}) when is_atom(FromNode) ->
+    step(fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end, S);
+handle_info(hm_work, S) ->
+    work(S#{work_posted := false});
+handle_info({tick, Ref}, S = #{tick_ref := Ref, ticks := N}) ->
+    %% only this process's own timer ticks (a stray `tick' must not start another chain)
+    erlang:send_after(?TICK_MS, self(), {tick, Ref}),
+    Up = nodes(),
+    step(fun(T) -> hm_ec_table:tick(Up, T) end, S#{ticks := N + 1});
+handle_info({hm_timer, Msg}, S) ->
+    step(fun(T) -> hm_ec_table:timeout(Msg, T) end, S);
+handle_info({nodeup, N}, S) ->
+    step(fun(T) -> hm_ec_table:nodeup(N, T) end, S);
+handle_info({nodedown, N}, S) ->
+    step(fun(T) -> hm_ec_table:nodedown(N, T) end, S);
+handle_info({mnesia_system_event, {mnesia_down, N}}, S) when N =/= node() ->
+    %% Mnesia stopped on N: its copy's state may be gone (a ram copy comes back empty, as a
+    %% new incarnation): what it had acknowledged no longer counts. Mnesia handles this
+    %% before N's Mnesia may join again, so before a new copy on N exists.
+    step(fun(T) -> hm_ec_table:nodedown(N, T) end, S);
+handle_info({mnesia_system_event, _}, S) ->
+    {noreply, S};
+handle_info(Msg, S) ->
+    {noreply, drop({unknown_message, Msg}, S)}.
+
+%%% ---------------------------------------------------------------- running the core
+
+%% One step of the core, then its effects. A table that no longer exists here (deleted, copy
+%% removed, Mnesia stopped) ends the process; anything else is logged and the table keeps
+%% its state.
+step(Step, S = #{t := T}) ->
+    try Step(T) of
+        {T1, Effs} -> {noreply, run(Effs, S#{t := T1})}
+    catch Class:Reason:Stack ->
+            case failed(S, Class, Reason, Stack) of
+                {stop, S1} -> {stop, normal, S1};
+                S1 -> {noreply, S1}
+            end
+    end.
+
+failed(S = #{tab := Tab}, _Class, {aborted, {no_exists, _}}, _Stack) ->
+    logger:notice("hypermnesia: ~p is gone from this node", [Tab]),
+    {stop, S};
+failed(S = #{tab := Tab}, Class, Reason, Stack) ->
+    logger:error("hypermnesia: ~p: ~p:~0p at ~0p", [Tab, Class, Reason, Stack]),
+    S.
+
+%% Fairness between this node's writers and other members' operations. After a partition
+%% heals a member receives the other side's operations all at once; applied as they arrive,
+%% they stood in the mailbox in front of every local write (async_ec stalled for seconds,
+%% bench/REPORT.md). Queued instead, at most ?WORK_BATCH of them are applied per `hm_work'
+%% message, which goes to the back of the mailbox: local calls, acks and ticks that came
+%% meanwhile go first.
+-define(WORK_BATCH, 8).
+
+post_work(S = #{work_posted := true}) -> S;
+post_work(S) -> self() ! hm_work, S#{work_posted := true}.
+
+work(S) -> work(?WORK_BATCH, S).
+
+work(0, S = #{inq := Q}) ->
+    case queue:is_empty(Q) of
+        true -> {noreply, S};
+        false -> {noreply, post_work(S)}
+    end;
+work(N, S = #{inq := Q}) ->
+    case queue:out(Q) of
+        {empty, _} -> {noreply, S};
+        {{value, {Cookie, From, Msg}}, Q1} ->
+            case step(fun(T) -> hm_ec_table:handle(From, Cookie, Msg, T) end, S#{inq := Q1}) of
+                {noreply, S1} -> work(N - 1, S1);
+                Stop -> Stop
+            end
+    end.
+
+%% The core's effects, in order.
+run(Effs, S) -> lists:foldl(fun effect/2, S, Effs).
+
+effect({send, Node, Msg}, S = #{tab := Tab, t := T}) ->
+    Envelope = {hm_ec, Tab, node(), Msg, hm_ec_table:cookie(T)},
+    _ = erlang:send({name(Tab), Node}, Envelope, [noconnect, nosuspend]),
+    S;
+effect({reply, From, Reply}, S) -> gen_server:reply(From, Reply), S;
+effect({timer, Ms, Msg}, S) -> erlang:send_after(Ms, self(), {hm_timer, Msg}), S;
+effect(sync_log, S) -> _ = mnesia:sync_log(), S;
+effect({drop, What}, S) -> drop(What, S);
+effect({info, Format, Args}, S) -> logger:info(Format, Args), S;
+effect({event, _}, S) -> S.
+
+drop(What, S = #{drops := Drops}) -> S#{drops := log_drop(What, Drops)}.
+
+%% @doc Log a dropped message, at most once every 10 s per kind (a flood of them must not
+%% make the logger the bottleneck), with how many were dropped since; `Drops' is the caller's
+%% count per kind.
+-spec log_drop(term(), map()) -> map().
+log_drop(What, Drops) ->
+    Kind = drop_kind(What),
+    Now = erlang:monotonic_time(millisecond),
+    case maps:get(Kind, Drops, {0, 0}) of
+        {Since, N} when Now - Since < 10000 ->
+            Drops#{Kind => {Since, N + 1}};
+        {_, N} ->
+            logger:warning("hypermnesia: dropped ~0p (and ~p more like it before)", [What, N]),
+            Drops#{Kind => {Now, 0}}
+    end.
+
+drop_kind({Reason, A, B}) -> {Reason, A, is_atom(B)};
+drop_kind({Reason, A, _, _}) -> {Reason, A};
+drop_kind({Reason, _}) -> Reason.
