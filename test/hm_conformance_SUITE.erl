@@ -29,7 +29,7 @@
 
 -export([all/0, groups/0, suite/0, init_per_group/2, end_per_group/2,
          init_per_testcase/2, end_per_testcase/2]).
--export([read_write/1, delete/1, delete_object/1, match_object/1, select/1, select_limit/1,
+-export([read_write/1, locks/1, delete/1, delete_object/1, match_object/1, select/1, select_limit/1,
          index/1, folds/1, iteration/1, all_keys/1, clear_table/1, table_info/1, qlc/1,
          dirty_reads/1, record_name/1, prwset_sequential/1, match_variables_written/1, bad_arguments/1,
          write_wrong_record/1, delete_object_match_variables/1, delete_object_wrong_record/1,
@@ -65,7 +65,7 @@ groups() ->
      {three_nodes, [], cases() ++ [remote_writes, no_local_copy]}].
 
 cases() ->
-    [read_write, delete, delete_object, match_object, select, select_limit, index, folds,
+    [read_write, locks, delete, delete_object, match_object, select, select_limit, index, folds,
      iteration, all_keys, clear_table, table_info, qlc, dirty_reads, record_name, prwset_sequential,
      match_variables_written, bad_arguments, write_wrong_record, delete_object_match_variables,
      delete_object_wrong_record, transactions_refused, siblings_bag, ordered_set_refused].
@@ -252,6 +252,23 @@ read_write(Config) ->
     ok = change(Config, fun(T) -> mnesia:write({T, 8, {name, 8}, 9}) end),
     {ok, [[_], [_], [_], [{'$tab', 8, _, 9}]]} =
         same(Config, fun(T) -> [mnesia:read(T, K) || K <- [5, 6, new_key, 8]] end),
+    ok.
+
+%% lock/2, read_lock_table/1, write_lock_table/1: as in async_dirty they take no lock, and
+%% answer as Mnesia does.
+locks(Config) ->
+    ok = populate(Config),
+    Locks = [fun(T) -> mnesia:lock({table, T}, read) end,
+             fun(T) -> mnesia:lock({table, T}, write) end,
+             fun(T) -> mnesia:lock({record, T, 1}, write) end,
+             fun(T) -> mnesia:read_lock_table(T) end,
+             fun(T) -> mnesia:write_lock_table(T) end,
+             fun(T) -> mnesia:lock({table, T}, no_such_kind) end,
+             fun(_) -> mnesia:lock({table, no_such_table}, read) end],
+    [same(Config, L) || L <- Locks],
+    %% and a lock does not stop a write in the same activity
+    [_] = change(Config, fun(T) -> mnesia:write_lock_table(T), ok = mnesia:write({T, 1, locked, 0}),
+                                   mnesia:read(T, 1) end),
     ok.
 
 %% delete/1,3 and s_delete/1 of present and absent keys.
