@@ -11,6 +11,8 @@
 %% `global' disconnect others), its own Mnesia directory `<dir>/<name>' and its own log file
 %% `<dir>/<name>.log'. Node 1 creates the schema on every node; each node then starts
 %% Hypermnesia (or only Mnesia), and `start/1' returns once Mnesia runs as one cluster.
+%% {@link add_node/1} starts one more and joins it to the schema; {@link kill/2} kills one
+%% (it keeps its index, down, until {@link restart/2}).
 %%
 %% <h3>Partitions</h3>
 %% {@link cut/3} gives each node of one side a wrong cookie for every node of the other side
@@ -44,7 +46,7 @@
 -module(hm_cluster).
 
 -export([start/1, stop/1, nodes/1, node/2, ids/1, call/5, call/6, eval/3, cut/3, heal/1,
-         stop_mnesia/2, start_mnesia/2, restart/2, kill/2, wait_until/2]).
+         heal/2, stop_mnesia/2, start_mnesia/2, restart/2, kill/2, add_node/1, wait_until/2]).
 -export_type([cluster/0, options/0, id/0]).
 
 -compile({no_auto_import, [nodes/1]}).
@@ -101,16 +103,16 @@ start(Opts) ->
                  true -> erlang:get_cookie();
                  false -> list_to_atom("hm_cluster_" ++ os:getpid())
              end,
+    Prefix = maps:get(prefix, Opts, "hm"),
     Paths = lists:append([["-pa", filename:absname(filename:dirname(code:which(M)))]
                           || M <- lists:usort([hypermnesia | maps:get(modules, Opts, [])])]),
-    Prefix = maps:get(prefix, Opts, "hm"),
-    S0 = #{dir => Dir, owned => Owned, cookie => Cookie,
+    S0 = #{dir => Dir, owned => Owned, cookie => Cookie, prefix => Prefix,
            args => Paths ++ ["-setcookie", atom_to_list(Cookie)] ++ maps:get(args, Opts, []),
            app_env => maps:get(app_env, Opts, [{max_backoff_ms, 500}]),
            hypermnesia => maps:get(hypermnesia, Opts, true),
            log_filter => maps:get(log_filter, Opts, none),
            cuts => [], members => #{}},
-    Names = [list_to_atom(lists:concat([Prefix, I, "_", os:getpid()])) || I <- lists:seq(1, N)],
+    Names = [name(Prefix, I) || I <- lists:seq(1, N)],
     Members = maps:from_list([{I, start_peer(S0, Name)}
                               || {I, Name} <- lists:zip(lists:seq(1, N), Names)]),
     S = S0#{members := Members},
@@ -194,14 +196,20 @@ cut(C, Side1, Side2) ->
 %% @doc Remove every cut (restore the cookies), then wait, up to 60 s, until every node that
 %% is up runs Mnesia with all of them (`running_db_nodes'): Hypermnesia reconnects the nodes
 %% and re-joins Mnesia by itself. Without Hypermnesia (`hypermnesia => false') it only
-%% restores the cookies.
+%% restores the cookies. Same as `heal(C, #{})'.
 -spec heal(cluster()) -> ok.
-heal(C) ->
+heal(C) -> heal(C, #{}).
+
+%% @doc {@link heal/1} with options: `wait => false' returns as soon as the cookies are
+%% restored (to watch the reconnection yourself); `timeout' (ms, default 60000) bounds the
+%% wait.
+-spec heal(cluster(), #{wait => boolean(), timeout => non_neg_integer()}) -> ok.
+heal(C, Opts) ->
     update(C, fun(St) -> St#{cuts := []} end),
     S = state(C),
     [ok = set_cookies(S, I) || I <- up(S)],
-    case S of
-        #{hypermnesia := true} -> wait_whole(S, up(S), ?HEAL_MS);
+    case {S, maps:get(wait, Opts, true)} of
+        {#{hypermnesia := true}, true} -> wait_whole(S, up(S), maps:get(timeout, Opts, ?HEAL_MS));
         _ -> ok
     end.
 
@@ -238,7 +246,7 @@ restart(C, I) ->
             down -> ok;
             _ -> catch peer:stop(Old)
         end,
-    M = start_peer(S0, Name),
+    M = start_peer_retry(S0, Name, erlang:monotonic_time(millisecond) + ?CALL_MS),
     update(C, fun(St = #{members := Ms}) -> St#{members := Ms#{I := M}} end),
     S = state(C),
     ok = set_cookies(S, I),
@@ -251,6 +259,34 @@ restart(C, I) ->
         #{cuts := []} -> wait_whole(S, up(S), ?START_MS);
         _ -> ok
     end.
+
+%% @doc Start one more node, join it to the Mnesia cluster (`extra_db_nodes', schema on
+%% disc) and start Hypermnesia (or Mnesia) on it. Returns its index. It holds no table copy
+%% yet: add them with `hypermnesia:add_table_copy/3'. A node that is cut from every other
+%% cannot join.
+-spec add_node(cluster()) -> id().
+add_node(C) ->
+    S0 = #{prefix := Prefix, members := Ms0} = state(C),
+    I = lists:max(maps:keys(Ms0)) + 1,
+    M = start_peer(S0, name(Prefix, I)),
+    update(C, fun(St = #{members := Ms}) -> St#{members := Ms#{I => M}} end),
+    S = state(C),
+    ok = set_cookies(S, I),
+    [J | _] = [J || J <- up(S), J =/= I],
+    pong = pcall(S, I, net_adm, ping, [node_of(S, J)]),
+    ok = pcall(S, I, mnesia, start, [], ?START_MS),
+    Node = node_of(S, I),
+    {ok, [Node]} = pcall(S, J, mnesia, change_config, [extra_db_nodes, [Node]]),
+    {atomic, ok} = pcall(S, J, mnesia, change_table_copy_type, [schema, Node, disc_copies]),
+    ok = case S of
+             #{hypermnesia := true} -> start_node_apps(S, I);
+             _ -> ok
+         end,
+    ok = case S of
+             #{cuts := []} -> wait_whole(S, up(S), ?START_MS);
+             _ -> ok
+         end,
+    I.
 
 %% @doc Kill node `I' at once (`kill -9' of its OS process), as a crash would. It stays down
 %% until {@link restart/2}.
@@ -297,6 +333,18 @@ new_dir() ->
           end,
     filename:join(Tmp, lists:concat(["hm_cluster_", os:getpid(), "_",
                                      erlang:unique_integer([positive])])).
+
+name(Prefix, I) -> list_to_atom(lists:concat([Prefix, I, "_", os:getpid()])).
+
+%% Right after a kill -9 the name may still be registered for a moment.
+start_peer_retry(S, Name, Deadline) ->
+    try start_peer(S, Name)
+    catch _:_ ->
+            case erlang:monotonic_time(millisecond) < Deadline of
+                true -> timer:sleep(100), start_peer_retry(S, Name, Deadline);
+                false -> start_peer(S, Name)
+            end
+    end.
 
 start_peer(#{dir := Dir, args := Args, log_filter := Filter}, Name) ->
     MnesiaDir = "\"" ++ filename:join(Dir, atom_to_list(Name)) ++ "\"",
