@@ -1,0 +1,429 @@
+%% @doc A cluster of real Erlang nodes on this host, for tests, benchmarks and demos: start
+%% OTP `peer' nodes, give them one Mnesia schema, start Hypermnesia, call functions on them,
+%% cut the network between chosen nodes and heal it, restart a node or Mnesia alone.
+%%
+%% <h3>Nodes</h3>
+%% {@link start/1} starts `N' peer nodes named `<prefix><I>_<os pid>' (`I' = 1..N, the index
+%% every other function takes). They are controlled over standard I/O, not over Erlang
+%% distribution, so cutting their links never cuts the caller's control. Each is started with
+%% `-connect_all false' (a node connects only to the nodes it talks to) and
+%% `-kernel prevent_overlapping_partitions false' (a cut between two nodes does not make
+%% `global' disconnect others), its own Mnesia directory `<dir>/<name>' and its own log file
+%% `<dir>/<name>.log'. Node 1 creates the schema on every node; each node then starts
+%% Hypermnesia (or only Mnesia), and `start/1' returns once Mnesia runs as one cluster.
+%% {@link add_node/1} starts one more and joins it to the schema; {@link kill/2} kills one
+%% (it keeps its index, down, until {@link restart/2}).
+%%
+%% <h3>Partitions</h3>
+%% {@link cut/3} gives each node of one side a wrong cookie for every node of the other side
+%% (a different one per side, so the handshake fails both ways) and disconnects them: traffic
+%% is dropped and reconnection refused until {@link heal/1} restores the cookies. Nothing here
+%% reconnects the nodes: Hypermnesia does it by itself, and `heal/1' waits until it did
+%% (Mnesia's `running_db_nodes' whole on every node). Cuts add up; `heal/1' removes them all.
+%% A node restarted while cut gets the cut's cookies before it connects to anyone.
+%%
+%% <h3>State</h3>
+%% A cluster is a small process holding the peers, the nodes and the current cuts, so a
+%% cluster started in one process (a Common Test `init_per_group') can be used from others
+%% (the test cases) and outlives the one that started it. {@link stop/1} stops the nodes and
+%% that process.
+%%
+%% <h3>Waiting</h3>
+%% Nothing here sleeps for a fixed time. {@link wait_until/2} polls a condition every 50 ms up
+%% to a deadline and fails with the last value it saw.
+%%
+%% Example:
+%% ```
+%% C = hm_cluster:start(#{nodes => 3, dir => PrivDir, modules => [?MODULE]}),
+%% {atomic, ok} = hm_cluster:call(C, 1, hypermnesia, create_table,
+%%                                [t, [{type, pawset}, {ram_copies, hm_cluster:nodes(C)}]]),
+%% ok = hm_cluster:cut(C, [1, 2], [3]),
+%% ok = hm_cluster:eval(C, 3, fun() -> hypermnesia:async_ec(fun() -> mnesia:write({t, 1, x}) end) end),
+%% ok = hm_cluster:heal(C),
+%% ok = hm_cluster:wait_until(fun() -> hm_cluster:call(C, 1, mnesia, dirty_read, [t, 1]) =/= [] end, 30000),
+%% ok = hm_cluster:stop(C).
+%% '''
+-module(hm_cluster).
+
+-export([start/1, stop/1, nodes/1, node/2, ids/1, call/5, call/6, eval/3, cut/3, heal/1,
+         heal/2, stop_mnesia/2, start_mnesia/2, restart/2, kill/2, add_node/1, wait_until/2]).
+-export_type([cluster/0, options/0, id/0]).
+
+-compile({no_auto_import, [nodes/1]}).
+
+-opaque cluster() :: pid().
+%% The index of a node: 1 for the first node started, and so on.
+-type id() :: pos_integer().
+-type options() ::
+        #{nodes => pos_integer(),
+          dir => file:filename(),
+          prefix => string(),
+          modules => [module()],
+          args => [string()],
+          app_env => [{atom(), term()}],
+          hypermnesia => boolean(),
+          log_filter => {logger:filter_id(), logger:filter()}}.
+%% <ul>
+%% <li>`nodes': how many (default 3).</li>
+%% <li>`dir': where the Mnesia directories and node logs go (default: a new directory under
+%% `$TMPDIR' or `/tmp', deleted by {@link stop/1}; a given one is kept).</li>
+%% <li>`prefix': of the node names (default `"hm"'). Two clusters that run at the same time,
+%% or one after the other in the same `dir', need different prefixes.</li>
+%% <li>`modules': modules whose directories the nodes get in their code path, besides
+%% `hypermnesia''s, so that funs written there can run on them (default none).</li>
+%% <li>`args': more command-line arguments for every node (default none).</li>
+%% <li>`app_env': `hypermnesia' application environment set before it starts (default
+%% `[{max_backoff_ms, 500}]': a healed node is pinged again within half a second).</li>
+%% <li>`hypermnesia': start Hypermnesia (default `true'); `false' starts Mnesia only, and then
+%% {@link heal/1} cannot wait for Mnesia to re-join (nothing re-joins it).</li>
+%% <li>`log_filter': a logger primary filter added on every node before Mnesia starts, for
+%% example to drop the reports a partition is expected to cause. Its fun must be in a
+%% module the nodes can load.</li>
+%% </ul>
+
+-define(CALL_MS, 30000).
+-define(START_MS, 60000).
+-define(HEAL_MS, 60000).
+-define(POLL_MS, 50).
+
+%%% ------------------------------------------------------------- start and stop
+
+%% @doc Start a cluster (see the module doc and {@link options()}). Fails (an exception) if a
+%% node cannot be started or Mnesia does not run as one cluster within 60 s.
+-spec start(options()) -> cluster().
+start(Opts) ->
+    _ = os:cmd("epmd -daemon"),
+    N = maps:get(nodes, Opts, 3),
+    {Dir, Owned} = case maps:find(dir, Opts) of
+                       {ok, D} -> {filename:absname(D), false};
+                       error -> {new_dir(), true}
+                   end,
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    Cookie = case is_alive() of
+                 true -> erlang:get_cookie();
+                 false -> list_to_atom("hm_cluster_" ++ os:getpid())
+             end,
+    Prefix = maps:get(prefix, Opts, "hm"),
+    Paths = lists:append([["-pa", filename:absname(filename:dirname(code:which(M)))]
+                          || M <- lists:usort([hypermnesia | maps:get(modules, Opts, [])])]),
+    S0 = #{dir => Dir, owned => Owned, cookie => Cookie, prefix => Prefix,
+           args => Paths ++ ["-setcookie", atom_to_list(Cookie)] ++ maps:get(args, Opts, []),
+           app_env => maps:get(app_env, Opts, [{max_backoff_ms, 500}]),
+           hypermnesia => maps:get(hypermnesia, Opts, true),
+           log_filter => maps:get(log_filter, Opts, none),
+           cuts => [], members => #{}},
+    Names = [name(Prefix, I) || I <- lists:seq(1, N)],
+    Members = maps:from_list([{I, start_peer(S0, Name)}
+                              || {I, Name} <- lists:zip(lists:seq(1, N), Names)]),
+    S = S0#{members := Members},
+    try
+        Nodes = [maps:get(node, maps:get(I, Members)) || I <- lists:seq(1, N)],
+        [pong = pcall(S, 1, net_adm, ping, [Nd]) || Nd <- tl(Nodes)],
+        ok = pcall(S, 1, mnesia, create_schema, [Nodes]),
+        [ok = start_node_apps(S, I) || I <- lists:seq(1, N)],
+        ok = wait_whole(S, lists:seq(1, N), ?START_MS)
+    catch Class:Reason:Stack ->
+            stop_peers(S),
+            erlang:raise(Class, Reason, Stack)
+    end,
+    spawn(fun() -> holder(S) end).
+
+%% @doc Stop every node of the cluster, and delete its directory if {@link start/1} made it.
+-spec stop(cluster()) -> ok.
+stop(C) ->
+    S = state(C),
+    stop_peers(S),
+    _ = case S of
+            #{owned := true, dir := Dir} -> file:del_dir_r(Dir);
+            _ -> ok
+        end,
+    C ! stop,
+    ok.
+
+%%% ------------------------------------------------------------- nodes and calls
+
+%% @doc The node names, by index (a node that was killed keeps its place).
+-spec nodes(cluster()) -> [node()].
+nodes(C) ->
+    #{members := Ms} = state(C),
+    [maps:get(node, maps:get(I, Ms)) || I <- lists:sort(maps:keys(Ms))].
+
+%% @doc The name of node `I'.
+-spec node(cluster(), id()) -> node().
+node(C, I) -> maps:get(node, member(state(C), I)).
+
+%% @doc The indexes of the nodes: `[1, ..., N]'.
+-spec ids(cluster()) -> [id()].
+ids(C) -> lists:sort(maps:keys(maps:get(members, state(C)))).
+
+%% @doc `apply(M, F, A)' on node `I' (30 s at most). An exception there is raised here.
+-spec call(cluster(), id(), module(), atom(), list()) -> term().
+call(C, I, M, F, A) -> call(C, I, M, F, A, ?CALL_MS).
+
+%% @doc {@link call/5} with a time limit in milliseconds (or `infinity').
+-spec call(cluster(), id(), module(), atom(), list(), timeout()) -> term().
+call(C, I, M, F, A, Timeout) -> pcall(state(C), I, M, F, A, Timeout).
+
+%% @doc Run a fun of no arguments on node `I' and return what it returns. The fun's module
+%% must be loadable there (option `modules' of {@link start/1}).
+-spec eval(cluster(), id(), fun(() -> R)) -> R.
+eval(C, I, Fun) -> call(C, I, erlang, apply, [Fun, []]).
+
+%%% ------------------------------------------------------------- partitions
+
+%% @doc Cut every node of `Side1' from every node of `Side2' (indexes), and return once no
+%% such pair is connected. Links inside a side, and cuts made before, stay as they are.
+-spec cut(cluster(), [id()], [id()]) -> ok.
+cut(C, Side1, Side2) ->
+    S = state(C),
+    Pairs = [{I, J} || I <- Side1, J <- Side2, I =/= J],
+    Cuts = lists:usort(maps:get(cuts, S) ++ Pairs ++ [{J, I} || {I, J} <- Pairs]),
+    update(C, fun(St) -> St#{cuts := Cuts} end),
+    S1 = S#{cuts := Cuts},
+    %% cookies first, so that no reconnection attempt can get through in between
+    [ok = set_cookies(S1, I) || I <- up(S1)],
+    %% (false when the other direction already disconnected the pair)
+    _ = [pcall(S1, I, erlang, disconnect_node, [node_of(S1, J)])
+         || {I, J} <- Cuts, lists:member(I, up(S1))],
+    Live = [{I, J} || {I, J} <- Cuts, lists:member(I, up(S1))],
+    wait_until(fun() ->
+                       Connected = [{I, J} || {I, J} <- Live,
+                                              lists:member(node_of(S1, J),
+                                                           pcall(S1, I, erlang, nodes, []))],
+                       Connected =:= [] orelse {still_connected, Connected}
+               end, ?CALL_MS).
+
+%% @doc Remove every cut (restore the cookies), then wait, up to 60 s, until every node that
+%% is up runs Mnesia with all of them (`running_db_nodes'): Hypermnesia reconnects the nodes
+%% and re-joins Mnesia by itself. Without Hypermnesia (`hypermnesia => false') it only
+%% restores the cookies. Same as `heal(C, #{})'.
+-spec heal(cluster()) -> ok.
+heal(C) -> heal(C, #{}).
+
+%% @doc {@link heal/1} with options: `wait => false' returns as soon as the cookies are
+%% restored (to watch the reconnection yourself); `timeout' (ms, default 60000) bounds the
+%% wait.
+-spec heal(cluster(), #{wait => boolean(), timeout => non_neg_integer()}) -> ok.
+heal(C, Opts) ->
+    update(C, fun(St) -> St#{cuts := []} end),
+    S = state(C),
+    [ok = set_cookies(S, I) || I <- up(S)],
+    case {S, maps:get(wait, Opts, true)} of
+        {#{hypermnesia := true}, true} -> wait_whole(S, up(S), maps:get(timeout, Opts, ?HEAL_MS));
+        _ -> ok
+    end.
+
+%%% ------------------------------------------------------------- restarts
+
+%% @doc Stop Mnesia alone on node `I' (`mnesia:stop/0'); the node and the `hypermnesia'
+%% application keep running.
+-spec stop_mnesia(cluster(), id()) -> ok.
+stop_mnesia(C, I) ->
+    stopped = call(C, I, mnesia, stop, []),
+    ok.
+
+%% @doc Start Mnesia again on node `I' and wait until it has loaded its tables and every
+%% node that is up runs Mnesia with all of them (unless cuts keep them apart).
+-spec start_mnesia(cluster(), id()) -> ok.
+start_mnesia(C, I) ->
+    ok = call(C, I, mnesia, start, []),
+    S = state(C),
+    ok = pcall(S, I, mnesia, wait_for_tables,
+               [pcall(S, I, mnesia, system_info, [local_tables]), ?START_MS], ?START_MS + 1000),
+    case S of
+        #{cuts := []} -> wait_whole(S, up(S), ?START_MS);
+        _ -> ok
+    end.
+
+%% @doc Stop node `I' (if it is up) and start it again: same name, same Mnesia directory,
+%% the current cuts' cookies; then start Hypermnesia (or Mnesia) on it. Returns once its
+%% Mnesia has loaded its tables and, with no cut, runs with every node that is up.
+-spec restart(cluster(), id()) -> ok.
+restart(C, I) ->
+    S0 = state(C),
+    #{name := Name, peer := Old} = member(S0, I),
+    _ = case Old of
+            down -> ok;
+            _ -> catch peer:stop(Old)
+        end,
+    M = start_peer_retry(S0, Name, erlang:monotonic_time(millisecond) + ?CALL_MS),
+    update(C, fun(St = #{members := Ms}) -> St#{members := Ms#{I := M}} end),
+    S = state(C),
+    ok = set_cookies(S, I),
+    _ = [pcall(S, I, net_adm, ping, [node_of(S, J)])
+         || J <- up(S), J =/= I, not lists:member({I, J}, maps:get(cuts, S))],
+    ok = start_node_apps(S, I),
+    ok = pcall(S, I, mnesia, wait_for_tables,
+               [pcall(S, I, mnesia, system_info, [local_tables]), ?START_MS], ?START_MS + 1000),
+    case S of
+        #{cuts := []} -> wait_whole(S, up(S), ?START_MS);
+        _ -> ok
+    end.
+
+%% @doc Start one more node, join it to the Mnesia cluster (`extra_db_nodes', schema on
+%% disc) and start Hypermnesia (or Mnesia) on it. Returns its index. It holds no table copy
+%% yet: add them with `hypermnesia:add_table_copy/3'. A node that is cut from every other
+%% cannot join.
+-spec add_node(cluster()) -> id().
+add_node(C) ->
+    S0 = #{prefix := Prefix, members := Ms0} = state(C),
+    I = lists:max(maps:keys(Ms0)) + 1,
+    M = start_peer(S0, name(Prefix, I)),
+    update(C, fun(St = #{members := Ms}) -> St#{members := Ms#{I => M}} end),
+    S = state(C),
+    ok = set_cookies(S, I),
+    [J | _] = [J || J <- up(S), J =/= I],
+    pong = pcall(S, I, net_adm, ping, [node_of(S, J)]),
+    ok = pcall(S, I, mnesia, start, [], ?START_MS),
+    Node = node_of(S, I),
+    {ok, [Node]} = pcall(S, J, mnesia, change_config, [extra_db_nodes, [Node]]),
+    {atomic, ok} = pcall(S, J, mnesia, change_table_copy_type, [schema, Node, disc_copies]),
+    ok = case S of
+             #{hypermnesia := true} -> start_node_apps(S, I);
+             _ -> ok
+         end,
+    ok = case S of
+             #{cuts := []} -> wait_whole(S, up(S), ?START_MS);
+             _ -> ok
+         end,
+    I.
+
+%% @doc Kill node `I' at once (`kill -9' of its OS process), as a crash would. It stays down
+%% until {@link restart/2}.
+-spec kill(cluster(), id()) -> ok.
+kill(C, I) ->
+    S = state(C),
+    #{os_pid := OsPid, peer := P} = member(S, I),
+    Ref = monitor(process, P),
+    _ = os:cmd("kill -9 " ++ OsPid),
+    receive {'DOWN', Ref, process, P, _} -> ok
+    after ?CALL_MS -> error({not_killed, I})
+    end,
+    update(C, fun(St = #{members := Ms}) ->
+                      St#{members := Ms#{I := (maps:get(I, Ms))#{peer := down}}}
+              end).
+
+%%% ------------------------------------------------------------- waiting
+
+%% @doc Poll `F' every 50 ms until it returns `true', for at most `TimeoutMs' milliseconds.
+%% An exception in `F' counts as "not yet". Fails with `error({timeout, TimeoutMs, Last})',
+%% `Last' being what `F' returned (or raised) the last time.
+-spec wait_until(fun(() -> term()), non_neg_integer()) -> ok.
+wait_until(F, TimeoutMs) ->
+    wait_until(F, erlang:monotonic_time(millisecond) + TimeoutMs, TimeoutMs).
+
+wait_until(F, Deadline, TimeoutMs) ->
+    Last = try F() catch Class:Reason -> {Class, Reason} end,
+    case Last of
+        true -> ok;
+        _ ->
+            case erlang:monotonic_time(millisecond) >= Deadline of
+                true -> error({timeout, TimeoutMs, Last});
+                false -> timer:sleep(?POLL_MS), wait_until(F, Deadline, TimeoutMs)
+            end
+    end.
+
+%%% ------------------------------------------------------------- internals
+
+new_dir() ->
+    Tmp = case os:getenv("TMPDIR") of
+              false -> "/tmp";
+              "" -> "/tmp";
+              T -> T
+          end,
+    filename:join(Tmp, lists:concat(["hm_cluster_", os:getpid(), "_",
+                                     erlang:unique_integer([positive])])).
+
+name(Prefix, I) -> list_to_atom(lists:concat([Prefix, I, "_", os:getpid()])).
+
+%% Right after a kill -9 the name may still be registered for a moment.
+start_peer_retry(S, Name, Deadline) ->
+    try start_peer(S, Name)
+    catch _:_ ->
+            case erlang:monotonic_time(millisecond) < Deadline of
+                true -> timer:sleep(100), start_peer_retry(S, Name, Deadline);
+                false -> start_peer(S, Name)
+            end
+    end.
+
+start_peer(#{dir := Dir, args := Args, log_filter := Filter}, Name) ->
+    MnesiaDir = "\"" ++ filename:join(Dir, atom_to_list(Name)) ++ "\"",
+    {ok, P, Node} = peer:start(#{name => Name, connection => standard_io,
+                                 args => Args ++ ["-connect_all", "false",
+                                                  "-kernel", "prevent_overlapping_partitions",
+                                                  "false", "-mnesia", "dir", MnesiaDir]}),
+    Log = filename:join(Dir, atom_to_list(Name) ++ ".log"),
+    ok = peer:call(P, logger, add_handler, [file, logger_std_h, #{config => #{file => Log}}]),
+    ok = case Filter of
+             none -> ok;
+             {Id, F} -> peer:call(P, logger, add_primary_filter, [Id, F])
+         end,
+    #{name => Name, node => Node, peer => P, os_pid => peer:call(P, os, getpid, [])}.
+
+start_node_apps(S = #{hypermnesia := true, app_env := Env}, I) ->
+    ok = pcall(S, I, application, load, [hypermnesia]),
+    [ok = pcall(S, I, application, set_env, [hypermnesia, K, V]) || {K, V} <- Env],
+    pcall(S, I, hypermnesia, start, [], ?START_MS);
+start_node_apps(S, I) ->
+    pcall(S, I, mnesia, start, [], ?START_MS).
+
+stop_peers(#{members := Ms}) ->
+    _ = [catch peer:stop(P) || #{peer := P} <- maps:values(Ms), is_pid(P)],
+    ok.
+
+%% Node `I' gets the right cookie for every node it is not cut from, a wrong one (its own,
+%% per side) for the others.
+set_cookies(S = #{cookie := Cookie, cuts := Cuts}, I) ->
+    [true = pcall(S, I, erlang, set_cookie,
+                  [node_of(S, J), case lists:member({I, J}, Cuts) of
+                                      true -> list_to_atom("cut" ++ integer_to_list(I));
+                                      false -> Cookie
+                                  end])
+     || J <- lists:sort(maps:keys(maps:get(members, S))), J =/= I],
+    ok.
+
+wait_whole(S, Ids, TimeoutMs) ->
+    Whole = lists:sort([node_of(S, I) || I <- Ids]),
+    wait_until(fun() ->
+                       Running = [lists:sort(pcall(S, I, mnesia, system_info, [running_db_nodes]))
+                                  || I <- Ids],
+                       lists:all(fun(R) -> R =:= Whole end, Running) orelse Running
+               end, TimeoutMs).
+
+up(#{members := Ms}) -> lists:sort([I || {I, #{peer := P}} <- maps:to_list(Ms), is_pid(P)]).
+
+member(#{members := Ms}, I) ->
+    case maps:find(I, Ms) of
+        {ok, M} -> M;
+        error -> error({no_such_node, I})
+    end.
+
+node_of(S, I) -> maps:get(node, member(S, I)).
+
+pcall(S, I, M, F, A) -> pcall(S, I, M, F, A, ?CALL_MS).
+
+pcall(S, I, M, F, A, Timeout) ->
+    case member(S, I) of
+        #{peer := down} -> error({node_down, I});
+        #{peer := P} -> peer:call(P, M, F, A, Timeout)
+    end.
+
+%% The process that holds the cluster's state.
+holder(S) ->
+    receive
+        {get, From, Ref} -> From ! {Ref, S}, holder(S);
+        {update, Fun, From, Ref} -> S1 = Fun(S), From ! {Ref, ok}, holder(S1);
+        stop -> ok
+    end.
+
+state(C) -> request(C, fun(Ref) -> {get, self(), Ref} end).
+
+update(C, Fun) -> request(C, fun(Ref) -> {update, Fun, self(), Ref} end).
+
+request(C, Msg) ->
+    Ref = monitor(process, C),
+    C ! Msg(Ref),
+    receive
+        {Ref, Reply} -> demonitor(Ref, [flush]), Reply;
+        {'DOWN', Ref, process, C, _} -> error(cluster_stopped)
+    end.
