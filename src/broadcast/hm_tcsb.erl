@@ -249,8 +249,8 @@ stable(S = #tcsb{self = {Node, _}, members = Ms, known = K, cb = CB}) ->
 %% restarted without its state breaks that: its old incarnation acknowledges no more, yet its
 %% operations that some member delivered keep travelling (resent from logs) and may arrive
 %% here after an operation concurrent with them was folded as stable: replicas diverge
-%% (simulator, seed 8 with slower relays; bug H). The same holds for a member whose copy was
-%% removed (bug J): superseded/2 counts every origin of a node that is not a member as gone.
+%% (found by the simulator with slower relays). The same holds for a member whose copy was
+%% removed: superseded/2 counts every origin of a node that is not a member as gone.
 %% So for every superseded incarnation O in sight,
 %% stability waits until (1) every other member has acknowledged after hearing of a newer
 %% incarnation of O's node, and (2) this replica has delivered every operation of O any member
@@ -445,7 +445,7 @@ superseded({N, Inc}, #tcsb{members = Ms, newest = New}) ->
 %% logs and resends it, then the later one (so dropping loses nothing that member has); if no
 %% member did, both died with the crash, as async_ec allows for a ram_copies node
 %% (docs/guide.md, limits). This keeps what superseded incarnations can still deliver
-%% anywhere known to settled/1, and the causal buffer from keeping them forever (bug C).
+%% anywhere known to settled/1, and the causal buffer from keeping them forever.
 %%
 %% What an older incarnation of a node acknowledged is forgotten too, and its late
 %% acknowledgements are ignored (receive_ack/4): its state is gone (a restart without it, or

@@ -1,4 +1,4 @@
-%% @doc Causal delivery, pure: the receive side of tagged causal broadcast (seed 000 §4.4 and
+%% @doc Causal delivery, pure: the receive side of tagged causal broadcast (the Hypermnesia paper, §4.4 and
 %% Algorithm 1, "on receive" and "on broadcast").
 %%
 %% A message is `{Origin, Ts, Payload}' where `Ts' is the origin's delivered vector right after

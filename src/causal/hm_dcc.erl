@@ -1,6 +1,6 @@
 %% @doc Dotted causal containers: a dot store paired with a causal context (Almeida, Shoker,
 %% Baquero, "Delta state replicated data types", §6), with the DottedDB strip and fill against a
-%% node clock (seed 002 §IV.C and Algorithm 2).
+%% node clock (the DottedDB paper, §IV.C and Algorithm 2).
 %%
 %% A container is `{Store, Ctx}': `Ctx' ({@link hm_node_clock}) is every dot the replica has
 %% seen; `Store' holds the dots that are still live, each with its payload. Two kinds of store:
@@ -107,7 +107,7 @@ normalize_store({dm, M}) ->
 normalize_store(F) -> F.
 
 %% @doc DottedDB `strip': remove from the context what the node clock's contiguous bases
-%% already say (seed 002 Algorithm 2). Live dots stay in the store.
+%% already say (the DottedDB paper, Algorithm 2). Live dots stay in the store.
 -spec strip(dcc(), hm_node_clock:clock()) -> dcc().
 strip({S, C}, NC) -> {S, hm_node_clock:strip_vv(C, NC)}.
 

@@ -1,5 +1,5 @@
 %% @doc Node clock: a compact set of dots, per replica a contiguous base plus a bitmap of
-%% exceptions (seed 002 DottedDB §IV.B "The Node Clock").
+%% exceptions (the DottedDB paper §IV.B "The Node Clock").
 %%
 %% For replica `R' the entry `{Base, Bits}' stands for the counters
 %% `{1..Base} ∪ {Base + 1 + I | bit I of Bits is set}'. The same structure serves three roles:
@@ -157,7 +157,7 @@ size(NC) -> map_size(NC).
 replicas(NC) -> lists:sort(maps:keys(NC)).
 
 %% @doc DottedDB strip of a context against a node clock's bases: drop the entry of every
-%% replica whose dots in `Ctx' all lie within `base(R, NC)' (seed 002 Algorithm 2 `strip').
+%% replica whose dots in `Ctx' all lie within `base(R, NC)' (the DottedDB paper, Algorithm 2 `strip').
 -spec strip_vv(clock(), clock()) -> clock().
 strip_vv(Ctx, NC) ->
     maps:filter(fun(R, _) -> max_counter(R, Ctx) > base(R, NC) end, Ctx).

@@ -3,8 +3,8 @@
 %% A version vector `V' stands for the set of dots `{R, C}' with `1 =< C =< V[R]'; a missing
 %% entry is 0. Version vectors form a join semilattice under pointwise maximum ({@link join/2}),
 %% ordered by {@link leq/2}. They are the timestamps of the tagged causal broadcast
-%% (seed 000 §4.4, Algorithm 1: the `delivered' map and message `deps') and the contiguous part
-%% of a node clock (seed 002 §IV.B).
+%% (the Hypermnesia paper, §4.4, Algorithm 1: the `delivered' map and message `deps') and the contiguous part
+%% of a node clock (the DottedDB paper, §IV.B).
 %%
 %% Invariants: no entry holds 0 (absent means 0), so equal vectors are equal terms.
 -module(hm_vv).

@@ -7,7 +7,7 @@
 %% puts a fresh dot under `E' and drops the dots of `E' it saw; a remove drops them. The
 %% context remembers every dot seen, so a dropped dot never comes back.
 %%
-%% Op flavor (seed 000 §4.5–4.7, Listing 9 and Algorithm 2): the PO-log keeps, per element, the
+%% Op flavor (the Hypermnesia paper, §4.5–4.7, Listing 9 and Algorithm 2): the PO-log keeps, per element, the
 %% dots of adds not made redundant; `effect' applies the redundancy relation R (an add or remove
 %% of `E' makes every causally older entry of `E' redundant; a remove is itself redundant, so it
 %% is never stored); `stabilize' moves an element whose entries are all causally stable into the
@@ -104,7 +104,7 @@ effect(Op, Dot, Ts, {Seq, Log}) ->
 
 
 
-%% @doc Causal stability (seed 000 §4.7): an element whose entries are all stable joins the
+%% @doc Causal stability (the Hypermnesia paper, §4.7): an element whose entries are all stable joins the
 %% sequential set and loses its timestamps.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S) -> hm_polog:stabilize_groups(V, S, fun(_AddDots) -> true end).

@@ -18,7 +18,7 @@
 %% operations no reset causally follows. Without resets it is the plain causal counter (one
 %% live dot per replica).
 %%
-%% Op flavor (seed 000 §4.5–4.7): the PO-log `Dot => Amount' (signed) and a sequential
+%% Op flavor (the Hypermnesia paper, §4.5–4.7): the PO-log `Dot => Amount' (signed) and a sequential
 %% integer. A counter operation is never causally redundant, so `effect' only records it;
 %% `stabilize' adds causally stable entries to the sequential integer; `reset' zeroes the
 %% sequential part and drops the entries the reset has seen.
@@ -105,7 +105,7 @@ op_new() -> {0, #{}}.
 -spec effect({hm_vv:dot(), integer()}, op_state()) -> op_state().
 effect({Dot, Amount}, {Seq, Log}) -> {Seq, Log#{Dot => Amount}}.
 
-%% @doc Causal stability (seed 000 §4.7): stable entries join the sequential integer.
+%% @doc Causal stability (the Hypermnesia paper, §4.7): stable entries join the sequential integer.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, {Seq, Log}) ->
     maps:fold(fun(D, N, {S, L}) ->

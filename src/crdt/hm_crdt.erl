@@ -1,5 +1,5 @@
 %% @doc The CRDT library: one behaviour, one module per type, each type in three flavors
-%% (seed 001 ChiaVe §3–4: op, state and delta behind one interface; seed 000 §2.8–2.10 and
+%% (the ChiaVe paper §3–4: op, state and delta behind one interface; the Hypermnesia paper, §2.8–2.10 and
 %% §4.4–4.8: pure op-based CRDTs with causal redundancy and causal stability).
 %%
 %% == Flavors ==
@@ -256,7 +256,7 @@ value(#hm_crdt{type = T, flavor = state, inner = {{Store, _}, _}}) -> (module(T)
 value(#hm_crdt{type = T, flavor = delta, inner = {{Store, _}, _}}) -> (module(T)):value(Store).
 
 %% @doc Op flavor: compact every PO-log entry whose dot is in `StableVV'. The caller computes
-%% that vector as seed 000 Algorithm 1 "check stability" does: the pointwise minimum, over
+%% that vector as the Hypermnesia paper, Algorithm 1 "check stability" does: the pointwise minimum, over
 %% every replica J, of the timestamp of the last message this replica delivered from J (and of
 %% its own delivered vector). The minimum of the replicas' current delivered vectors is NOT
 %% enough: a replica may have sent an operation concurrent with a dot before delivering it.

@@ -1,5 +1,5 @@
-%% @doc Enable-wins flag, in state, delta and pure op-based flavor (seed 001 ChiaVe; Almeida et
-%% al., delta-state EWFlag; seed 000 §4.5–4.7 for the op flavor).
+%% @doc Enable-wins flag, in state, delta and pure op-based flavor (the ChiaVe paper; Almeida et
+%% al., delta-state EWFlag; the Hypermnesia paper, §4.5–4.7 for the op flavor).
 %%
 %% Semantics: `true' iff the causally maximal flag operations include an `enable': a
 %% `disable' only cancels the enables it has seen, so an enable concurrent with a disable
@@ -9,7 +9,7 @@
 %% takes a fresh dot and drops every live one; `disable' drops every live dot (its delta is the
 %% empty store with those dots as context).
 %%
-%% Op flavor (seed 000 §4.5–4.7): the PO-log holds the dots of the enables not made redundant;
+%% Op flavor (the Hypermnesia paper, §4.5–4.7): the PO-log holds the dots of the enables not made redundant;
 %% `effect' prunes the entries the operation has seen and clears the sequential flag (stable,
 %% so seen too), then stores an enable; a disable is redundant once it has pruned, so it is
 %% never stored. `stabilize', once every log entry is causally stable, sets the timestamp-free
@@ -71,7 +71,7 @@ effect(enable, Dot, Ts, {_Seq, Log}) -> {false, (hm_polog:concurrent(Log, Ts))#{
 effect(disable, _Dot, Ts, {_Seq, Log}) -> {false, hm_polog:concurrent(Log, Ts)}.
 
 
-%% @doc Causal stability (seed 000 §4.7): once every enable in the log is stable, the flag is
+%% @doc Causal stability (the Hypermnesia paper, §4.7): once every enable in the log is stable, the flag is
 %% sequentially `true'.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S = {_, Log}) when map_size(Log) > 0 ->

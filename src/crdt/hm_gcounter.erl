@@ -1,4 +1,4 @@
-%% @doc Grow-only counter, in state, delta and pure op-based flavor (seed 001 ChiaVe §3–4:
+%% @doc Grow-only counter, in state, delta and pure op-based flavor (the ChiaVe paper §3–4:
 %% counters in op, state and delta flavor behind one interface).
 %%
 %% Semantics: the value is the sum of every increment in the history; increments commute, so

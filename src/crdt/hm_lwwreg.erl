@@ -1,5 +1,5 @@
-%% @doc Last-writer-wins register, in state, delta and pure op-based flavor (seed 001 ChiaVe
-%% registers; Almeida et al., delta-state CRDTs; seed 000 §4.5–4.7 for the op flavor).
+%% @doc Last-writer-wins register, in state, delta and pure op-based flavor (the ChiaVe paper
+%% registers; Almeida et al., delta-state CRDTs; the Hypermnesia paper, §4.5–4.7 for the op flavor).
 %%
 %% Semantics: the value is the `V' of the assign with the greatest key `{Ts, Replica}'
 %% (`Replica' is where the assign was issued); two assigns with the same key come from the same
@@ -13,7 +13,7 @@
 %% greater key stay (they win the value, and a map's `{remove, Key}' must not lose them). The
 %% delta's context lists the new dot and the dropped ones.
 %%
-%% Op flavor (seed 000 §4.5–4.7): {@link prepare/3} fixes the timestamp, so the operation that
+%% Op flavor (the Hypermnesia paper, §4.5–4.7): {@link prepare/3} fixes the timestamp, so the operation that
 %% travels is always `{assign, V, Ts}'. The PO-log is `Dot => {Ts, V}'; `effect' drops the
 %% entries that causally precede the operation and have a key `=<' its key (causal
 %% redundancy), and the sequential winner if its key is `=<'; `stabilize', once every log
@@ -102,7 +102,7 @@ effect({assign, V, Ts}, Dot = {R, _}, Vec, {Seq, Log}) ->
            end,
     {Seq1, Live#{Dot => {Ts, V}}}.
 
-%% @doc Causal stability (seed 000 §4.7): once every log entry is stable, only the winner is
+%% @doc Causal stability (the Hypermnesia paper, §4.7): once every log entry is stable, only the winner is
 %% kept, without its dot.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S = {_, Log}) when map_size(Log) > 0 ->

@@ -18,7 +18,7 @@
 %% more than their own operation (counters: running totals) leaves offsets instead
 %% (`reset_update/2', see {@link hm_ccounter}). A field left with offsets only is absent.
 %%
-%% Op flavor (seed 000 §4.5–4.7 pure op-based, applied per field): per field a presence PO-log
+%% Op flavor (the Hypermnesia paper, §4.5–4.7 pure op-based, applied per field): per field a presence PO-log
 %% (the dots of updates not followed by a newer update or a remove), a stable presence flag,
 %% and the embedded type's own op state. A remove prunes the presence entries it causally
 %% follows and calls the embedded type's `reset/2'; a field with no presence left is dropped.
@@ -155,7 +155,7 @@ prepare(Op = {remove, _}, _R, _S) -> Op.
 op_field(F = {_, T}, S) -> maps:get(F, S, {false, #{}, (hm_crdt:module(T)):op_new()}).
 
 %% @doc An update records a presence entry (pruning the older ones) and is applied to the
-%% embedded state; a remove resets every field of the key (seed 000 Listing 9 applied to
+%% embedded state; a remove resets every field of the key (the Hypermnesia paper, Listing 9 applied to
 %% presence, `reset/2' to the embedded state).
 -spec effect(term(), hm_vv:dot(), hm_vv:vv(), op_state()) -> op_state().
 effect({update, K, T, Op}, Dot, Ts, S) ->

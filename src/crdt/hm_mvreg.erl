@@ -1,5 +1,5 @@
-%% @doc Multi-value register, in state, delta and pure op-based flavor (seed 001 ChiaVe
-%% registers; Almeida et al., delta-state MVRegister; seed 000 §4.5–4.7 for the op flavor).
+%% @doc Multi-value register, in state, delta and pure op-based flavor (the ChiaVe paper
+%% registers; Almeida et al., delta-state MVRegister; the Hypermnesia paper, §4.5–4.7 for the op flavor).
 %%
 %% Semantics: the value is the ordset of the values of the assigns not causally followed by
 %% another assign: concurrent assigns all show, the next assign that has seen them replaces
@@ -9,7 +9,7 @@
 %% a fresh dot and drops every live dot; the delta's context lists the new dot and the dropped
 %% ones.
 %%
-%% Op flavor (seed 000 §4.5–4.7): the PO-log is `Dot => V'; `effect' drops every entry that
+%% Op flavor (the Hypermnesia paper, §4.5–4.7): the PO-log is `Dot => V'; `effect' drops every entry that
 %% causally precedes the assign and the whole sequential part (stable, so it precedes too);
 %% `stabilize', once every log entry is causally stable, makes their values the timestamp-free
 %% sequential part and empties the log.
@@ -64,7 +64,7 @@ effect({assign, V}, Dot, Ts, {_Seq, Log}) ->
     {[], (hm_polog:concurrent(Log, Ts))#{Dot => V}}.
 
 
-%% @doc Causal stability (seed 000 §4.7): once every log entry is stable, their values become
+%% @doc Causal stability (the Hypermnesia paper, §4.7): once every log entry is stable, their values become
 %% the sequential part.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S = {_, Log}) when map_size(Log) > 0 ->

@@ -1,4 +1,4 @@
-%% @doc Positive-negative counter, in state, delta and pure op-based flavor (seed 001 ChiaVe
+%% @doc Positive-negative counter, in state, delta and pure op-based flavor (the ChiaVe paper
 %% §3–4: counters in op, state and delta flavor behind one interface).
 %%
 %% Semantics: the value is the sum of every increment minus the sum of every decrement in the

@@ -1,4 +1,4 @@
-%% @doc PO-log helpers shared by the pure op-based flavor of every type (seed 000 §4.6–4.7,
+%% @doc PO-log helpers shared by the pure op-based flavor of every type (the Hypermnesia paper, §4.6–4.7,
 %% after Baquero, Almeida, Shoker "Pure operation-based replicated data types").
 %%
 %% A PO-log fragment is a map `#{Dot => Payload}'. Operations are delivered causally, so an
@@ -30,7 +30,7 @@ reset_groups(Ts, Log) ->
     maps:fold(fun(K, Entries, Acc) -> put_group(K, concurrent(Entries, Ts), Acc) end, Log, Log).
 
 %% @doc Causal stability for a group-keyed log: a group whose entries are all stable leaves
-%% the log, and joins the timestamp-free set `Seq' iff `Keep(Entries)' (seed 000 §4.7).
+%% the log, and joins the timestamp-free set `Seq' iff `Keep(Entries)' (the Hypermnesia paper, §4.7).
 -spec stabilize_groups(hm_vv:vv(), {#{K => true}, #{K => map()}}, fun((map()) -> boolean())) ->
           {#{K => true}, #{K => map()}}.
 stabilize_groups(V, {Seq, Log}, Keep) ->

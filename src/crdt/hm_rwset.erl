@@ -12,7 +12,7 @@
 %% these flavors: a removed element keeps its remove dot until a later add or remove
 %% supersedes it.
 %%
-%% Op flavor (seed 000 §4.5–4.8, the remove-wins variant, "mostly similar" to Algorithm 2): the
+%% Op flavor (the Hypermnesia paper, §4.5–4.8, the remove-wins variant, "mostly similar" to Algorithm 2): the
 %% PO-log keeps, per element, the adds and removes not made redundant; `effect' applies the
 %% redundancy relation R (an add or remove of `E' makes every causally older entry of `E'
 %% redundant) and stores the new entry, whatever its kind; `stabilize' takes an element whose
@@ -98,7 +98,7 @@ effect(Op, Dot, Ts, {Seq, Log}) ->
 
 
 
-%% @doc Causal stability (seed 000 §4.7): an element whose entries are all stable leaves the
+%% @doc Causal stability (the Hypermnesia paper, §4.7): an element whose entries are all stable leaves the
 %% log; it joins the sequential set iff they hold an add and no remove.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S) -> hm_polog:stabilize_groups(V, S, fun present/1).

@@ -1,5 +1,5 @@
 %% @doc Membership, one server per node: brings a partitioned cluster back together without an
-%% operator (FEATURES H5).
+%% operator.
 %%
 %% Members are Mnesia's `db_nodes'. Every second it pings each member it is not connected to,
 %% with exponential back-off per node (1 s doubling to 16 s, reset when the node comes back);

@@ -1,5 +1,5 @@
 %% @doc The per-key core of EC tables, pure: pure op-based add-wins (`pawset') and remove-wins
-%% (`prwset') sets of records, with the payload-conflict policies (seed 000 §4.5–4.9,
+%% (`prwset') sets of records, with the payload-conflict policies (the Hypermnesia paper, §4.5–4.9,
 %% Algorithm 2, and "Payload conflicts" in §4.9).
 %%
 %% A table is a set of keys; each key holds versions (records). A key's state is
@@ -20,7 +20,7 @@
 %%
 %% {@link stabilize/3}: once every entry of a key is stable, the key keeps its live versions
 %% without timestamps; {@link compact/3} says when storage alone represents the key, and the
-%% table layer then drops its metadata row. A quiescent key costs no metadata (FEATURES X3)
+%% table layer then drops its metadata row. A quiescent key costs no metadata
 %% unless it holds concurrent versions the policy does not show; those stay, timestamp-free,
 %% until the next write or delete of the key.
 %%
@@ -51,7 +51,7 @@ new() -> {[], []}.
 -spec new([tuple()]) -> key_state().
 new(Stable) -> {[{R, stable} || R <- Stable], []}.
 
-%% @doc Apply a causally delivered operation (seed 000 Algorithm 2 `add'/`delete' with
+%% @doc Apply a causally delivered operation (the Hypermnesia paper, Algorithm 2 `add'/`delete' with
 %% `remove_redundant').
 -spec effect(ec_type(), op(), hm_vv:dot(), hm_vv:vv(), key_state()) -> key_state().
 effect(Type, Op, Dot, Ts, {Seq, Log}) ->
@@ -106,7 +106,7 @@ resolve(lww, Vs) ->
         Stamped -> [element(2, lists:max(Stamped))]
     end.
 
-%% @doc Causal stability (seed 000 §4.7): when every entry's dot is in the stable vector `V',
+%% @doc Causal stability (the Hypermnesia paper, §4.7): when every entry's dot is in the stable vector `V',
 %% the key keeps its live versions without timestamps. All of them, not only the one the
 %% policy shows: nodes stabilize independently, and a later `delete_object' of the shown
 %% version must leave the same survivors everywhere (found by hm_ec_prop). Otherwise the key
