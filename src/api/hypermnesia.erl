@@ -121,8 +121,9 @@ refresh_servers(Tab) -> refresh_servers_on(copy_nodes(Tab)).
 wait_ready(Tab, Deadline) ->
     Syncing = [N || N <- copy_nodes(Tab), N =:= node() orelse lists:member(N, nodes()),
                     case catch gen_server:call({hm_ec_server, N}, {info, Tab}, 5000) of
-                        #{status := ready} -> false;
-                        _ -> true
+                        #{status := syncing} -> true;
+                        {error, {not_ec_table, _}} -> true;     % not taken up yet
+                        _ -> false       % ready, or no server there (application not running)
                     end],
     case Syncing =/= [] andalso erlang:monotonic_time(millisecond) < Deadline of
         true -> timer:sleep(20), wait_ready(Tab, Deadline);
@@ -235,20 +236,38 @@ restore(undefined) -> erase(hm_ec_mode);
 restore(Old) -> put(hm_ec_mode, Old).
 
 %% @doc This node's view: Mnesia members and running nodes, membership back-off, and for
-%% every EC table what {@link info/1} gives.
--spec info() -> map().
+%% every EC table what {@link info/1} gives. `{error, {node_not_running, node()}}' when the
+%% hypermnesia application is not running here.
+-spec info() -> map() | {error, {node_not_running, node()}}.
 info() ->
-    Server = hm_ec_server:info(),
-    #{node => node(),
-      membership => hm_membership:status(),
-      queued_ops => maps:get(queued_ops, Server),
-      tables => maps:get(tables, Server)}.
+    if_running(fun() ->
+                       Server = hm_ec_server:info(),
+                       #{node => node(),
+                         membership => hm_membership:status(),
+                         queued_ops => maps:get(queued_ops, Server),
+                         tables => maps:get(tables, Server)}
+               end).
 
 %% @doc One EC table on this node: type, conflict policy, members and which are reachable,
 %% delivered and stable vectors, buffered (not yet deliverable) and unstable operations, keys
-%% with metadata and its memory in words, size.
+%% with metadata and its memory in words, size. `{error, {not_ec_table, Tab}}' when `Tab' is
+%% not an EC table with a copy here, `{error, {node_not_running, node()}}' when the
+%% hypermnesia application is not running here.
 -spec info(atom()) -> map() | {error, term()}.
-info(Tab) -> hm_ec_server:info(Tab).
+info(Tab) -> if_running(fun() -> hm_ec_server:info(Tab) end).
+
+%% Mnesia's convention for a node where it does not run, instead of a bare noproc exit.
+if_running(Fun) ->
+    Down = {error, {node_not_running, node()}},
+    case whereis(hm_ec_server) of
+        undefined -> Down;
+        _ ->
+            try Fun()
+            catch exit:{Gone, {gen_server, call, _}} when Gone =:= noproc; Gone =:= normal;
+                                                          Gone =:= shutdown ->
+                    Down
+            end
+    end.
 
 %% @doc Whether `Tab' is an EC table.
 -spec is_ec_table(atom()) -> boolean().

@@ -39,7 +39,7 @@ write(Tid, Ts, Tab, Val, LockKind) ->
             case {is_record_tuple(Val), is_record_tuple(Val) andalso fits(Tab, Val)} of
                 {false, _} -> mnesia:abort({bad_type, Tab, Val, LockKind});
                 {true, false} -> mnesia:abort({bad_type, Val});
-                {true, true} -> submit(Tab, {element(2, Val), {write, Val}})
+                {true, true} -> submit(Tid, Tab, {element(2, Val), {write, Val}})
             end
     end.
 
@@ -47,7 +47,7 @@ write(Tid, Ts, Tab, Val, LockKind) ->
 delete(Tid, Ts, Tab, Key, LockKind) ->
     case ec(Tab) of
         false -> mnesia:delete(Tid, Ts, Tab, Key, LockKind);
-        true -> submit(Tab, {Key, delete})
+        true -> submit(Tid, Tab, {Key, delete})
     end.
 
 -spec delete_object(term(), term(), atom(), tuple(), atom()) -> ok.
@@ -59,7 +59,7 @@ delete_object(Tid, Ts, Tab, Val, LockKind) ->
             case is_record_tuple(Val) andalso {mnesia:has_var(Val), fits(Tab, Val)} of
                 false -> mnesia:abort({bad_type, Tab});
                 {true, _} -> mnesia:abort({bad_type, Tab, Val});
-                {false, true} -> submit(Tab, {element(2, Val), {delete_object, Val}});
+                {false, true} -> submit(Tid, Tab, {element(2, Val), {delete_object, Val}});
                 {false, false} -> ok       % as in Mnesia: it matches nothing, anywhere, ever
             end
     end.
@@ -68,7 +68,7 @@ delete_object(Tid, Ts, Tab, Val, LockKind) ->
 clear_table(Tid, Ts, Tab, Obj) ->
     case ec(Tab) of
         false -> mnesia:clear_table(Tid, Ts, Tab, Obj);
-        true -> submit(Tab, {'$all', clear})
+        true -> submit(Tid, Tab, {'$all', clear})
     end.
 
 ec(Tab) -> is_atom(Tab) andalso hypermnesia:is_ec_table(Tab).
@@ -81,15 +81,36 @@ fits(Tab, Val) ->
     tuple_size(Val) =:= mnesia:table_info(Tab, arity)
         andalso element(1, Val) =:= mnesia:table_info(Tab, record_name).
 
-submit(Tab, KeyOp) ->
+%% Without the node's server (the hypermnesia application is not running here) a write aborts
+%% as Mnesia's activities do where Mnesia does not run: {node_not_running, Node}, at once.
+submit(Tid, Tab, KeyOp) ->
     Mode = case get(?MODE_KEY) of
                sync -> sync;
                _ -> async
            end,
-    case hm_ec_server:submit(Tab, KeyOp, Mode) of
-        ok -> ok;
-        {error, Reason} -> mnesia:abort({ec_write_failed, Tab, Reason})
+    case whereis(hm_ec_server) of
+        undefined -> not_running(Tid);
+        _ ->
+            try hm_ec_server:submit(Tab, KeyOp, Mode) of
+                ok -> ok;
+                {error, Reason} -> mnesia:abort({ec_write_failed, Tab, Reason})
+            catch
+                %% stopped meanwhile (a crash keeps its own reason)
+                exit:{Gone, {gen_server, call, _}} when Gone =:= noproc; Gone =:= normal;
+                                                        Gone =:= shutdown ->
+                    not_running(Tid);
+                exit:{{shutdown, _}, {gen_server, call, _}} ->
+                    not_running(Tid)
+            end
     end.
+
+%% Inside a transaction (clear_table/1 runs one, and so does mnesia:transaction/1 nested in
+%% async_ec) Mnesia restarts one that aborts with node_not_running, forever: the remote node
+%% it means may come back. This node's server will not, by itself: Mnesia's `{abort, Reason}'
+%% form ends the transaction with `{aborted, Reason}' at once.
+-spec not_running(term()) -> no_return().
+not_running(Tid) when element(1, Tid) =:= tid -> exit({abort, {node_not_running, node()}});
+not_running(_) -> mnesia:abort({node_not_running, node()}).
 
 %%% ------------------------------------------------------------- everything else: plain Mnesia
 
