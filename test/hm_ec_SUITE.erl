@@ -673,10 +673,11 @@ create_table_not_db_node(Config) ->
     {atomic, ok} = call(1, Config, hypermnesia, create_table,
                         [Tab, [{type, pawset}, {attributes, [id, name, year]},
                                {ram_copies, [N1, N2, N3]}]]),
-    ok = call(1, Config, hypermnesia, async_ec, [fun() -> mnesia:write({Tab, k, x, 1}) end]),
+    %% (the new copies wait for node 3's before taking writes: see create/2 in the guide)
     ok = call(3, Config, mnesia, start, []),
     ok = call(3, Config, mnesia, wait_for_tables, [[Tab], 30000]),
-    wait_until(fun() -> ready(3, Config, Tab) end),
+    wait_until(fun() -> lists:all(fun(I) -> ready(I, Config, Tab) end, [1, 2, 3]) end),
+    ok = call(3, Config, hypermnesia, async_ec, [fun() -> mnesia:write({Tab, k, x, 1}) end]),
     [{Tab, k, x, 1}] = converged(Config, Tab),
     ok.
 

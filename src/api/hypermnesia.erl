@@ -68,10 +68,15 @@ create_ec_table(Tab, Type, Opts) ->
     Copies = [{K, V} || {K, V} <- Opts, K =:= ram_copies orelse K =:= disc_copies],
     Bad = [O || O <- Opts, not is_tuple(O) orelse
                     lists:member(element(1, O), [local_content, disc_only_copies, majority, access_mode])],
-    case {lists:member(Policy, [term_order, lww, siblings]), Bad} of
-        {false, _} -> {aborted, {bad_ec_option, Tab, {conflict, Policy}}};
-        {true, [B | _]} -> {aborted, {bad_ec_option, Tab, B}};
-        {true, []} ->
+    case {lists:member(Policy, [term_order, lww, siblings]), Bad, not_db_nodes(Copies)} of
+        {false, _, _} -> {aborted, {bad_ec_option, Tab, {conflict, Policy}}};
+        {true, [B | _], _} -> {aborted, {bad_ec_option, Tab, B}};
+        {true, [], [Node | _]} ->
+            %% Mnesia accepts a ram copy there (and never loads it); an EC copy there would
+            %% never catch up and would hold back the others' stability for good. Mnesia's
+            %% own answer for a disc copy on a node it does not run on.
+            {aborted, {not_active, Tab, Node}};
+        {true, [], []} ->
             Meta = meta_table(Tab),
             Log = log_table(Tab),
             UserOpts = [O || O = {K, _} <- Opts, K =/= type, K =/= conflict],
@@ -86,6 +91,16 @@ create_ec_table(Tab, Type, Opts) ->
             LogOpts = [{local_content, true}, {record_name, hm_log},
                        {attributes, [key, value]} | Copies],
             create_all([{Meta, MetaOpts}, {Log, LogOpts}, {Tab, StorageOpts}], Tab, [])
+    end.
+
+%% Copy holders named that are not Mnesia db nodes (checked while Mnesia runs here; if it does
+%% not, mnesia:create_table/2 answers node_not_running).
+not_db_nodes(Copies) ->
+    case mnesia:system_info(is_running) of
+        yes ->
+            DbNodes = mnesia:system_info(db_nodes),
+            [N || {_, Ns} <- Copies, is_list(Ns), N <- Ns, not lists:member(N, DbNodes)];
+        _ -> []
     end.
 
 %% The helper tables first, the table itself last (it is what makes the table an EC table);
