@@ -106,6 +106,9 @@ not_db_nodes(Copies) ->
 %% The helper tables first, the table itself last (it is what makes the table an EC table);
 %% on failure the ones created are removed.
 create_all([], Tab, _Done) ->
+    %% Mnesia marks a new local_content copy writable despite read_only: closed on every
+    %% copy holder now, so that no later recomputation lets transactions write it
+    ok = hm_ec_mnesia:close_everywhere(Tab),
     refresh_servers(Tab),
     %% a new copy refuses writes until it has caught up (hm_ec_server); the copies of a new
     %% table release each other within a tick or two when they can all talk
@@ -180,6 +183,7 @@ add_table_copy(Tab, Node, Type) ->
     end.
 
 add_copies([], Tab, _Node, _Type, _Done) ->
+    ok = hm_ec_mnesia:close_everywhere(Tab),
     refresh_servers(Tab),
     {atomic, ok};
 add_copies([T | Rest], Tab, Node, Type, Done) ->
