@@ -490,31 +490,14 @@ show(Tab, Key, View, Policy, Shown) ->
             lists:foreach(fun(R) -> storage_write(Tab, R) end, View)
     end.
 
-%% Storage writes. An EC table is `read_only' for Mnesia (see hypermnesia:create_table/2): its
-%% write locks and `where_to_write' are empty, so `mnesia:transaction/1' cannot write it. This
-%% server alone reopens the local copy for dirty writes (Mnesia's `where_to_commit', see
-%% open_storage/1); Mnesia recomputes that whenever the table's replicas change, which makes
-%% the next write abort with `no_exists': then it reopens and writes again.
-storage_write(Tab, R) -> writable(Tab, fun() -> mnesia:dirty_write(Tab, R) end).
+%% Storage writes. An EC table is `read_only' for Mnesia (see hypermnesia:create_table/2):
+%% transactions cannot write it; hm_ec_mnesia opens the local copy for this server's dirty
+%% writes, keeps transactions refused, and reopens after Mnesia recomputed the commit targets.
+storage_write(Tab, R) -> hm_ec_mnesia:write(Tab, R).
 
-storage_delete(Tab, Key) -> writable(Tab, fun() -> mnesia:dirty_delete(Tab, Key) end).
+storage_delete(Tab, Key) -> hm_ec_mnesia:delete(Tab, Key).
 
-writable(Tab, Write) ->
-    try Write()
-    catch exit:{aborted, {no_exists, Tab}} ->
-            open_storage(Tab),
-            Write()
-    end.
-
-%% Let dirty writes reach the local copy of a loaded read_only EC table (and nothing else:
-%% transactions still find no node to lock). Mnesia's own state, as mnesia_controller keeps
-%% it for a read_write local_content table.
-open_storage(Tab) ->
-    case lists:member(Tab, mnesia:system_info(local_tables)) of
-        true ->
-            mnesia_lib:set({Tab, where_to_commit}, [{node(), mnesia:table_info(Tab, storage_type)}]);
-        false -> ok
-    end.
+open_storage(Tab) -> hm_ec_mnesia:open(Tab).
 
 %% Causal stability (seed 000 §4.7): keys whose entries are all stable lose their timestamps,
 %% and their metadata row when storage alone says it all.
