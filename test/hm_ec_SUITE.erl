@@ -698,7 +698,11 @@ restore_backup(Config) ->
     {atomic, ok} = call(1, Config, mnesia, transaction,
                         [fun() -> mnesia:write({Plain, p, before}) end]),
     File = filename:join(?config(priv_dir, Config), "restore_backup.bup"),
-    ok = call(1, Config, mnesia, backup, [File]),
+    %% ram_copies: the backup of what is in RAM (mnesia:backup/1 takes what was dumped to disc)
+    {ok, Cp, _} = call(1, Config, mnesia, activate_checkpoint,
+                       [[{max, [Tab, Plain | Helpers]}, {ram_overrides_dump, true}]]),
+    ok = call(1, Config, mnesia, backup_checkpoint, [Cp, File]),
+    ok = call(1, Config, mnesia, deactivate_checkpoint, [Cp]),
     Backup = [{Tab, K, v, K} || K <- [1, 2, 3]],
     %% changes after the backup
     ok = ec(2, Config, fun() -> mnesia:delete({Tab, 1}), mnesia:write({Tab, 4, new, 4}) end),
@@ -715,7 +719,7 @@ restore_backup(Config) ->
     [{Plain, p, later}] = call(3, Config, mnesia, dirty_read, [Plain, p]),
     %% the default, clear_tables: exactly the backup, everywhere
     {atomic, Restored} = call(2, Config, hypermnesia, restore, [File, []]),
-    [Plain, Tab] = lists:sort([T || T <- Restored, T =:= Tab orelse T =:= Plain]),
+    true = lists:sort([Tab, Plain]) =:= lists:sort([T || T <- Restored, T =:= Tab orelse T =:= Plain]),
     [] = [H || H <- Helpers, lists:member(H, Restored)],
     Backup = converged(Config, Tab),
     [{Plain, p, before}] = call(3, Config, mnesia, dirty_read, [Plain, p]),

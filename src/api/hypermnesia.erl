@@ -15,6 +15,7 @@
 -module(hypermnesia).
 
 -export([start/0, create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2,
+         restore/2,
          async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3,
          info/0, info/1]).
 -export([is_ec_table/1, ec_options/1]).
@@ -218,6 +219,15 @@ writable(Tab, Change) ->
             Result;
         Aborted -> Aborted
     end.
+
+%% @doc `mnesia:restore/2' for a backup that holds EC tables (Mnesia's own aborts with
+%% `{no_exists, Tab}' on them). Same arguments and results. Each EC table is restored by EC
+%% operations issued on this node: `clear_tables' (the default) clears it and writes the
+%% backup's records, `keep_tables' writes them over what is there, `recreate_tables' is
+%% refused with `{aborted, {recreate_ec_table, Tab}}'; helper tables are never restored, and
+%% every other table is restored by Mnesia, first. See {@link hm_ec_restore}.
+-spec restore(term(), [tuple()]) -> {atomic, [atom()]} | {aborted, term()}.
+restore(Opaque, Args) -> hm_ec_restore:restore(Opaque, Args, fun ec_options/1).
 
 %% @doc Run `Fun' in the `async_ec' access context: like `mnesia:async_dirty/1', and writes
 %% to EC tables are eventually consistent. Returns what `Fun' returns; exits with
