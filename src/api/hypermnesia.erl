@@ -1,5 +1,5 @@
 %% @doc Hypermnesia: eventually consistent, partition-tolerant tables on stock Mnesia
-%% (seed 000, "Hypermnesia: Eventual Consistency in Mnesia"; FEATURES H1–H7).
+%% (after "Hypermnesia: Eventual Consistency in Mnesia").
 %%
 %% Create a table with `{type, pawset}' (add-wins) or `{type, prwset}' (remove-wins) and run
 %% your existing Mnesia code under `async_ec' instead of `transaction' or `async_dirty':

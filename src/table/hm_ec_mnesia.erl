@@ -165,13 +165,17 @@ close_here(Tab) ->
 %% its own (the controller's call links to its caller), for a bounded time: during Mnesia's
 %% start the controller holds calls back until the schema is merged.
 in_controller(Fun) ->
-    {Pid, Ref} = spawn_monitor(fun() -> exit({done, mnesia_controller:update(Fun)}) end),
+    Self = self(),
+    Tag = make_ref(),
+    {Pid, Ref} = spawn_monitor(fun() -> Self ! {Tag, mnesia_controller:update(Fun)} end),
     receive
-        {'DOWN', Ref, process, Pid, {done, Result}} -> Result;
-        {'DOWN', Ref, process, Pid, Other} -> {error, Other}
+        {Tag, Result} -> erlang:demonitor(Ref, [flush]), Result;
+        {'DOWN', Ref, process, Pid, Reason} -> {error, Reason}
     after ?CONTROLLER_TIMEOUT_MS ->
             exit(Pid, kill),
-            receive {'DOWN', Ref, process, Pid, _} -> {error, timeout} end
+            receive {'DOWN', Ref, process, Pid, _} -> ok end,
+            receive {Tag, _} -> ok after 0 -> ok end,     % answered just in time: dropped
+            {error, timeout}
     end.
 
 is_local(Tab) ->
