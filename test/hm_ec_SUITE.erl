@@ -742,48 +742,59 @@ restore_backup(Config) ->
 transactions_refused_across_events(Config) ->
     Tab = create(Config, [{type, pawset}]),
     [N1, N2, N3] = All = ?config(nodes, Config),
-    ok = call(1, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({Tab, k, x, 1}) end]),
-    [{Tab, k, x, 1}] = converged(Config, Tab),
-    tx_refused(created, Config, Tab, [1, 2, 3]),
+    %% the same with disc_copies
+    Disc = list_to_atom(atom_to_list(Tab) ++ "_disc"),
+    {atomic, ok} = call(1, Config, hypermnesia, create_table,
+                        [Disc, [{type, pawset}, {attributes, [id, name, year]},
+                                {disc_copies, All}]]),
+    Tabs = [Tab, Disc],
+    wait_until(fun() -> lists:all(fun(I) -> ready(I, Config, Disc) end, [1, 2, 3]) end),
+    [ok = call(1, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({T, k, x, 1}) end])
+     || T <- Tabs],
+    [[{T, k, x, 1}] = converged(Config, T) || T <- Tabs],
+    Refused = fun(Stage, Is) -> [tx_refused(Stage, Config, T, Is) || T <- Tabs] end,
+    Refused(created, [1, 2, 3]),
     %% Mnesia stops on node 3, then starts again (the application keeps running)
     stopped = call(3, Config, mnesia, stop, []),
     wait_running(Config, [1, 2], [N1, N2]),
-    tx_refused(mnesia_stopped, Config, Tab, [1, 2]),
+    Refused(mnesia_stopped, [1, 2]),
     ok = call(3, Config, mnesia, start, []),
-    ok = call(3, Config, mnesia, wait_for_tables, [[Tab], 30000]),
+    ok = call(3, Config, mnesia, wait_for_tables, [Tabs, 30000]),
     wait_running(Config, [1, 2, 3], All),
-    tx_refused(mnesia_restarted, Config, Tab, [1, 2, 3]),
+    Refused(mnesia_restarted, [1, 2, 3]),
     %% Mnesia crashes on node 2, then starts again
     _ = call(2, Config, mnesia, lkill, []),
     wait_running(Config, [1, 3], [N1, N3]),
-    tx_refused(mnesia_killed, Config, Tab, [1, 3]),
+    Refused(mnesia_killed, [1, 3]),
     ok = call(2, Config, mnesia, start, []),
-    ok = call(2, Config, mnesia, wait_for_tables, [[Tab], 30000]),
+    ok = call(2, Config, mnesia, wait_for_tables, [Tabs, 30000]),
     wait_running(Config, [1, 2, 3], All),
-    tx_refused(mnesia_started_after_kill, Config, Tab, [1, 2, 3]),
+    Refused(mnesia_started_after_kill, [1, 2, 3]),
     %% a partition, on both sides, and its heal
     partition([1], [2, 3], Config),
     wait_running(Config, [1], [N1]),
     wait_running(Config, [2, 3], [N2, N3]),
-    tx_refused(partitioned, Config, Tab, [1, 2, 3]),
+    Refused(partitioned, [1, 2, 3]),
     heal(Config),
-    tx_refused(healed, Config, Tab, [1, 2, 3]),
+    Refused(healed, [1, 2, 3]),
     %% copy changes
-    {atomic, ok} = call(1, Config, hypermnesia, del_table_copy, [Tab, N3]),
-    tx_refused(copy_removed, Config, Tab, [1, 2]),
+    [{atomic, ok} = call(1, Config, hypermnesia, del_table_copy, [T, N3]) || T <- Tabs],
+    Refused(copy_removed, [1, 2]),
     {atomic, ok} = call(1, Config, hypermnesia, add_table_copy, [Tab, N3, ram_copies]),
-    wait_until(fun() -> ready(3, Config, Tab) end),
-    tx_refused(copy_added, Config, Tab, [1, 2, 3]),
+    {atomic, ok} = call(1, Config, hypermnesia, add_table_copy, [Disc, N3, disc_copies]),
+    wait_until(fun() -> ready(3, Config, Tab) andalso ready(3, Config, Disc) end),
+    Refused(copy_added, [1, 2, 3]),
     %% the servers' own writes still reach every copy, from every node
     [begin
-         Rec = {Tab, {last, I}, x, I},
+         Rec = {T, {last, I}, x, I},
          ok = ec(I, Config, fun() -> mnesia:write(Rec) end),
          wait_until(fun() ->
                             lists:all(fun(J) -> call(J, Config, mnesia, dirty_read,
-                                                     [Tab, {last, I}]) =:= [Rec] end,
+                                                     [T, {last, I}]) =:= [Rec] end,
                                       [1, 2, 3])
                     end)
-     end || I <- [1, 2, 3]],
+     end || T <- Tabs, I <- [1, 2, 3]],
+    {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Disc]),
     ok.
 
 %% On each node of `Is': every way a transaction writes `Tab' aborts with {no_exists, Tab} and
