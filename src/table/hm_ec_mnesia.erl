@@ -52,7 +52,8 @@
 %% <li>The EC server, for every write and delete of a record in the table: {@link write/2},
 %%     {@link delete/2}.</li>
 %% <li>The EC server, on every tick, for every table it holds: {@link check/1}; log a warning
-%%     when it returns `{reclosed, Tab}'.</li>
+%%     when it returns `{reclosed, Tab}'. (A safety net only: transactions are refused without
+%%     it; the server being rewritten is to call it.)</li>
 %% </ul>
 -module(hm_ec_mnesia).
 
