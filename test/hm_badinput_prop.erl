@@ -23,8 +23,10 @@
 %%
 %% Errors the docs list, and which the tests accept (docs/guide.md §2 and §5, docs/crdt.md):
 %%   async_ec/sync_ec exit {aborted, R}, R one of
-%%     {bad_type, Tab, Record} | {bad_type, Record} | {ec_write_failed, Tab, {not_ec_table, Tab}}
+%%     {bad_type, Tab, Record} | {bad_type, Record} | {bad_type, Tab} |
+%%     {bad_type, Tab, Record, LockKind} | {ec_write_failed, Tab, {not_ec_table, Tab}}
 %%     | {ec_write_failed, Tab, {sync_timeout, Nodes}} | {no_exists, ...}
+%%     | {node_not_running, Node}
 %%   create_table/2, add_table_copy/3, del_table_copy/2, delete_table/1:
 %%     {atomic, ok} | {aborted, Reason} ("any other from mnesia:..."): never an exception
 %%   info/1: a map | {error, {not_ec_table, Tab}}
@@ -35,8 +37,8 @@
 %% the properties accept them unless HM_BADINPUT_STRICT=true):
 %%   F1  create_table/2 raises (function_clause/badarg) on an improper Opts list or a `{}'
 %%       option with an EC type, instead of {aborted, {badarg | bad_ec_option, ...}}
-%%   F2  Mnesia's own shapes the guide does not list: {aborted, {bad_type, Tab, Rec, Lock}},
-%%       and an exit function_clause from mnesia:s_write/1 on a tuple of size < 2
+%%   F2  Mnesia's own shapes the guide does not list: an exit function_clause from
+%%       mnesia:s_write/1 on a tuple of size < 2 ({bad_type, Tab, Rec, Lock} is listed now)
 %%   F3  a member op whose record key differs from the message key (passes valid_op_msg/1)
 %%       writes the record under its own key; after an EC delete of it, the next tick's
 %%       stabilization shows it again
@@ -351,7 +353,9 @@ write_documented({raised, exit, {aborted, R}}) -> documented_abort(R);
 write_documented(_) -> false.
 
 documented_abort({bad_type, _Tab, _Rec}) -> true;
+documented_abort({bad_type, _Tab, _Rec, _Lock}) -> true;
 documented_abort({bad_type, _Rec}) -> true;
+documented_abort({node_not_running, N}) -> N =:= node();
 documented_abort({ec_write_failed, T, {not_ec_table, T}}) -> true;
 documented_abort({ec_write_failed, _, {sync_timeout, _}}) -> true;
 documented_abort(R) when is_tuple(R), element(1, R) =:= no_exists -> true;

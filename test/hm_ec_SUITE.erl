@@ -14,12 +14,15 @@
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
          bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
          clear_remove_wins/1, transient_reorder/1, transactions_refused/1,
-         other_table_instance/1, partition_under_full_load/1, mnesia_restart_ram_copy/1]).
+         other_table_instance/1, partition_under_full_load/1, mnesia_restart_ram_copy/1,
+         bad_records_as_mnesia/1, without_application/1, create_table_not_db_node/1,
+         restore_backup/1, transactions_refused_across_events/1]).
 -export([load_writers/4, digest/1]).
 
 all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partition_remove_wins,
-          quiescent_metadata, conflict_policies, sync_ec, bad_input, transactions_refused,
-          other_table_instance,
+          quiescent_metadata, conflict_policies, sync_ec, bad_input, bad_records_as_mnesia,
+          transactions_refused, transactions_refused_across_events, other_table_instance,
+          without_application, create_table_not_db_node, restore_backup,
           non_ec_tables_untouched,
           clear_remove_wins, transient_reorder,
           new_copy_and_restart, disc_kill_restart, partition_under_full_load,
@@ -64,8 +67,17 @@ end_per_suite(Config) ->
 init_per_testcase(Case, Config) -> [{tab, Case} | Config].
 
 end_per_testcase(_Case, Config) ->
+    %% a case may stop Mnesia or the application on a node: start them again first
+    [begin
+         _ = call(I, Config, mnesia, start, []),
+         _ = call(I, Config, hypermnesia, start, [])
+     end || I <- lists:seq(1, length(?config(peers, Config)))],
     heal(Config),
-    _ = call(1, Config, hypermnesia, delete_table, [?config(tab, Config)]),
+    Tab = ?config(tab, Config),
+    _ = call(1, Config, hypermnesia, delete_table, [Tab]),
+    %% helper tables left behind by a table deleted outside hypermnesia (a failed case)
+    _ = [call(1, Config, mnesia, delete_table, [H])
+         || H <- [list_to_atom(P ++ atom_to_list(Tab)) || P <- ["hm_meta_", "hm_log_"]]],
     ok.
 
 call(I, Config, M, F, A) ->
@@ -257,7 +269,8 @@ sync_ec(Config) ->
 bad_input(Config) ->
     Tab = create(Config, [{type, pawset}]),
     {aborted, {bad_type, {Tab, 1}}} = catch_ec(1, Config, fun() -> mnesia:write({Tab, 1}) end),
-    {aborted, {bad_type, Tab, {other, 1, 2, 3}}} =
+    %% Mnesia's own error for a record of another name or size (bad_records_as_mnesia)
+    {aborted, {bad_type, {other, 1, 2, 3}}} =
         catch_ec(1, Config, fun() -> mnesia:write(Tab, {other, 1, 2, 3}, write) end),
     {aborted, {no_exists, [nope, 1]}} = catch_ec(1, Config, fun() -> mnesia:read(nope, 1) end),
     {aborted, {bad_ec_option, t1, {conflict, newest}}} =
@@ -579,3 +592,259 @@ mnesia_restart_ram_copy(Config) ->
     false = lists:keymember(1, 2, Final),
     true = lists:keymember(21, 2, Final),
     ok.
+
+%%% ------------------------------------------------------------- Mnesia's conventions
+
+%% Inside async_ec an EC table answers bad records exactly as a plain Mnesia table answers them
+%% inside async_dirty (mnesia.erl's own checks, with its error terms), and a refused call
+%% issues no operation. In particular a delete_object of a record holding match variables
+%% ('_', '$1') aborts with {bad_type, Tab, Record}; it used to be accepted and broadcast.
+bad_records_as_mnesia(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    Plain = list_to_atom(atom_to_list(Tab) ++ "_plain"),
+    {atomic, ok} = call(1, Config, mnesia, create_table,
+                        [Plain, [{attributes, [id, name, year]},
+                                 {ram_copies, [node_n(1, Config)]}]]),
+    ok = call(1, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({Tab, k, x, 1}) end]),
+    #{delivered := Delivered} = call(1, Config, hypermnesia, info, [Tab]),
+    Bad = [fun(T) -> mnesia:delete_object(T, {T, {['_']}, 21}, write) end,
+           fun(T) -> mnesia:delete_object({T, k, '_', 1}) end,
+           fun(T) -> mnesia:s_delete_object({T, '$1', x, 1}) end,
+           fun(T) -> mnesia:delete_object(T, {T, k, x, ['$2']}, write) end,
+           fun(T) -> mnesia:delete_object({T, '_', '_', '_'}) end,
+           fun(T) -> mnesia:delete_object(T, {T, k}, write) end,
+           fun(T) -> mnesia:delete_object(T, nope, write) end,
+           fun(T) -> mnesia:delete_object(T, {other, k, x, 1}, write) end,   % matches nothing
+           fun(T) -> mnesia:delete_object(T, {T, k, x}, write) end,          % matches nothing
+           fun(T) -> mnesia:write(T, {other, 1, 2, 3}, write) end,
+           fun(T) -> mnesia:write(T, {T, 1, 2}, write) end,
+           fun(T) -> mnesia:write(T, {T, 1}, write) end,
+           fun(T) -> mnesia:write(T, nope, write) end,
+           fun(T) -> mnesia:write({T, 1}) end],
+    Outcome = fun(T, F) -> catch_ec(1, Config, fun() -> F(T) end) end,
+    [{F, Expected} = {F, Outcome(Tab, F)}
+     || F <- Bad, Expected <- [rename(Outcome(Plain, F), Plain, Tab)]],
+    %% the issue's case, and the shapes the guide lists
+    {aborted, {bad_type, Tab, {Tab, {['_']}, 21}}} = Outcome(Tab, hd(Bad)),
+    {aborted, {bad_type, {other, 1, 2, 3}}} = Outcome(Tab, lists:nth(10, Bad)),
+    {aborted, {bad_type, Tab, {Tab, 1}, write}} = Outcome(Tab, lists:nth(12, Bad)),
+    {aborted, {bad_type, Tab}} = Outcome(Tab, lists:nth(6, Bad)),
+    %% nothing was issued, nothing changed anywhere
+    #{delivered := Delivered} = call(1, Config, hypermnesia, info, [Tab]),
+    [{Tab, k, x, 1}] = converged(Config, Tab),
+    {atomic, ok} = call(1, Config, mnesia, delete_table, [Plain]),
+    ok.
+
+rename(Plain, Plain, Tab) -> Tab;
+rename(T, Plain, Tab) when is_tuple(T) ->
+    list_to_tuple(rename(tuple_to_list(T), Plain, Tab));
+rename([H | T], Plain, Tab) -> [rename(H, Plain, Tab) | rename(T, Plain, Tab)];
+rename(X, _, _) -> X.
+
+%% With the hypermnesia application stopped on a node (Mnesia still running there), EC writes
+%% abort as Mnesia's own activities do on a node where Mnesia does not run: {aborted,
+%% {node_not_running, Node}}, at once, writing nothing. Reads are Mnesia's and still work;
+%% info says node_not_running too. Started again, the copy catches up and takes writes.
+without_application(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    ok = call(1, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({Tab, k, x, 1}) end]),
+    N3 = node_n(3, Config),
+    ok = call(3, Config, application, stop, [hypermnesia]),
+    Down = {aborted, {node_not_running, N3}},
+    Down = catch_ec(3, Config, fun() -> mnesia:write({Tab, k2, y, 2}) end),
+    Down = catch_ec(3, Config, fun() -> mnesia:delete({Tab, k}) end),
+    Down = catch_ec(3, Config, fun() -> mnesia:delete_object({Tab, k, x, 1}) end),
+    Down = catch_ec(3, Config, fun() -> mnesia:clear_table(Tab) end),
+    Down = call(3, Config, erlang, apply,
+                [fun() ->
+                         try hypermnesia:sync_ec(fun() -> mnesia:write({Tab, k3, z, 3}) end)
+                         catch exit:R -> R
+                         end
+                 end, []]),
+    [{Tab, k, x, 1}] = catch_ec(3, Config, fun() -> mnesia:read(Tab, k) end),
+    {error, {node_not_running, N3}} = call(3, Config, hypermnesia, info, [Tab]),
+    {error, {node_not_running, N3}} = call(3, Config, hypermnesia, info, []),
+    [{Tab, k, x, 1}] = call(3, Config, mnesia, dirty_select, [Tab, [{'_', [], ['$_']}]]),
+    ok = call(3, Config, hypermnesia, start, []),
+    wait_until(fun() -> ready(3, Config, Tab) end),
+    ok = ec(3, Config, fun() -> mnesia:write({Tab, k4, w, 4}) end),
+    [{Tab, k, x, 1}, {Tab, k4, w, 4}] = converged(Config, Tab),
+    ok.
+
+%% A copy on a node that is not a Mnesia db node is refused at once with Mnesia's own error
+%% for a copy on a node it does not run on ({not_active, Tab, Node}, what mnesia:create_table/2
+%% answers for disc_copies there), and nothing is created. Such a copy could never catch up
+%% (and, before, create_table waited 5 s and returned {atomic, ok}). A db node that is only
+%% down is accepted, as Mnesia does: its copy catches up when it comes back.
+create_table_not_db_node(Config) ->
+    Tab = ?config(tab, Config),
+    [N1, N2, N3] = ?config(nodes, Config),
+    Ghost = 'ghost@nowhere',
+    {aborted, {not_active, Tab, Ghost}} =
+        call(1, Config, mnesia, create_table, [Tab, [{disc_copies, [Ghost]}]]),
+    [{Opts, {aborted, {not_active, Tab, Ghost}}} =
+         {Opts, call(1, Config, hypermnesia, create_table, [Tab, [{type, pawset} | Opts]])}
+     || Opts <- [[{ram_copies, [N1, Ghost]}],
+                 [{disc_copies, [N1, Ghost]}],
+                 [{ram_copies, [N1]}, {disc_copies, [Ghost]}],
+                 [{ram_copies, [Ghost]}]]],
+    Tables = call(1, Config, mnesia, system_info, [tables]),
+    [false = lists:member(T, Tables)
+     || T <- [Tab | [list_to_atom(P ++ atom_to_list(Tab)) || P <- ["hm_meta_", "hm_log_"]]]],
+    %% node 3 is a db node whose Mnesia is stopped: accepted
+    stopped = call(3, Config, mnesia, stop, []),
+    {atomic, ok} = call(1, Config, hypermnesia, create_table,
+                        [Tab, [{type, pawset}, {attributes, [id, name, year]},
+                               {ram_copies, [N1, N2, N3]}]]),
+    %% (the new copies wait for node 3's before taking writes: see create/2 in the guide)
+    ok = call(3, Config, mnesia, start, []),
+    ok = call(3, Config, mnesia, wait_for_tables, [[Tab], 30000]),
+    wait_until(fun() -> lists:all(fun(I) -> ready(I, Config, Tab) end, [1, 2, 3]) end),
+    ok = call(3, Config, hypermnesia, async_ec, [fun() -> mnesia:write({Tab, k, x, 1}) end]),
+    [{Tab, k, x, 1}] = converged(Config, Tab),
+    ok.
+
+%% mnesia:restore/2 cannot restore an EC table (Mnesia write-locks what it restores, and an EC
+%% table is read_only for Mnesia): it aborts with {no_exists, Tab} and changes nothing.
+%% hypermnesia:restore/2 restores it as EC operations, on every copy: clear_tables (the
+%% default) clears it and writes the backup's records, keep_tables writes them over what is
+%% there; recreate_tables is refused for an EC table. Plain tables in the same backup are
+%% restored by Mnesia; the per-copy helper tables never are.
+restore_backup(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    Plain = list_to_atom(atom_to_list(Tab) ++ "_plain"),
+    Helpers = [list_to_atom(P ++ atom_to_list(Tab)) || P <- ["hm_meta_", "hm_log_"]],
+    {atomic, ok} = call(1, Config, mnesia, create_table,
+                        [Plain, [{ram_copies, ?config(nodes, Config)}]]),
+    ok = call(1, Config, hypermnesia, sync_ec,
+              [fun() -> [mnesia:write({Tab, K, v, K}) || K <- [1, 2, 3]], ok end]),
+    {atomic, ok} = call(1, Config, mnesia, transaction,
+                        [fun() -> mnesia:write({Plain, p, before}) end]),
+    File = filename:join(?config(priv_dir, Config), "restore_backup.bup"),
+    %% ram_copies: the backup of what is in RAM (mnesia:backup/1 takes what was dumped to disc)
+    {ok, Cp, _} = call(1, Config, mnesia, activate_checkpoint,
+                       [[{max, [Tab, Plain | Helpers]}, {ram_overrides_dump, true}]]),
+    ok = call(1, Config, mnesia, backup_checkpoint, [Cp, File]),
+    ok = call(1, Config, mnesia, deactivate_checkpoint, [Cp]),
+    Backup = [{Tab, K, v, K} || K <- [1, 2, 3]],
+    %% changes after the backup
+    ok = ec(2, Config, fun() -> mnesia:delete({Tab, 1}), mnesia:write({Tab, 4, new, 4}) end),
+    {atomic, ok} = call(1, Config, mnesia, transaction,
+                        [fun() -> mnesia:write({Plain, p, later}) end]),
+    Later = [{Tab, 2, v, 2}, {Tab, 3, v, 3}, {Tab, 4, new, 4}],
+    Later = converged(Config, Tab),
+    %% Mnesia's own restore: refused, nothing changed (documented)
+    {aborted, {no_exists, Tab}} = call(1, Config, mnesia, restore, [File, []]),
+    {aborted, {recreate_ec_table, Tab}} =
+        call(1, Config, hypermnesia, restore, [File, [{recreate_tables, [Tab]}]]),
+    {aborted, {badarg, nope}} = call(1, Config, hypermnesia, restore, [File, [nope]]),
+    Later = converged(Config, Tab),
+    [{Plain, p, later}] = call(3, Config, mnesia, dirty_read, [Plain, p]),
+    %% the default, clear_tables: exactly the backup, everywhere
+    {atomic, Restored} = call(2, Config, hypermnesia, restore, [File, []]),
+    true = lists:sort([Tab, Plain]) =:= lists:sort([T || T <- Restored, T =:= Tab orelse T =:= Plain]),
+    [] = [H || H <- Helpers, lists:member(H, Restored)],
+    Backup = converged(Config, Tab),
+    [{Plain, p, before}] = call(3, Config, mnesia, dirty_read, [Plain, p]),
+    %% keep_tables: the backup's records over what is there
+    ok = ec(3, Config, fun() -> mnesia:write({Tab, 1, changed, 1}), mnesia:write({Tab, 5, x, 5}) end),
+    {atomic, [Tab]} = call(1, Config, hypermnesia, restore,
+                           [File, [{keep_tables, [Tab]}, {default_op, skip_tables}]]),
+    true = Backup ++ [{Tab, 5, x, 5}] =:= converged(Config, Tab),
+    {atomic, ok} = call(1, Config, mnesia, delete_table, [Plain]),
+    ok.
+
+%%% ------------------------------------------------------------- transactions stay refused
+
+%% Transactions stay refused on every node, whatever happens to the cluster: a copy holder's
+%% Mnesia stopping and starting again, a Mnesia crash, a partition and its heal, a copy removed
+%% and added. Mnesia recomputes the table's write-lock targets on each of these events; before,
+%% the first node down made mnesia:transaction/1 write the surviving copies locally
+%% ({atomic, ok}) and mnesia:delete_table/1 delete the table, leaving its helper tables behind.
+%% Through it all the EC server's own writes keep reaching every copy.
+transactions_refused_across_events(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    [N1, N2, N3] = All = ?config(nodes, Config),
+    %% the same with disc_copies
+    Disc = list_to_atom(atom_to_list(Tab) ++ "_disc"),
+    {atomic, ok} = call(1, Config, hypermnesia, create_table,
+                        [Disc, [{type, pawset}, {attributes, [id, name, year]},
+                                {disc_copies, All}]]),
+    Tabs = [Tab, Disc],
+    wait_until(fun() -> lists:all(fun(I) -> ready(I, Config, Disc) end, [1, 2, 3]) end),
+    [ok = call(1, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({T, k, x, 1}) end])
+     || T <- Tabs],
+    [[{T, k, x, 1}] = converged(Config, T) || T <- Tabs],
+    Refused = fun(Stage, Is) -> [tx_refused(Stage, Config, T, Is) || T <- Tabs] end,
+    Refused(created, [1, 2, 3]),
+    %% Mnesia stops on node 3, then starts again (the application keeps running)
+    stopped = call(3, Config, mnesia, stop, []),
+    wait_running(Config, [1, 2], [N1, N2]),
+    Refused(mnesia_stopped, [1, 2]),
+    ok = call(3, Config, mnesia, start, []),
+    ok = call(3, Config, mnesia, wait_for_tables, [Tabs, 30000]),
+    wait_running(Config, [1, 2, 3], All),
+    Refused(mnesia_restarted, [1, 2, 3]),
+    %% Mnesia crashes on node 2, then starts again
+    _ = call(2, Config, mnesia, lkill, []),
+    wait_running(Config, [1, 3], [N1, N3]),
+    Refused(mnesia_killed, [1, 3]),
+    ok = call(2, Config, mnesia, start, []),
+    ok = call(2, Config, mnesia, wait_for_tables, [Tabs, 30000]),
+    wait_running(Config, [1, 2, 3], All),
+    Refused(mnesia_started_after_kill, [1, 2, 3]),
+    %% a partition, on both sides, and its heal
+    partition([1], [2, 3], Config),
+    wait_running(Config, [1], [N1]),
+    wait_running(Config, [2, 3], [N2, N3]),
+    Refused(partitioned, [1, 2, 3]),
+    heal(Config),
+    Refused(healed, [1, 2, 3]),
+    %% copy changes
+    [{atomic, ok} = call(1, Config, hypermnesia, del_table_copy, [T, N3]) || T <- Tabs],
+    Refused(copy_removed, [1, 2]),
+    {atomic, ok} = call(1, Config, hypermnesia, add_table_copy, [Tab, N3, ram_copies]),
+    {atomic, ok} = call(1, Config, hypermnesia, add_table_copy, [Disc, N3, disc_copies]),
+    wait_until(fun() -> ready(3, Config, Tab) andalso ready(3, Config, Disc) end),
+    Refused(copy_added, [1, 2, 3]),
+    %% the servers' own writes still reach every copy, from every node
+    [begin
+         Rec = {T, {last, I}, x, I},
+         ok = ec(I, Config, fun() -> mnesia:write(Rec) end),
+         wait_until(fun() ->
+                            lists:all(fun(J) -> call(J, Config, mnesia, dirty_read,
+                                                     [T, {last, I}]) =:= [Rec] end,
+                                      [1, 2, 3])
+                    end)
+     end || T <- Tabs, I <- [1, 2, 3]],
+    {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Disc]),
+    ok.
+
+%% On each node of `Is': every way a transaction writes `Tab' aborts with {no_exists, Tab} and
+%% leaves the local copy as it was; and Mnesia's delete_table/1 is refused.
+tx_refused(Stage, Config, Tab, Is) ->
+    No = {aborted, {no_exists, Tab}},
+    Writes = [fun() -> mnesia:write({Tab, tx, x, 1}) end,
+              fun() -> mnesia:s_write({Tab, tx, x, 1}) end,
+              fun() -> mnesia:delete({Tab, k}) end,
+              fun() -> mnesia:delete_object({Tab, k, x, 1}) end,
+              fun() -> mnesia:write_lock_table(Tab) end],
+    [begin
+         Before = call(I, Config, mnesia, dirty_select, [Tab, [{'_', [], ['$_']}]]),
+         [{Stage, I, W, No} = {Stage, I, W, call(I, Config, mnesia, transaction, [W])}
+          || W <- Writes],
+         {Stage, I, No} = {Stage, I, call(I, Config, mnesia, clear_table, [Tab])},
+         {Stage, I, Before} = {Stage, I, call(I, Config, mnesia, dirty_select,
+                                              [Tab, [{'_', [], ['$_']}]])}
+     end || I <- Is],
+    {Stage, No} = {Stage, call(hd(Is), Config, mnesia, delete_table, [Tab])},
+    ok.
+
+wait_running(Config, Is, Nodes) ->
+    Expected = lists:sort(Nodes),
+    wait_until(fun() ->
+                       lists:all(fun(I) ->
+                                         lists:sort(call(I, Config, mnesia, system_info,
+                                                         [running_db_nodes])) =:= Expected
+                                 end, Is)
+               end).

@@ -1,5 +1,5 @@
 %% @doc Hypermnesia: eventually consistent, partition-tolerant tables on stock Mnesia
-%% (seed 000, "Hypermnesia: Eventual Consistency in Mnesia"; FEATURES H1–H7).
+%% (after "Hypermnesia: Eventual Consistency in Mnesia").
 %%
 %% Create a table with `{type, pawset}' (add-wins) or `{type, prwset}' (remove-wins) and run
 %% your existing Mnesia code under `async_ec' instead of `transaction' or `async_dirty':
@@ -15,6 +15,7 @@
 -module(hypermnesia).
 
 -export([start/0, create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2,
+         restore/2,
          async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3,
          info/0, info/1]).
 -export([is_ec_table/1, ec_options/1]).
@@ -66,12 +67,20 @@ create_table_checked(Tab, Opts) ->
 create_ec_table(Tab, Type, Opts) ->
     Policy = proplists:get_value(conflict, Opts, term_order),
     Copies = [{K, V} || {K, V} <- Opts, K =:= ram_copies orelse K =:= disc_copies],
+    %% Mnesia options an EC table cannot take, including a second table type (an EC table is
+    %% a set, or a bag for siblings: never an ordered_set)
     Bad = [O || O <- Opts, not is_tuple(O) orelse
-                    lists:member(element(1, O), [local_content, disc_only_copies, majority, access_mode])],
-    case {lists:member(Policy, [term_order, lww, siblings]), Bad} of
-        {false, _} -> {aborted, {bad_ec_option, Tab, {conflict, Policy}}};
-        {true, [B | _]} -> {aborted, {bad_ec_option, Tab, B}};
-        {true, []} ->
+                    lists:member(element(1, O), [local_content, disc_only_copies, majority, access_mode])]
+        ++ [O || O = {type, T} <- Opts, T =/= Type],
+    case {lists:member(Policy, [term_order, lww, siblings]), Bad, not_db_nodes(Copies)} of
+        {false, _, _} -> {aborted, {bad_ec_option, Tab, {conflict, Policy}}};
+        {true, [B | _], _} -> {aborted, {bad_ec_option, Tab, B}};
+        {true, [], [Node | _]} ->
+            %% Mnesia accepts a ram copy there (and never loads it); an EC copy there would
+            %% never catch up and would hold back the others' stability for good. Mnesia's
+            %% own answer for a disc copy on a node it does not run on.
+            {aborted, {not_active, Tab, Node}};
+        {true, [], []} ->
             Meta = meta_table(Tab),
             Log = log_table(Tab),
             UserOpts = [O || O = {K, _} <- Opts, K =/= type, K =/= conflict],
@@ -88,9 +97,22 @@ create_ec_table(Tab, Type, Opts) ->
             create_all([{Meta, MetaOpts}, {Log, LogOpts}, {Tab, StorageOpts}], Tab, [])
     end.
 
+%% Copy holders named that are not Mnesia db nodes (checked while Mnesia runs here; if it does
+%% not, mnesia:create_table/2 answers node_not_running).
+not_db_nodes(Copies) ->
+    case mnesia:system_info(is_running) of
+        yes ->
+            DbNodes = mnesia:system_info(db_nodes),
+            [N || {_, Ns} <- Copies, is_list(Ns), N <- Ns, not lists:member(N, DbNodes)];
+        _ -> []
+    end.
+
 %% The helper tables first, the table itself last (it is what makes the table an EC table);
 %% on failure the ones created are removed.
 create_all([], Tab, _Done) ->
+    %% Mnesia marks a new local_content copy writable despite read_only: closed on every
+    %% copy holder now, so that no later recomputation lets transactions write it
+    ok = hm_ec_mnesia:close_everywhere(Tab),
     refresh_servers(Tab),
     %% a new copy refuses writes until it has caught up (hm_ec_server); the copies of a new
     %% table release each other within a tick or two when they can all talk
@@ -121,8 +143,9 @@ refresh_servers(Tab) -> refresh_servers_on(copy_nodes(Tab)).
 wait_ready(Tab, Deadline) ->
     Syncing = [N || N <- copy_nodes(Tab), N =:= node() orelse lists:member(N, nodes()),
                     case catch gen_server:call({hm_ec_server, N}, {info, Tab}, 5000) of
-                        #{status := ready} -> false;
-                        _ -> true
+                        #{status := syncing} -> true;
+                        {error, {not_ec_table, _}} -> true;     % not taken up yet
+                        _ -> false       % ready, or no server there (application not running)
                     end],
     case Syncing =/= [] andalso erlang:monotonic_time(millisecond) < Deadline of
         true -> timer:sleep(20), wait_ready(Tab, Deadline);
@@ -164,6 +187,7 @@ add_table_copy(Tab, Node, Type) ->
     end.
 
 add_copies([], Tab, _Node, _Type, _Done) ->
+    ok = hm_ec_mnesia:close_everywhere(Tab),
     refresh_servers(Tab),
     {atomic, ok};
 add_copies([T | Rest], Tab, Node, Type, Done) ->
@@ -198,6 +222,15 @@ writable(Tab, Change) ->
             Result;
         Aborted -> Aborted
     end.
+
+%% @doc `mnesia:restore/2' for a backup that holds EC tables (Mnesia's own aborts with
+%% `{no_exists, Tab}' on them). Same arguments and results. Each EC table is restored by EC
+%% operations issued on this node: `clear_tables' (the default) clears it and writes the
+%% backup's records, `keep_tables' writes them over what is there, `recreate_tables' is
+%% refused with `{aborted, {recreate_ec_table, Tab}}'; helper tables are never restored, and
+%% every other table is restored by Mnesia, first. See {@link hm_ec_restore}.
+-spec restore(term(), [tuple()]) -> {atomic, [atom()]} | {aborted, term()}.
+restore(Opaque, Args) -> hm_ec_restore:restore(Opaque, Args, fun ec_options/1).
 
 %% @doc Run `Fun' in the `async_ec' access context: like `mnesia:async_dirty/1', and writes
 %% to EC tables are eventually consistent. Returns what `Fun' returns; exits with
@@ -235,20 +268,38 @@ restore(undefined) -> erase(hm_ec_mode);
 restore(Old) -> put(hm_ec_mode, Old).
 
 %% @doc This node's view: Mnesia members and running nodes, membership back-off, and for
-%% every EC table what {@link info/1} gives.
--spec info() -> map().
+%% every EC table what {@link info/1} gives. `{error, {node_not_running, node()}}' when the
+%% hypermnesia application is not running here.
+-spec info() -> map() | {error, {node_not_running, node()}}.
 info() ->
-    Server = hm_ec_server:info(),
-    #{node => node(),
-      membership => hm_membership:status(),
-      queued_ops => maps:get(queued_ops, Server),
-      tables => maps:get(tables, Server)}.
+    if_running(fun() ->
+                       Server = hm_ec_server:info(),
+                       #{node => node(),
+                         membership => hm_membership:status(),
+                         queued_ops => maps:get(queued_ops, Server),
+                         tables => maps:get(tables, Server)}
+               end).
 
 %% @doc One EC table on this node: type, conflict policy, members and which are reachable,
 %% delivered and stable vectors, buffered (not yet deliverable) and unstable operations, keys
-%% with metadata and its memory in words, size.
+%% with metadata and its memory in words, size. `{error, {not_ec_table, Tab}}' when `Tab' is
+%% not an EC table with a copy here, `{error, {node_not_running, node()}}' when the
+%% hypermnesia application is not running here.
 -spec info(atom()) -> map() | {error, term()}.
-info(Tab) -> hm_ec_server:info(Tab).
+info(Tab) -> if_running(fun() -> hm_ec_server:info(Tab) end).
+
+%% Mnesia's convention for a node where it does not run, instead of a bare noproc exit.
+if_running(Fun) ->
+    Down = {error, {node_not_running, node()}},
+    case whereis(hm_ec_server) of
+        undefined -> Down;
+        _ ->
+            try Fun()
+            catch exit:{Gone, {gen_server, call, _}} when Gone =:= noproc; Gone =:= normal;
+                                                          Gone =:= shutdown ->
+                    Down
+            end
+    end.
 
 %% @doc Whether `Tab' is an EC table.
 -spec is_ec_table(atom()) -> boolean().

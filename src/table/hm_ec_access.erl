@@ -1,6 +1,6 @@
-%% @doc The `mnesia_access' callback module behind `async_ec' and `sync_ec' (seed 000 §3.1:
-%% the new access context; unmodified OTP: `mnesia:activity(async_dirty, Fun, Args,
-%% hm_ec_access)').
+%% @doc The `mnesia_access' callback module behind `async_ec' and `sync_ec' (the new access
+%% context of "Hypermnesia: Eventual Consistency in Mnesia", §3.1, on unmodified OTP:
+%% `mnesia:activity(async_dirty, Fun, Args, hm_ec_access)').
 %%
 %% Inside the activity the user's ordinary `mnesia:*' calls reach these callbacks. For an EC
 %% table, `write', `delete', `delete_object' and `clear_table' become operations of the
@@ -10,8 +10,15 @@
 %% `table_info') runs unchanged on the local table, which holds exactly what reads must show.
 %% Tables that are not EC tables fall through to plain Mnesia.
 %%
-%% Errors abort the activity as Mnesia does: `{bad_type, Tab, Record}' for a record of the
-%% wrong name or size, `{ec_write_failed, Tab, Reason}' if the node's server refuses.
+%% Bad arguments abort the activity exactly as they do in `mnesia:async_dirty/1' on a plain
+%% table (the same checks as `mnesia.erl', in the same order, with the same error terms):
+%% `write' of something that is not a tuple of at least 3 elements aborts with
+%% `{bad_type, Tab, Record, LockKind}', of a record of another name or size with
+%% `{bad_type, Record}'; `delete_object' of something that is not such a tuple aborts with
+%% `{bad_type, Tab}', of a record holding match variables (`'_'', `'$1'', see
+%% `mnesia:has_var/1') with `{bad_type, Tab, Record}', and of a record of another name or
+%% size returns `ok' and issues nothing (it matches nothing). A write the node's server refuses
+%% aborts with `{ec_write_failed, Tab, Reason}'.
 -module(hm_ec_access).
 
 -export([lock/4, write/5, delete/5, delete_object/5, read/5, match_object/5, all_keys/4,
@@ -26,49 +33,84 @@
 write(Tid, Ts, Tab, Val, LockKind) ->
     case ec(Tab) of
         false -> mnesia:write(Tid, Ts, Tab, Val, LockKind);
-        true -> check_record(Tab, Val), submit(Tab, {element(2, Val), {write, Val}})
+        true ->
+            %% mnesia:write/5 then mnesia_lib:validate_record/2, as in async_dirty (the lock
+            %% kind is not checked there, and a record may hold '_' or '$1' as a value)
+            case {is_record_tuple(Val), is_record_tuple(Val) andalso fits(Tab, Val)} of
+                {false, _} -> mnesia:abort({bad_type, Tab, Val, LockKind});
+                {true, false} -> mnesia:abort({bad_type, Val});
+                {true, true} -> submit(Tid, Tab, {element(2, Val), {write, Val}})
+            end
     end.
 
 -spec delete(term(), term(), atom(), term(), atom()) -> ok.
 delete(Tid, Ts, Tab, Key, LockKind) ->
     case ec(Tab) of
         false -> mnesia:delete(Tid, Ts, Tab, Key, LockKind);
-        true -> submit(Tab, {Key, delete})
+        true -> submit(Tid, Tab, {Key, delete})
     end.
 
 -spec delete_object(term(), term(), atom(), tuple(), atom()) -> ok.
 delete_object(Tid, Ts, Tab, Val, LockKind) ->
     case ec(Tab) of
         false -> mnesia:delete_object(Tid, Ts, Tab, Val, LockKind);
-        true -> check_record(Tab, Val), submit(Tab, {element(2, Val), {delete_object, Val}})
+        true ->
+            %% mnesia:delete_object/5: a pattern is not an object
+            case is_record_tuple(Val) andalso {mnesia:has_var(Val), fits(Tab, Val)} of
+                false -> mnesia:abort({bad_type, Tab});
+                {true, _} -> mnesia:abort({bad_type, Tab, Val});
+                {false, true} -> submit(Tid, Tab, {element(2, Val), {delete_object, Val}});
+                {false, false} -> ok       % as in Mnesia: it matches nothing, anywhere, ever
+            end
     end.
 
 -spec clear_table(term(), term(), atom(), term()) -> ok.
 clear_table(Tid, Ts, Tab, Obj) ->
     case ec(Tab) of
         false -> mnesia:clear_table(Tid, Ts, Tab, Obj);
-        true -> submit(Tab, {'$all', clear})
+        true -> submit(Tid, Tab, {'$all', clear})
     end.
 
 ec(Tab) -> is_atom(Tab) andalso hypermnesia:is_ec_table(Tab).
 
-check_record(Tab, Val) ->
-    RecName = mnesia:table_info(Tab, record_name),
-    Arity = mnesia:table_info(Tab, arity),
-    case is_tuple(Val) andalso tuple_size(Val) =:= Arity andalso element(1, Val) =:= RecName of
-        true -> ok;
-        false -> mnesia:abort({bad_type, Tab, Val})
-    end.
+%% What mnesia:write/5 and mnesia:delete_object/5 accept at all.
+is_record_tuple(Val) -> is_tuple(Val) andalso tuple_size(Val) > 2.
 
-submit(Tab, KeyOp) ->
+%% The table's record name and arity (mnesia_lib:validate_record/2).
+fits(Tab, Val) ->
+    tuple_size(Val) =:= mnesia:table_info(Tab, arity)
+        andalso element(1, Val) =:= mnesia:table_info(Tab, record_name).
+
+%% Without the node's server (the hypermnesia application is not running here) a write aborts
+%% as Mnesia's activities do where Mnesia does not run: {node_not_running, Node}, at once.
+submit(Tid, Tab, KeyOp) ->
     Mode = case get(?MODE_KEY) of
                sync -> sync;
                _ -> async
            end,
-    case hm_ec_server:submit(Tab, KeyOp, Mode) of
-        ok -> ok;
-        {error, Reason} -> mnesia:abort({ec_write_failed, Tab, Reason})
+    case whereis(hm_ec_server) of
+        undefined -> not_running(Tid);
+        _ ->
+            try hm_ec_server:submit(Tab, KeyOp, Mode) of
+                ok -> ok;
+                {error, Reason} -> mnesia:abort({ec_write_failed, Tab, Reason})
+            catch
+                %% stopped meanwhile (a crash keeps its own reason)
+                exit:{Gone, {gen_server, call, _}} when Gone =:= noproc; Gone =:= normal;
+                                                        Gone =:= shutdown ->
+                    not_running(Tid);
+                exit:{{shutdown, _}, {gen_server, call, _}} ->
+                    not_running(Tid)
+            end
     end.
+
+%% Inside a transaction (clear_table/1 runs one, and so does mnesia:transaction/1 nested in
+%% async_ec) Mnesia restarts one that aborts with node_not_running, forever: the remote node
+%% it means may come back. This node's server will not, by itself: Mnesia's `{abort, Reason}'
+%% form ends the transaction with `{aborted, Reason}' at once.
+-spec not_running(term()) -> no_return().
+not_running(Tid) when element(1, Tid) =:= tid -> exit({abort, {node_not_running, node()}});
+not_running(_) -> mnesia:abort({node_not_running, node()}).
 
 %%% ------------------------------------------------------------- everything else: plain Mnesia
 

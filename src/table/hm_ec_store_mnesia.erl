@@ -12,14 +12,13 @@
 %% restart, and effects are idempotent.</li>
 %% </ul>
 %% An EC table is `read_only' for Mnesia (see hypermnesia:create_table/2), so that
-%% `mnesia:transaction/1' cannot write it; this module alone reopens the local copy for its
-%% own dirty writes (Mnesia's `where_to_commit', see {@link open/1}). Mnesia recomputes that
-%% value whenever the table's replicas change, which makes the next write abort with
-%% `no_exists': the write then reopens and writes again.
+%% `mnesia:transaction/1' cannot write it; writes to the table itself go through
+%% {@link hm_ec_mnesia}, which opens the local copy for this process's dirty writes only,
+%% keeps transactions refused, and reopens after Mnesia recomputed the commit targets.
 -module(hm_ec_store_mnesia).
 -behaviour(hm_ec_store).
 
--export([new/4, open/1, forget/1]).
+-export([new/4, forget/1]).
 -export([read/2, write/2, delete/2, all_keys/1, rows/1, size/1,
          meta_get/2, meta_put/3, meta_del/2, meta_keys/1, meta_rows/1, meta_size/1,
          meta_words/1, log_put/3, log_del/2, log_read/1, log_clear/1, is_disc/1]).
@@ -36,7 +35,7 @@ new(Tab, Meta, Log, Storage) ->
                     disc_copies -> {mnesia, Meta};
                     _ -> {ets, ets:new(hm_meta, [set, protected])}
                 end,
-    open(Tab),
+    ok = hm_ec_mnesia:open(Tab),
     {?MODULE, #{tab => Tab, meta => MetaStore, log => Log, disc => Storage =:= disc_copies}}.
 
 %% @doc Drop what the store owns outside Mnesia (the ETS metadata of a ram copy).
@@ -44,36 +43,17 @@ new(Tab, Meta, Log, Storage) ->
 forget({?MODULE, #{meta := {ets, E}}}) -> _ = (catch ets:delete(E)), ok;
 forget(_) -> ok.
 
-%% @doc Let dirty writes reach the local copy of a loaded read_only EC table (and nothing
-%% else: transactions still find no node to lock). Mnesia's own state, as mnesia_controller
-%% keeps it for a read_write local_content table.
--spec open(atom()) -> ok.
-open(Tab) ->
-    case lists:member(Tab, mnesia:system_info(local_tables)) of
-        true ->
-            mnesia_lib:set({Tab, where_to_commit},
-                           [{node(), mnesia:table_info(Tab, storage_type)}]);
-        false -> ok
-    end.
-
-writable(Tab, Write) ->
-    try Write()
-    catch exit:{aborted, {no_exists, Tab}} ->
-            open(Tab),
-            Write()
-    end.
-
 -spec read(term(), state()) -> [tuple()].
 read(Key, #{tab := Tab}) -> mnesia:dirty_read(Tab, Key).
 
 -spec write(tuple(), state()) -> state().
 write(Rec, S = #{tab := Tab}) ->
-    ok = writable(Tab, fun() -> mnesia:dirty_write(Tab, Rec) end),
+    ok = hm_ec_mnesia:write(Tab, Rec),
     S.
 
 -spec delete(term(), state()) -> state().
 delete(Key, S = #{tab := Tab}) ->
-    ok = writable(Tab, fun() -> mnesia:dirty_delete(Tab, Key) end),
+    ok = hm_ec_mnesia:delete(Tab, Key),
     S.
 
 -spec all_keys(state()) -> [term()].

@@ -1,0 +1,194 @@
+%% @doc How an EC table keeps Mnesia's transactions out while its own server writes it.
+%%
+%% An EC table must change only through its CRDT: a `mnesia:transaction/1' that wrote one copy
+%% would make the copies differ for good, silently. Stock Mnesia has no hook to refuse it, so
+%% the refusal is Mnesia's own: the table is created `{access_mode, read_only}' (a persistent
+%% property of the schema). For a read_only table Mnesia computes, on every node, no
+%% write-lock targets (its `where_to_write' list is empty, and its `where_to_wlock' copy of
+%% it), so the first write lock of a transaction aborts it with `{no_exists, Tab}': writes,
+%% deletes, `delete_object', `s_write', table write locks, `mnesia:clear_table/1', and the
+%% schema operations that write-lock the table (`mnesia:delete_table/1',
+%% `mnesia:del_table_copy/2', `mnesia:restore/2').
+%%
+%% Mnesia recomputes those targets on many events: a node's Mnesia going down or coming up
+%% (a crash, `mnesia:stop()', a partition, its heal), a copy loaded, added or removed, an
+%% access mode changed. Every one of these recomputations honours `read_only', with one
+%% exception, at creation: Mnesia (OTP 25) applies the read_only rule to a new
+%% `local_content' table and then marks the creating node's copy writable anyway
+%% (`mnesia_lib:set_local_content_whereabouts/1'). The table looks refused (the lock targets
+%% are not recomputed yet), but the first recomputation, typically the next node down,
+%% copies the writable mark into them, and from then on transactions write the surviving
+%% copies locally and `mnesia:delete_table/1' deletes the table, leaving its helper tables.
+%%
+%% {@link close/1} undoes that one exception: it sets the table's write targets to what
+%% Mnesia itself computes for a read_only table (nothing), inside Mnesia's controller, so that
+%% no recomputation of the controller can interleave. After that, every recomputation Mnesia
+%% makes keeps transactions refused, without any further action: the mechanism does not
+%% depend on reacting to an event in time. Nothing is changed while the table is read_write
+%% (`hypermnesia:delete_table/1' and `hypermnesia:del_table_copy/2' make it so for a moment).
+%% {@link check/1} verifies the same invariant, and restores it if anything unforeseen broke
+%% it: a safety net for the EC server to call on every tick (a few ETS lookups when all is
+%% well). A node that loads the table after its creation (restart, copy added) gets it
+%% refused from Mnesia directly.
+%%
+%% The server's own writes go the other way: Mnesia's dirty writes commit to the nodes in the
+%% table's `where_to_commit' list, empty for a read_only table, so {@link open/1} puts the
+%% local copy in it (and nothing else: transactions still find no node to lock).
+%% Mnesia recomputes that list too (a replica change, an access mode change, a reload after a
+%% local restart); the server's next write then aborts with `{no_exists, Tab}', and
+%% {@link write/2} and {@link delete/2} reopen and write again. Dirty writes made by users
+%% share that commit path, so they are not refused (see the guide's limits).
+%%
+%% This relies on Mnesia internals of OTP 25 (the `mnesia_gvar' entries named above,
+%% `mnesia_controller:update/1'); `hm_ec_SUITE:transactions_refused_across_events' exercises
+%% every event that recomputes them.
+%%
+%% What calls what:
+%% <ul>
+%% <li>`hypermnesia:create_table/2', once the table exists: {@link close_everywhere/1} (every
+%%     running copy holder, including those without the hypermnesia application).</li>
+%% <li>The EC server, when it takes up a table (and its table state is created): {@link
+%%     open/1}.</li>
+%% <li>The EC server, for every write and delete of a record in the table: {@link write/2},
+%%     {@link delete/2}.</li>
+%% <li>The EC server, on every tick, for every table it holds: {@link check/1}; log a warning
+%%     when it returns `{reclosed, Tab}'. (A safety net only: transactions are refused without
+%%     it; the server being rewritten is to call it.)</li>
+%% </ul>
+-module(hm_ec_mnesia).
+
+-export([open/1, close/1, close_everywhere/1, check/1, is_closed/1, write/2, delete/2]).
+
+-define(CONTROLLER_TIMEOUT_MS, 5000).
+
+%% @doc Take up the local copy of EC table `Tab' for the server's own writes: transactions
+%% refused ({@link close/1}), the server's dirty writes reaching the local copy (and only it).
+%% A table with no local copy (or unknown here) is left alone.
+-spec open(atom()) -> ok.
+open(Tab) ->
+    ok = close(Tab),
+    case is_local(Tab) of
+        true ->
+            mnesia_lib:set({Tab, where_to_commit},
+                           [{node(), mnesia:table_info(Tab, storage_type)}]);
+        false -> ok
+    end,
+    ok.
+
+%% @doc Make sure transactions cannot write `Tab' on this node, now and after whatever Mnesia
+%% recomputes later: its write targets become what Mnesia computes for a read_only table.
+%% Does nothing for a table that is unknown here or not read_only. Runs inside Mnesia's
+%% controller (at most a few seconds' wait, then directly).
+-spec close(atom()) -> ok.
+close(Tab) ->
+    case is_closed(Tab) of
+        true -> ok;
+        false ->
+            Close = fun() -> close_here(Tab) end,
+            case in_controller(Close) of
+                ok -> ok;
+                _ -> close_here(Tab)          % controller busy or gone: do it here
+            end
+    end.
+
+%% @doc {@link close/1} on every copy holder of `Tab' whose Mnesia is running (waits at most
+%% 10 s for them; those that do not answer in time load the table refused when they restart).
+-spec close_everywhere(atom()) -> ok.
+close_everywhere(Tab) ->
+    Holders = case catch (mnesia:table_info(Tab, ram_copies)
+                          ++ mnesia:table_info(Tab, disc_copies)) of
+                  L when is_list(L) -> L;
+                  _ -> []
+              end,
+    Nodes = [N || N <- lists:usort(Holders),
+                  lists:member(N, mnesia:system_info(running_db_nodes))],
+    _ = erpc:multicall(Nodes, ?MODULE, close, [Tab], 10000),
+    ok.
+
+%% @doc Verify that transactions cannot write `Tab' on this node; if they could (something
+%% unforeseen reopened it), close it again and say so.
+-spec check(atom()) -> ok | {reclosed, atom()}.
+check(Tab) ->
+    case is_closed(Tab) of
+        true -> ok;
+        false -> ok = close(Tab), {reclosed, Tab}
+    end.
+
+%% @doc Whether a transaction on this node would be refused any write lock on `Tab' now and
+%% after Mnesia's next recomputation. `true' as well for a table that is unknown here or not
+%% read_only (nothing to close).
+-spec is_closed(atom()) -> boolean().
+is_closed(Tab) ->
+    case gvar({Tab, access_mode}) of
+        {ok, read_only} ->
+            gvar({Tab, where_to_write}) =:= {ok, []}
+                andalso case gvar({Tab, where_to_wlock}) of
+                            {ok, {[], _}} -> true;
+                            {ok, _} -> false;
+                            undefined -> true        % no lock target at all
+                        end;
+        _ -> true
+    end.
+
+%% @doc The server's write of `Record' to its local copy of `Tab'. If Mnesia recomputed the
+%% commit targets since ({no_exists, Tab}), reopen and write again.
+-spec write(atom(), tuple()) -> ok.
+write(Tab, Record) -> reopening(Tab, fun() -> mnesia:dirty_write(Tab, Record) end).
+
+%% @doc The server's delete of `Key' from its local copy of `Tab' (as {@link write/2}).
+-spec delete(atom(), term()) -> ok.
+delete(Tab, Key) -> reopening(Tab, fun() -> mnesia:dirty_delete(Tab, Key) end).
+
+%%% ------------------------------------------------------------- internals
+
+reopening(Tab, Write) ->
+    try Write()
+    catch exit:{aborted, {no_exists, Tab}} ->
+            ok = open(Tab),
+            Write()
+    end.
+
+%% What Mnesia's controller computes for a read_only table (mnesia_controller:
+%% add_active_replica/4 and update_where_to_wlock/1): no write targets. Checked again here,
+%% in the controller, where Mnesia changes the access mode.
+close_here(Tab) ->
+    case gvar({Tab, access_mode}) of
+        {ok, read_only} ->
+            Majority = gvar({Tab, majority}) =:= {ok, true},
+            mnesia_lib:set({Tab, where_to_write}, []),
+            mnesia_lib:set({Tab, where_to_wlock}, {[], Majority});
+        _ -> ok
+    end,
+    ok.
+
+%% Run `Fun' in Mnesia's controller process, which makes the recomputations that read and
+%% write these values: what it does is then never interleaved with them. From a process of
+%% its own (the controller's call links to its caller), for a bounded time: during Mnesia's
+%% start the controller holds calls back until the schema is merged.
+in_controller(Fun) ->
+    Self = self(),
+    Tag = make_ref(),
+    {Pid, Ref} = spawn_monitor(fun() -> Self ! {Tag, mnesia_controller:update(Fun)} end),
+    receive
+        {Tag, Result} -> erlang:demonitor(Ref, [flush]), Result;
+        {'DOWN', Ref, process, Pid, Reason} -> {error, Reason}
+    after ?CONTROLLER_TIMEOUT_MS ->
+            exit(Pid, kill),
+            receive {'DOWN', Ref, process, Pid, _} -> ok end,
+            receive {Tag, _} -> ok after 0 -> ok end,     % answered just in time: dropped
+            {error, timeout}
+    end.
+
+is_local(Tab) ->
+    case catch mnesia:system_info(local_tables) of
+        L when is_list(L) -> lists:member(Tab, L);
+        _ -> false
+    end.
+
+%% One of Mnesia's global variables, or `undefined' (not set, or Mnesia not running).
+gvar(Key) ->
+    try ets:lookup(mnesia_gvar, Key) of
+        [{_, V}] -> {ok, V};
+        [] -> undefined
+    catch error:badarg -> undefined
+    end.
