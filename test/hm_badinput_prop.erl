@@ -715,11 +715,12 @@ concrete({hm_ec, Tab, From, {op, {'$sym', O, Extra, Seq, P}}}) ->
     {hm_ec, Tab, From, {op, {Origin, Ts, fix_rec(Tab, P)}}};
 concrete(M) -> M.
 
-%% Members' messages carry the table's instance (its Mnesia cookie) last: add it for an
-%% existing EC table, as a member would; anything else goes as generated.
+%% Members' messages go in an envelope with the format version and the table's instance (its
+%% Mnesia cookie): made for an existing EC table as a member would; anything else goes as
+%% generated.
 envelope({hm_ec, Tab, From, Msg}) when is_atom(Tab) ->
     case lists:member(Tab, ?EC_TABS) of
-        true -> {hm_ec, Tab, From, Msg, mnesia:table_info(Tab, cookie)};
+        true -> hm_ec_wire:envelope(Tab, From, Msg, mnesia:table_info(Tab, cookie));
         false -> {hm_ec, Tab, From, Msg}
     end;
 envelope(M) -> M.

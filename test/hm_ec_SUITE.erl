@@ -284,8 +284,10 @@ bad_input(Config) ->
     %% a foreign message to the EC server is logged and dropped; the server lives on
     Pid = call(2, Config, erlang, whereis, [hm_ec_server]),
     Cookie = call(2, Config, mnesia, table_info, [Tab, cookie]),
-    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, 'evil@nowhere', {op, garbage}, Cookie}]),
-    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, node_n(1, Config), {op, garbage}, old}]),
+    call(2, Config, erlang, send,
+         [hm_ec_server, hm_ec_wire:envelope(Tab, 'evil@nowhere', {op, garbage}, Cookie)]),
+    call(2, Config, erlang, send,
+         [hm_ec_server, hm_ec_wire:envelope(Tab, node_n(1, Config), {op, garbage}, old)]),
     call(2, Config, erlang, send, [hm_ec_server, garbage]),
     Pid = call(2, Config, erlang, whereis, [hm_ec_server]),
     [] = contents(2, Config, Tab),
@@ -332,8 +334,9 @@ transactions_refused(Config) ->
 
 %% A table deleted and created again under the same name is another instance: a member's
 %% message for the old one (in flight, or queued at the receiver) must not reach the new one.
-%% Messages name the instance (Mnesia's cookie); here an operation that would apply cleanly is
-%% sent twice to node 2, with the old and the new cookie.
+%% Messages name the instance (Mnesia's cookie) and carry the wire format's version; here an
+%% operation that would apply cleanly is sent to node 2 with the old cookie, then in an
+%% envelope of another format version, then as it should be: only the last one applies.
 other_table_instance(Config) ->
     Tab = create(Config, [{type, pawset}]),
     Old = call(2, Config, mnesia, table_info, [Tab, cookie]),
@@ -344,11 +347,15 @@ other_table_instance(Config) ->
     N1 = node_n(1, Config),
     Origin = {N1, 1},
     Op = {op, {Origin, #{Origin => 1}, {async, k9, {write, {Tab, k9, stale, 1}, {1, N1}}}}},
-    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, N1, Op, Old}]),
+    Proc = hm_ec_table_server:name(Tab),
+    call(2, Config, erlang, send, [Proc, hm_ec_wire:envelope(Tab, N1, Op, Old)]),
+    Future = setelement(2, hm_ec_wire:envelope(Tab, N1, Op, New), hm_ec_wire:version() + 1),
+    call(2, Config, erlang, send, [Proc, Future]),
+    call(2, Config, erlang, send, [hm_ec_server, Future]),
     _ = call(2, Config, hypermnesia, info, [Tab]),            % handled (queued ops too)
     wait_until(fun() -> maps:get(queued_ops, call(2, Config, hypermnesia, info, [])) =:= 0 end),
     [] = call(2, Config, mnesia, dirty_read, [Tab, k9]),
-    call(2, Config, erlang, send, [hm_ec_server, {hm_ec, Tab, N1, Op, New}]),
+    call(2, Config, erlang, send, [hm_ec_server, hm_ec_wire:envelope(Tab, N1, Op, New)]),
     wait_until(fun() -> call(2, Config, mnesia, dirty_read, [Tab, k9]) =/= [] end),
     ok.
 

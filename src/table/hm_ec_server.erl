@@ -152,10 +152,14 @@ handle_cast(Msg, S) ->
     {noreply, drop({unknown_cast, Msg}, S)}.
 
 -spec handle_info(term(), map()) -> {noreply, map()}.
-handle_info(Msg = {hm_ec, Tab, FromNode, _, _}, S = #{tables := Ts}) when is_atom(FromNode) ->
-    case Ts of
-        #{Tab := {Pid, _, _}} -> Pid ! Msg, {noreply, S};
-        _ -> {noreply, drop({unknown_table, Tab, FromNode}, S)}
+handle_info(Env, S = #{tables := Ts}) when element(1, Env) =:= hm_ec ->
+    case hm_ec_wire:open(Env) of
+        {ok, Tab, FromNode, _, _} ->
+            case Ts of
+                #{Tab := {Pid, _, _}} -> Pid ! Env, {noreply, S};
+                _ -> {noreply, drop({unknown_table, Tab, FromNode}, S)}
+            end;
+        {error, Why} -> {noreply, drop({bad_envelope, Why}, S)}
     end;
 handle_info({tick, Ref}, S = #{tick_ref := Ref, ticks := N}) ->
     %% only this server's own timer ticks (a stray `tick' must not start another chain)

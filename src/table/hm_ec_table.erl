@@ -92,22 +92,39 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
             record = maps:get(record, O), cookie = maps:get(cookie, O), store = St,
             tcsb_opts = TOpts, events = maps:get(events, O, false)},
     Log = hm_ec_store:log_read(St),
-    case lists:keyfind(state, 1, Log) of
+    case restorable(Log) of
         {state, {Self, Delivered}} ->
             Logged = [M || {{_, _}, M} <- Log],
             Clears = [C || {clears, Cs} <- Log, C <- Cs],
             B = hm_tcsb:restore_log(Logged, hm_tcsb:new(Self, Ms, Delivered, TOpts)),
-            {T0#t{tcsb = B, clears = Clears},
+            {T0#t{tcsb = B, clears = Clears, store = with_format(St)},
              [{info, "hypermnesia: ~p restored from disc (~p unstable operations)",
                [Tab, length(Logged)]}]};
-        false ->
+        Other ->
             B = hm_tcsb:new({Node, maps:get(incarnation, O)}, Ms, #{}, TOpts),
+            Warn = [{info, "hypermnesia: ~p: the disc log is of format ~p, this release reads "
+                     "~p: catching up from the other copies instead", [Tab, V, hm_ec_wire:disc_version()]}
+                    || {unsupported_format, V} <- [Other]],
+            T1 = T0#t{tcsb = B, store = with_format(hm_ec_store:log_clear(St))},
             case Ms -- [Node] of
-                [] -> {T0#t{tcsb = B}, []};
-                Others -> {T0#t{tcsb = B, status = {syncing, [], []}},
-                           [{send, N, {snapshot_req}} || N <- Others]}
+                [] -> {T1, Warn};
+                Others -> {T1#t{status = {syncing, [], []}},
+                           Warn ++ [{send, N, {snapshot_req}} || N <- Others]}
             end
     end.
+
+%% The replica's state in a disc log this release can read (a log written before the format
+%% row existed has the same layout as format 1).
+restorable(Log) ->
+    Current = hm_ec_wire:disc_version(),
+    case {lists:keyfind(format, 1, Log), lists:keyfind(state, 1, Log)} of
+        {_, false} -> none;
+        {{format, Current}, State} -> State;
+        {false, State} -> State;
+        {{format, V}, _} -> {unsupported_format, V}
+    end.
+
+with_format(St) -> hm_ec_store:log_put(format, hm_ec_wire:disc_version(), St).
 
 %%% ================================================================ local operations
 
@@ -173,16 +190,17 @@ remote(From, {ops, Msgs}, T) when is_list(Msgs) ->
                 {T, []}, Msgs);
 remote(From, {op, Msg}, T = #t{status = {syncing, Raw, Empty}, tab = Tab}) ->
     %% not caught up yet: keep it for after the state transfer
-    case valid_op_msg(Msg) of
+    case hm_ec_wire:is_op_message(Msg) of
         false -> {T, [{drop, {bad_op_message, Tab, From}}]};
         true -> {T#t{status = {syncing, [Msg | Raw], Empty}}, []}
     end;
 remote(From, {snapshot_req}, T) ->
     {T, [{send, From, snapshot(T)}]};
-remote(_From, {snapshot, Snap = #{rows := Rows, meta := Meta, delivered := V, log := L,
-                                  clears := Cs}}, T = #t{status = {syncing, _, _}})
-  when is_list(Rows), is_list(Meta), is_map(V), is_list(L), is_list(Cs) ->
-    install(Snap, T);
+remote(From, Msg = {snapshot, Snap}, T = #t{status = {syncing, _, _}, tab = Tab}) ->
+    case hm_ec_wire:is_snapshot(Msg) of
+        true -> install(Snap, T);
+        false -> {T, [{drop, {bad_message, Tab, From, Msg}}]}
+    end;
 remote(From, {snapshot_empty}, T = #t{status = {syncing, Raw, Empty}, tcsb = B}) ->
     %% only when every other member holds nothing may this one start from nothing too
     Empty1 = lists:usort([From | Empty]),
@@ -197,7 +215,7 @@ remote(_From, {snapshot_empty}, T) ->
 remote(_From, {snapshot_none}, T) ->
     {T, []};                                    % that member cannot help yet
 remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
-    case valid_op_msg(Msg) andalso fits(T, Msg) of
+    case hm_ec_wire:is_op_message(Msg) andalso fits(T, Msg) of
         false -> {T, [{drop, {bad_op_message, Tab, From}}]};
         true ->
             {Ready, B1} = hm_tcsb:receive_op(Msg, B),
@@ -217,9 +235,11 @@ remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
                              end, H, Ready),
             {T1#t{hlc = H1}, Evs ++ Applied}
     end;
-remote(_From, {ack, Replica = {N, _}, V, Newest}, T = #t{tcsb = B})
-  when is_atom(N), is_map(V), is_map(Newest) ->
-    {T#t{tcsb = hm_tcsb:receive_ack(Replica, V, Newest, B)}, []};
+remote(From, Ack = {ack, Replica, V, Newest}, T = #t{tcsb = B, tab = Tab}) ->
+    case hm_ec_wire:is_ack(Ack) of
+        true -> {T#t{tcsb = hm_tcsb:receive_ack(Replica, V, Newest, B)}, []};
+        false -> {T, [{drop, {bad_message, Tab, From, Ack}}]}
+    end;
 remote(From, {applied, Dot}, T = #t{waiters = W}) ->
     case W of
         #{Dot := {Caller, Nodes}} ->
@@ -232,11 +252,6 @@ remote(From, {applied, Dot}, T = #t{waiters = W}) ->
 remote(From, Other, T = #t{tab = Tab}) ->
     {T, [{drop, {bad_message, Tab, From, Other}}]}.
 
-valid_op_msg(Msg = {{N, _}, _, {Mode, _Key, Op}}) when is_atom(N) ->
-    hm_causal_buffer:is_message(Msg) andalso (Mode =:= async orelse Mode =:= sync)
-        andalso valid_op(Op);
-valid_op_msg(_) -> false.
-
 %% A record operation names its record's own key, and the record fits the table.
 fits(#t{record = {Name, Arity}}, {_, _, {_, Key, Op}}) ->
     case Op of
@@ -247,12 +262,6 @@ fits(#t{record = {Name, Arity}}, {_, _, {_, Key, Op}}) ->
 
 fits_record(Rec, Key, Name, Arity) ->
     tuple_size(Rec) =:= Arity andalso element(1, Rec) =:= Name andalso element(2, Rec) =:= Key.
-
-valid_op({write, Rec, {H, N}}) -> is_tuple(Rec) andalso is_integer(H) andalso is_atom(N);
-valid_op(delete) -> true;
-valid_op({delete_object, Rec}) -> is_tuple(Rec);
-valid_op(clear) -> true;
-valid_op(_) -> false.
 
 %%% ================================================================ membership and links
 
@@ -348,7 +357,7 @@ empty_snapshot() -> #{rows => [], meta => [], delivered => #{}, log => [], clear
 install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := Clears},
         T = #t{tab = Tab, tcsb = Old, status = {syncing, Raw, _}, store = St0,
                tcsb_opts = TOpts, events = Ev}) ->
-    St1 = lists:foldl(fun hm_ec_store:delete/2, hm_ec_store:log_clear(St0),
+    St1 = lists:foldl(fun hm_ec_store:delete/2, with_format(hm_ec_store:log_clear(St0)),
                       hm_ec_store:all_keys(St0)),
     St2 = lists:foldl(fun hm_ec_store:meta_del/2, St1, hm_ec_store:meta_keys(St1)),
     St3 = lists:foldl(fun hm_ec_store:write/2, St2, Rows),

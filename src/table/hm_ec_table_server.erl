@@ -103,18 +103,24 @@ handle_cast(Msg, S) ->
     {noreply, drop({unknown_cast, Msg}, S)}.
 
 -spec handle_info(term(), map()) -> {noreply, map()} | {stop, normal, map()}.
-handle_info({hm_ec, Tab, FromNode, Msg = {op, _}, Cookie}, S = #{tab := Tab, inq := Q})
-  when is_atom(FromNode) ->
-    %% other members' operations wait in this process's own queue, applied a few at a time
-    %% behind whatever else arrives meanwhile (work/1)
-    {noreply, post_work(S#{inq := queue:in({Cookie, FromNode, Msg}, Q)})};
-handle_info({hm_ec, Tab, FromNode, {ops, Msgs}, Cookie}, S = #{tab := Tab, inq := Q})
-  when is_atom(FromNode), is_list(Msgs) ->
-    %% a retransmission round: its operations, in causal order
-    Q1 = lists:foldl(fun(M, Acc) -> queue:in({Cookie, FromNode, {op, M}}, Acc) end, Q, Msgs),
-    {noreply, post_work(S#{inq := Q1})};
-handle_info({hm_ec, Tab, FromNode, Msg, Cookie}, S = #{tab := Tab}) when is_atom(FromNode) ->
-    step(fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end, S);
+handle_info(Env, S = #{tab := Tab, inq := Q}) when element(1, Env) =:= hm_ec ->
+    case hm_ec_wire:open(Env) of
+        {ok, Tab, FromNode, Msg = {op, _}, Cookie} ->
+            %% other members' operations wait in this process's own queue, applied a few at
+            %% a time behind whatever else arrives meanwhile (work/1)
+            {noreply, post_work(S#{inq := queue:in({Cookie, FromNode, Msg}, Q)})};
+        {ok, Tab, FromNode, {ops, Msgs}, Cookie} when is_list(Msgs) ->
+            %% a retransmission round: its operations, in causal order
+            Q1 = lists:foldl(fun(M, Acc) -> queue:in({Cookie, FromNode, {op, M}}, Acc) end, Q,
+                             Msgs),
+            {noreply, post_work(S#{inq := Q1})};
+        {ok, Tab, FromNode, Msg, Cookie} ->
+            step(fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end, S);
+        {ok, Other, FromNode, _, _} ->
+            {noreply, drop({other_table, Other, FromNode}, S)};
+        {error, Why} ->
+            {noreply, drop({bad_envelope, Why}, S)}
+    end;
 handle_info(hm_work, S) ->
     work(S#{work_posted := false});
 handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
@@ -195,7 +201,7 @@ work(N, S = #{inq := Q}) ->
 run(Effs, S) -> lists:foldl(fun effect/2, S, Effs).
 
 effect({send, Node, Msg}, S = #{tab := Tab, t := T}) ->
-    Envelope = {hm_ec, Tab, node(), Msg, hm_ec_table:cookie(T)},
+    Envelope = hm_ec_wire:envelope(Tab, node(), Msg, hm_ec_table:cookie(T)),
     _ = erlang:send({name(Tab), Node}, Envelope, [noconnect, nosuspend]),
     S;
 effect({reply, From, Reply}, S) -> gen_server:reply(From, Reply), S;

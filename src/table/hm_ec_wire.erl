@@ -1,0 +1,76 @@
+%% @doc The format of what EC tables send between nodes and keep on disc, in one place: how a
+%% message is put in its envelope, how an envelope is opened and checked, the shapes of the
+%% messages the per-table core accepts, and the version of both formats.
+%%
+%% An envelope is `{hm_ec, Version, Tab, FromNode, Msg, Cookie}': the wire format's version,
+%% the table, the sending node, the message and the table instance (Mnesia's creation
+%% cookie: a table deleted and created again under the same name is another instance). A node
+%% opens only envelopes of its own version; anything else is dropped and logged (a node of a
+%% release with another format, or a foreign message), never applied.
+%%
+%% Messages (`Msg') between copies of a table, as {@link hm_ec_table} sends and accepts them:
+%% <ul>
+%% <li>`{op, Message}', `{ops, [Message]}': operations, `Message' being
+%% `{Origin, Timestamp, {async | sync, Key, Op}}' (see {@link is_op_message/1});</li>
+%% <li>`{ack, Replica, Delivered, Newest}': what a copy has delivered;</li>
+%% <li>`{applied, Dot}': a `sync' operation was applied;</li>
+%% <li>`{snapshot_req}', `{snapshot, Snapshot}', `{snapshot_empty}', `{snapshot_none}':
+%% state transfer.</li>
+%% </ul>
+%% On disc (`disc_copies' only) the log table `hm_log_Tab' holds a row `format' with
+%% {@link disc_version/0}; a copy whose log carries another version is not restored from it.
+-module(hm_ec_wire).
+
+-export([version/0, disc_version/0, envelope/4, open/1, is_op_message/1, is_ack/1,
+         is_snapshot/1]).
+
+-define(VERSION, 1).
+-define(DISC_VERSION, 1).
+
+%% @doc The wire format's version.
+-spec version() -> pos_integer().
+version() -> ?VERSION.
+
+%% @doc The version of the disc log's format.
+-spec disc_version() -> pos_integer().
+disc_version() -> ?DISC_VERSION.
+
+%% @doc `Msg' of table `Tab' (instance `Cookie') from node `From', in its envelope.
+-spec envelope(atom(), node(), term(), term()) -> tuple().
+envelope(Tab, From, Msg, Cookie) -> {hm_ec, ?VERSION, Tab, From, Msg, Cookie}.
+
+%% @doc Open an envelope: its table, sender, message and table instance, or why it is not
+%% one this node reads.
+-spec open(term()) -> {ok, atom(), node(), term(), term()} | {error, term()}.
+open({hm_ec, ?VERSION, Tab, From, Msg, Cookie}) when is_atom(Tab), is_atom(From) ->
+    {ok, Tab, From, Msg, Cookie};
+open({hm_ec, V, _, _, _, _}) when V =/= ?VERSION -> {error, {unsupported_version, V}};
+open(_) -> {error, not_an_envelope}.
+
+%% @doc Whether a term is an operation message: an origin `{Node, Incarnation}', a version
+%% vector with a positive entry for the origin, and a payload `{async | sync, Key, Op}'
+%% whose `Op' is a write of a record with its hybrid clock, a delete, a delete_object of a
+%% record, or a clear.
+-spec is_op_message(term()) -> boolean().
+is_op_message(Msg = {{N, _}, _, {Mode, _Key, Op}}) when is_atom(N) ->
+    hm_causal_buffer:is_message(Msg) andalso (Mode =:= async orelse Mode =:= sync)
+        andalso is_op(Op);
+is_op_message(_) -> false.
+
+is_op({write, Rec, {H, N}}) -> is_tuple(Rec) andalso is_integer(H) andalso is_atom(N);
+is_op(delete) -> true;
+is_op({delete_object, Rec}) -> is_tuple(Rec);
+is_op(clear) -> true;
+is_op(_) -> false.
+
+%% @doc Whether a term is an acknowledgement.
+-spec is_ack(term()) -> boolean().
+is_ack({ack, {N, _}, V, Newest}) -> is_atom(N) andalso is_map(V) andalso is_map(Newest);
+is_ack(_) -> false.
+
+%% @doc Whether a term is a state transfer's snapshot: rows, metadata rows, the delivered
+%% vector, the logged operations and the unstable clears.
+-spec is_snapshot(term()) -> boolean().
+is_snapshot({snapshot, #{rows := Rows, meta := Meta, delivered := V, log := L, clears := Cs}}) ->
+    is_list(Rows) andalso is_list(Meta) andalso is_map(V) andalso is_list(L) andalso is_list(Cs);
+is_snapshot(_) -> false.

@@ -1,0 +1,64 @@
+%% @doc EUnit tests of the wire and disc formats ({@link hm_ec_wire}) and of how the table
+%% core treats a disc log of another format.
+-module(hm_ec_wire_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+envelope_round_trip_test() ->
+    Env = hm_ec_wire:envelope(t, n1, {snapshot_req}, c),
+    ?assertEqual({ok, t, n1, {snapshot_req}, c}, hm_ec_wire:open(Env)).
+
+other_versions_and_foreign_terms_are_refused_test() ->
+    Env = hm_ec_wire:envelope(t, n1, {snapshot_req}, c),
+    Next = hm_ec_wire:version() + 1,
+    ?assertEqual({error, {unsupported_version, Next}}, hm_ec_wire:open(setelement(2, Env, Next))),
+    ?assertEqual({error, not_an_envelope}, hm_ec_wire:open({hm_ec, t, n1, {snapshot_req}, c})),
+    ?assertEqual({error, not_an_envelope},
+                 hm_ec_wire:open(setelement(3, Env, "not a table name"))),
+    ?assertEqual({error, not_an_envelope}, hm_ec_wire:open(garbage)).
+
+message_shapes_test() ->
+    O = {n1, 1},
+    Good = {O, #{O => 1}, {async, k, {write, {t, k, v}, {5, n1}}}},
+    ?assert(hm_ec_wire:is_op_message(Good)),
+    ?assert(hm_ec_wire:is_op_message({O, #{O => 2}, {sync, k, delete}})),
+    ?assertNot(hm_ec_wire:is_op_message({O, #{O => 1}, {async, k, {write, {t, k, v}, nohlc}}})),
+    ?assertNot(hm_ec_wire:is_op_message({O, #{O => 0}, {async, k, delete}})),
+    ?assertNot(hm_ec_wire:is_op_message({O, #{}, {async, k, delete}})),
+    ?assertNot(hm_ec_wire:is_op_message({O, #{O => 1}, {later, k, delete}})),
+    ?assert(hm_ec_wire:is_ack({ack, O, #{O => 3}, #{n1 => 1}})),
+    ?assertNot(hm_ec_wire:is_ack({ack, O, [], #{}})),
+    Snap = #{rows => [], meta => [], delivered => #{}, log => [], clears => []},
+    ?assert(hm_ec_wire:is_snapshot({snapshot, Snap})),
+    ?assertNot(hm_ec_wire:is_snapshot({snapshot, Snap#{rows := not_a_list}})),
+    ?assertNot(hm_ec_wire:is_snapshot({snapshot, maps:remove(clears, Snap)})).
+
+table(Store, Members) ->
+    hm_ec_table:new(#{tab => t, type => pawset, policy => term_order, record => {t, 3},
+                      cookie => c, node => n1, incarnation => 7, members => Members,
+                      store => Store}).
+
+%% A disc copy restores from its log when the log is of this release's format (or older than
+%% the format row, same layout), and catches up from the others when it is of another one.
+disc_log_format_test() ->
+    Self = {n1, 3},
+    Delivered = #{Self => 2},
+    Disc = fun(Format) ->
+                   St0 = hm_ec_store:log_put(state, {Self, Delivered},
+                                             hm_ec_store_map:new(set, disc)),
+                   case Format of
+                       none -> St0;
+                       V -> hm_ec_store:log_put(format, V, St0)
+                   end
+           end,
+    {T1, _} = table(Disc(hm_ec_wire:disc_version()), [n1, n2]),
+    ?assertEqual(ready, hm_ec_table:status(T1)),
+    ?assertEqual(Self, hm_tcsb:self(hm_ec_table:tcsb(T1))),
+    {T2, _} = table(Disc(none), [n1, n2]),
+    ?assertEqual(Self, hm_tcsb:self(hm_ec_table:tcsb(T2))),
+    ?assertMatch([_], [F || {format, F} <- hm_ec_store:log_read(hm_ec_table:store(T2))]),
+    {T3, Effs} = table(Disc(hm_ec_wire:disc_version() + 1), [n1, n2]),
+    ?assertEqual(syncing, hm_ec_table:status(T3)),
+    ?assertEqual({n1, 7}, hm_tcsb:self(hm_ec_table:tcsb(T3))),
+    ?assert(lists:member({send, n2, {snapshot_req}}, Effs)),
+    ?assertEqual([{format, hm_ec_wire:disc_version()}],
+                 hm_ec_store:log_read(hm_ec_table:store(T3))).
