@@ -24,8 +24,6 @@
 -type ec_type() :: pawset | prwset.
 -type policy() :: term_order | lww | siblings.
 
--define(PROP, hm_ec).
--define(READY_WAIT_MS, 5000).
 
 %% @doc Start Mnesia if it is not running, then Hypermnesia.
 -spec start() -> ok | {error, term()}.
@@ -38,199 +36,28 @@ start() ->
 %% @doc Create a table. With `{type, pawset | prwset}' it is an EC table; other options are
 %% Mnesia's own (`attributes', `record_name', `index', `ram_copies', `disc_copies', ...),
 %% plus `{conflict, term_order | lww | siblings}' (default `term_order'). With a Mnesia type
-%% (`set', `bag', `ordered_set') or none, this is `mnesia:create_table/2'.
+%% (`set', `bag', `ordered_set') or none, this is `mnesia:create_table/2'. An EC table is never
+%% an `ordered_set'; see {@link hm_ec_registry:create_table/2} and docs/guide.md.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
-create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
-    case is_options(Opts) of
-        true -> create_table_checked(Tab, Opts);
-        false -> {aborted, {badarg, Tab, Opts}}
-    end;
-create_table(Tab, Opts) -> {aborted, {badarg, Tab, Opts}}.
+create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
 
-%% A proper list of non-empty tuples (Mnesia's own check comes later, per option).
-is_options(Opts) ->
-    try length(Opts) of
-        _ -> lists:all(fun(O) -> is_tuple(O) andalso tuple_size(O) >= 1 end, Opts)
-    catch error:badarg -> false
-    end.
-
-create_table_checked(Tab, Opts) ->
-    case proplists:get_value(type, Opts) of
-        T when T =:= pawset; T =:= prwset -> create_ec_table(Tab, T, Opts);
-        _ ->
-            case lists:keymember(conflict, 1, Opts) of
-                true -> {aborted, {bad_ec_option, Tab, {conflict, without_ec_type}}};
-                false -> mnesia:create_table(Tab, Opts)
-            end
-    end.
-
-create_ec_table(Tab, Type, Opts) ->
-    Policy = proplists:get_value(conflict, Opts, term_order),
-    Copies = [{K, V} || {K, V} <- Opts, K =:= ram_copies orelse K =:= disc_copies],
-    %% Mnesia options an EC table cannot take, including a second table type (an EC table is
-    %% a set, or a bag for siblings: never an ordered_set)
-    Bad = [O || O <- Opts, not is_tuple(O) orelse
-                    lists:member(element(1, O), [local_content, disc_only_copies, majority, access_mode])]
-        ++ [O || O = {type, T} <- Opts, T =/= Type],
-    case {lists:member(Policy, [term_order, lww, siblings]), Bad, not_db_nodes(Copies)} of
-        {false, _, _} -> {aborted, {bad_ec_option, Tab, {conflict, Policy}}};
-        {true, [B | _], _} -> {aborted, {bad_ec_option, Tab, B}};
-        {true, [], [Node | _]} ->
-            %% Mnesia accepts a ram copy there (and never loads it); an EC copy there would
-            %% never catch up and would hold back the others' stability for good. Mnesia's
-            %% own answer for a disc copy on a node it does not run on.
-            {aborted, {not_active, Tab, Node}};
-        {true, [], []} ->
-            Meta = meta_table(Tab),
-            Log = log_table(Tab),
-            UserOpts = [O || O = {K, _} <- Opts, K =/= type, K =/= conflict],
-            Props = #{type => Type, conflict => Policy, meta => Meta, log => Log},
-            %% read_only: Mnesia's transactions cannot write it (hm_ec_server opens it for
-            %% its own dirty writes only)
-            StorageOpts = [{local_content, true}, {access_mode, read_only},
-                           {type, case Policy of siblings -> bag; _ -> set end},
-                           {user_properties, [{?PROP, Props}]} | UserOpts],
-            MetaOpts = [{local_content, true}, {record_name, hm_meta},
-                        {attributes, [key, state]} | Copies],
-            LogOpts = [{local_content, true}, {record_name, hm_log},
-                       {attributes, [key, value]} | Copies],
-            create_all([{Meta, MetaOpts}, {Log, LogOpts}, {Tab, StorageOpts}], Tab, [])
-    end.
-
-%% Copy holders named that are not Mnesia db nodes (checked while Mnesia runs here; if it does
-%% not, mnesia:create_table/2 answers node_not_running).
-not_db_nodes(Copies) ->
-    case mnesia:system_info(is_running) of
-        yes ->
-            DbNodes = mnesia:system_info(db_nodes),
-            [N || {_, Ns} <- Copies, is_list(Ns), N <- Ns, not lists:member(N, DbNodes)];
-        _ -> []
-    end.
-
-%% The helper tables first, the table itself last (it is what makes the table an EC table);
-%% on failure the ones created are removed.
-create_all([], Tab, _Done) ->
-    %% Mnesia marks a new local_content copy writable despite read_only: closed on every
-    %% copy holder now, so that no later recomputation lets transactions write it
-    ok = hm_ec_mnesia:close_everywhere(Tab),
-    refresh_servers(Tab),
-    %% a new copy refuses writes until it has caught up (hm_ec_server); the copies of a new
-    %% table release each other within a tick or two when they can all talk
-    wait_ready(Tab, erlang:monotonic_time(millisecond) + ?READY_WAIT_MS),
-    {atomic, ok};
-create_all([{T, Opts} | Rest], Tab, Done) ->
-    case mnesia:create_table(T, Opts) of
-        {atomic, ok} -> create_all(Rest, Tab, [T | Done]);
-        Aborted ->
-            _ = [mnesia:delete_table(D) || D <- Done],
-            case Aborted of
-                {aborted, {already_exists, _}} -> {aborted, {already_exists, Tab}};
-                _ -> Aborted
-            end
-    end.
-
-meta_table(Tab) -> list_to_atom("hm_meta_" ++ atom_to_list(Tab)).
-log_table(Tab) -> list_to_atom("hm_log_" ++ atom_to_list(Tab)).
-
-%% The tables behind an EC table: helpers first.
-helpers(#{meta := Meta, log := Log}) -> [Meta, Log].
-
-%% Tell every copy holder's server about the table now rather than at its next refresh.
-refresh_servers(Tab) -> refresh_servers_on(copy_nodes(Tab)).
-
-%% Until every reachable copy of `Tab' is ready, or the deadline (a copy that cannot reach
-%% all the others stays syncing until it can: create_table/2 returns anyway).
-wait_ready(Tab, Deadline) ->
-    Syncing = [N || N <- copy_nodes(Tab), N =:= node() orelse lists:member(N, nodes()),
-                    case catch gen_server:call({hm_ec_server, N}, {info, Tab}, 5000) of
-                        #{status := syncing} -> true;
-                        {error, {not_ec_table, _}} -> true;     % not taken up yet
-                        _ -> false       % ready, or no server there (application not running)
-                    end],
-    case Syncing =/= [] andalso erlang:monotonic_time(millisecond) < Deadline of
-        true -> timer:sleep(20), wait_ready(Tab, Deadline);
-        false -> ok
-    end.
-
-copy_nodes(Tab) -> mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies).
-
-refresh_servers_on(Nodes) ->
-    _ = [catch gen_server:call({hm_ec_server, N}, refresh, 5000)
-         || N <- Nodes, N =:= node() orelse lists:member(N, nodes())],
-    ok.
-
-%% @doc Delete a table (an EC table with its metadata).
+%% @doc Delete a table; for an EC table, its helper tables too.
 -spec delete_table(atom()) -> {atomic, ok} | {aborted, term()}.
-delete_table(Tab) ->
-    case ec_options(Tab) of
-        {ok, Opts} ->
-            Nodes = copy_nodes(Tab),
-            case writable(Tab, fun() -> mnesia:delete_table(Tab) end) of
-                {atomic, ok} ->
-                    _ = [mnesia:delete_table(H) || H <- helpers(Opts)],
-                    refresh_servers_on(Nodes),             % they forget it now
-                    {atomic, ok};
-                Aborted -> Aborted
-            end;
-        error -> mnesia:delete_table(Tab)
-    end.
+delete_table(Tab) -> hm_ec_registry:delete_table(Tab).
 
-%% @doc Add a copy of a table on `Node'. For an EC table the new copy catches up from the
-%% others.
+%% @doc Add a copy (`ram_copies' or `disc_copies') of a table on `Node'; a new EC copy catches
+%% up by state transfer before it takes writes.
 -spec add_table_copy(atom(), node(), ram_copies | disc_copies) -> {atomic, ok} | {aborted, term()}.
-add_table_copy(Tab, Node, Type) ->
-    case ec_options(Tab) of
-        {ok, _} when Type =/= ram_copies, Type =/= disc_copies ->
-            {aborted, {bad_ec_option, Tab, Type}};
-        {ok, Opts} -> add_copies(helpers(Opts) ++ [Tab], Tab, Node, Type, []);
-        error -> mnesia:add_table_copy(Tab, Node, Type)
-    end.
+add_table_copy(Tab, Node, Type) -> hm_ec_registry:add_table_copy(Tab, Node, Type).
 
-add_copies([], Tab, _Node, _Type, _Done) ->
-    ok = hm_ec_mnesia:close_everywhere(Tab),
-    refresh_servers(Tab),
-    {atomic, ok};
-add_copies([T | Rest], Tab, Node, Type, Done) ->
-    case mnesia:add_table_copy(T, Node, Type) of
-        {atomic, ok} -> add_copies(Rest, Tab, Node, Type, [T | Done]);
-        Aborted -> _ = [mnesia:del_table_copy(D, Node) || D <- Done], Aborted
-    end.
-
-%% @doc Remove the copy on `Node'. For an EC table, `Node' stops being a member, so a node
-%% that is gone for good no longer holds back stability.
+%% @doc Remove the copy of a table on `Node' (for an EC table: `Node' stops being a member).
 -spec del_table_copy(atom(), node()) -> {atomic, ok} | {aborted, term()}.
-del_table_copy(Tab, Node) ->
-    case ec_options(Tab) of
-        {ok, Opts} ->
-            case writable(Tab, fun() -> mnesia:del_table_copy(Tab, Node) end) of
-                {atomic, ok} -> _ = [mnesia:del_table_copy(H, Node) || H <- helpers(Opts)],
-                                refresh_servers(Tab),
-                                {atomic, ok};
-                Aborted -> Aborted
-            end;
-        error -> mnesia:del_table_copy(Tab, Node)
-    end.
+del_table_copy(Tab, Node) -> hm_ec_registry:del_table_copy(Tab, Node).
 
-%% Mnesia write-locks a table to delete it or a copy of it, and an EC table is read_only for
-%% Mnesia (create_table/2): it is read_write for the time of the change (a transaction writing
-%% it right then would not be refused), and read_only again unless it is gone.
-writable(Tab, Change) ->
-    case mnesia:change_table_access_mode(Tab, read_write) of
-        {atomic, ok} ->
-            Result = Change(),
-            _ = mnesia:change_table_access_mode(Tab, read_only),  % aborts if it is gone
-            Result;
-        Aborted -> Aborted
-    end.
-
-%% @doc `mnesia:restore/2' for a backup that holds EC tables (Mnesia's own aborts with
-%% `{no_exists, Tab}' on them). Same arguments and results. Each EC table is restored by EC
-%% operations issued on this node: `clear_tables' (the default) clears it and writes the
-%% backup's records, `keep_tables' writes them over what is there, `recreate_tables' is
-%% refused with `{aborted, {recreate_ec_table, Tab}}'; helper tables are never restored, and
-%% every other table is restored by Mnesia, first. See {@link hm_ec_restore}.
+%% @doc `mnesia:restore/2' for backups that hold EC tables: EC tables are restored by EC
+%% operations; see {@link hm_ec_registry:restore/2}.
 -spec restore(term(), [tuple()]) -> {atomic, [atom()]} | {aborted, term()}.
-restore(Opaque, Args) -> hm_ec_restore:restore(Opaque, Args, fun ec_options/1).
+restore(Opaque, Args) -> hm_ec_registry:restore(Opaque, Args).
 
 %% @doc Run `Fun' in the `async_ec' access context: like `mnesia:async_dirty/1', and writes
 %% to EC tables are eventually consistent. Returns what `Fun' returns; exits with
@@ -303,20 +130,8 @@ if_running(Fun) ->
 
 %% @doc Whether `Tab' is an EC table.
 -spec is_ec_table(atom()) -> boolean().
-is_ec_table(Tab) -> ec_options(Tab) =/= error.
+is_ec_table(Tab) -> hm_ec_registry:is_ec_table(Tab).
 
 %% @doc The EC options of a table (`#{type, conflict, meta, log}'), or `error'.
 -spec ec_options(atom()) -> {ok, #{atom() => term()}} | error.
-ec_options(Tab) ->
-    case catch mnesia:table_info(Tab, user_properties) of
-        Props when is_list(Props) ->
-            case lists:keyfind(?PROP, 1, Props) of
-                %% only what create_table/2 wrote counts: a user's own property of that name
-                %% does not make a table an EC table
-                {?PROP, Opts = #{type := T, conflict := P, meta := M, log := L}}
-                  when (T =:= pawset orelse T =:= prwset), is_atom(P), is_atom(M), is_atom(L) ->
-                    {ok, Opts};
-                _ -> error
-            end;
-        _ -> error
-    end.
+ec_options(Tab) -> hm_ec_registry:ec_options(Tab).

@@ -71,7 +71,7 @@ clear_table(Tid, Ts, Tab, Obj) ->
         true -> submit(Tid, Tab, {'$all', clear})
     end.
 
-ec(Tab) -> is_atom(Tab) andalso hypermnesia:is_ec_table(Tab).
+ec(Tab) -> is_atom(Tab) andalso hm_ec_registry:is_ec_table(Tab).
 
 %% What mnesia:write/5 and mnesia:delete_object/5 accept at all.
 is_record_tuple(Val) -> is_tuple(Val) andalso tuple_size(Val) > 2.

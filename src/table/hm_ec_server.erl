@@ -124,7 +124,7 @@ handle_call(info, _From, S = #{tables := Ts}) ->
               queued_ops => lists:sum([Q || {_, Q} <- maps:values(Infos)]),
               tables => maps:map(fun(_, {I, _}) -> I end, Infos)}, S};
 handle_call({info, Tab}, _From, S0) ->
-    S = case hypermnesia:is_ec_table(Tab) of
+    S = case hm_ec_registry:is_ec_table(Tab) of
             true -> S0;
             false -> refresh_tables(S0)            % deleted meanwhile: forget it now
         end,
@@ -231,7 +231,7 @@ refresh_tables(S0) ->
                          end
                  end, maps:get(tables, S1)),
     Ec = [{Tab, Opts} || Tab <- Local, not maps:is_key(Tab, maps:get(tables, S1)),
-                         {ok, Opts} <- [hypermnesia:ec_options(Tab)]],
+                         {ok, Opts} <- [hm_ec_registry:ec_options(Tab)]],
     lists:foldl(fun({Tab, Opts = #{meta := M, log := L}}, Acc) ->
                         case mnesia:wait_for_tables([Tab, M, L], 0) of
                             ok -> take_up(Tab, Opts, Acc);
