@@ -102,7 +102,7 @@ BENCH_ERL = HM_BENCH_T0=$(BENCH_T0) erl -noshell -pa _build/default/lib/hypermne
 bench-build: compile
 	@scripts/bootstrap gnuplot-nox
 	mkdir -p _build/bench bench/results
-	erlc +debug_info -o _build/bench bench/hm_bench.erl
+	erlc +debug_info -o _build/bench bench/hm_bench.erl test/hm_cluster.erl
 
 bench: bench-build
 	$(BENCH_ERL) -eval 'hm_bench:main(["quick"]), halt().'
