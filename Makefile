@@ -30,8 +30,10 @@ dialyzer: bootstrap
 	$(REBAR) dialyzer
 
 ## The demos live in examples/, outside the application (they start peer nodes): they are
-## compiled here into _build/examples, with the peer-cluster harness they run on.
-EXAMPLES_ERL = erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/examples
+## compiled here into _build/examples, with the peer-cluster harness they run on, and come
+## first in the code path (before any hm_demo.beam left in ebin by a build from when they
+## were in src/).
+EXAMPLES_ERL = erl -noshell -pa _build/examples _build/default/lib/hypermnesia/ebin
 
 examples-build: compile
 	mkdir -p _build/examples
