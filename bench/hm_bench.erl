@@ -1,7 +1,8 @@
 %% @doc `make bench' / `make bench-full': Mnesia's own benchmark workload (the
 %% subscriber / group / server / session tables and the transaction types t1..t5, §5.3–5.4 of
-%% the paper <em>Hypermnesia: Eventual Consistency in Mnesia</em>) run under five access contexts in the same run: `transaction', `sync_dirty',
-%% `async_dirty', and `async_ec' on `pawset' and on `prwset' EC tables. It measures what the
+%% the paper <em>Hypermnesia: Eventual Consistency in Mnesia</em>) run under five access
+%% contexts in the same run: `transaction', `sync_dirty', `async_dirty', and `async_ec' on
+%% `pawset' and on `prwset' EC tables. It measures what the
 %% paper measures in §5.5–5.10: throughput and latency per context (§5.5–5.8), space overhead
 %% after quiescence (§5.9), time to convergence, and throughput per second through a real
 %% network partition (§5.10, Fig. 12).
