@@ -3,8 +3,8 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell demo bench-crdt bench bench-full \
-        bench-build sim sim-report faults clean
+.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt \
+        bench-crdt bench bench-full bench-build sim sim-report faults clean
 
 all: compile
 
@@ -29,9 +29,25 @@ ct: bootstrap
 dialyzer: bootstrap
 	$(REBAR) dialyzer
 
+## The demos live in examples/, outside the application (they start peer nodes): they are
+## compiled here into _build/examples, with the peer-cluster harness they run on, and come
+## first in the code path (before any hm_demo.beam left in ebin by a build from when they
+## were in src/).
+EXAMPLES_ERL = erl -noshell -pa _build/examples _build/default/lib/hypermnesia/ebin
+
+examples-build: compile
+	mkdir -p _build/examples
+	erlc +debug_info -o _build/examples examples/hm_demo.erl examples/hm_crdt_demo.erl \
+	    test/hm_cluster.erl
+
 ## make demo: three real nodes, an EC table, a real partition, writes on both sides, heal.
-demo: compile
-	erl -noshell -pa _build/default/lib/hypermnesia/ebin -eval 'hm_demo:main(), halt().'
+demo: examples-build
+	$(EXAMPLES_ERL) -eval 'hm_demo:main(), halt().'
+
+## make demo-crdt: the CRDT library alone, in one process: three replicas of a shopping cart,
+## a partition, writes on both sides, heal, in every flavor.
+demo-crdt: examples-build
+	$(EXAMPLES_ERL) -eval 'hm_crdt_demo:main(), halt().'
 
 ## make shell: an Erlang shell with hypermnesia compiled and loaded.
 shell: bootstrap
@@ -88,7 +104,7 @@ BENCH_ERL = HM_BENCH_T0=$(BENCH_T0) erl -noshell -pa _build/default/lib/hypermne
 bench-build: compile
 	@scripts/bootstrap gnuplot-nox
 	mkdir -p _build/bench bench/results
-	erlc +debug_info -o _build/bench bench/hm_bench.erl
+	erlc +debug_info -o _build/bench bench/hm_bench.erl test/hm_cluster.erl
 
 bench: bench-build
 	$(BENCH_ERL) -eval 'hm_bench:main(["quick"]), halt().'

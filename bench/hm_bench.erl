@@ -1,7 +1,8 @@
 %% @doc `make bench' / `make bench-full': Mnesia's own benchmark workload (the
-%% subscriber / group / server / session tables and the transaction types t1..t5, seed 000
-%% §5.3–5.4) run under five access contexts in the same run: `transaction', `sync_dirty',
-%% `async_dirty', and `async_ec' on `pawset' and on `prwset' EC tables. It measures what the
+%% subscriber / group / server / session tables and the transaction types t1..t5, §5.3–5.4 of
+%% the paper <em>Hypermnesia: Eventual Consistency in Mnesia</em>) run under five access
+%% contexts in the same run: `transaction', `sync_dirty', `async_dirty', and `async_ec' on
+%% `pawset' and on `prwset' EC tables. It measures what the
 %% paper measures in §5.5–5.10: throughput and latency per context (§5.5–5.8), space overhead
 %% after quiescence (§5.9), time to convergence, and throughput per second through a real
 %% network partition (§5.10, Fig. 12).
@@ -10,9 +11,11 @@
 %%
 %% Every run has the four phases of the paper (§5.4): populate, warm-up, measure, cool-down.
 %% Request generators are processes on every node; each runs its requests on its own node's
-%% replica. The nodes are OTP `peer' nodes controlled over standard I/O, and the partition is
-%% a real one (per-side wrong cookies, then `disconnect_node'), healed by restoring the
-%% cookies only: Hypermnesia reconnects and re-joins Mnesia by itself.
+%% replica. The nodes are started by the project's peer-cluster harness (test/hm_cluster.erl:
+%% OTP `peer' nodes controlled over standard I/O), and the partition is a real one
+%% ({@link hm_cluster:cut/3}: per-side wrong cookies, then `disconnect_node'), healed by
+%% restoring the cookies only ({@link hm_cluster:heal/2} without waiting): Hypermnesia
+%% reconnects and re-joins Mnesia by itself.
 %%
 %% Each run writes `bench/results/<profile>-<date>.json' (the record), PNG plots (gnuplot),
 %% `<profile>-<date>.md' (every table and the profiling evidence), and rewrites the section
@@ -234,10 +237,8 @@ main([Name]) ->
     Date = date_string(),
     Load0 = loadavg(),
     Started = list_to_binary(clock()),
-    put(peers, []),
     Res = try run_profile(P)
           catch C:R:St -> io:format("BENCH FAILED: ~p:~p~n~p~n", [C, R, St]), error
-          after stop_all()
           end,
     case Res of
         error -> erlang:halt(1);
@@ -356,53 +357,20 @@ with_cluster(P, F) ->
 
 %%% ============================================================= cluster
 
+%% N nodes started by hm_cluster (a fresh temporary directory, deleted by stop_cluster/1),
+%% with this module on their code path and the netsplit log filter; the bench keeps the
+%% node names and the storage type beside the cluster.
 cluster(N, Storage) ->
-    _ = os:cmd("epmd -daemon"),
-    Dir = filename:join("/tmp", lists:concat(["hm_bench_", os:getpid(), "_",
-                                               erlang:unique_integer([positive])])),
-    ok = file:make_dir(Dir),
-    Paths = lists:append([["-pa", filename:absname(filename:dirname(code:which(M)))]
-                          || M <- [hypermnesia, ?MODULE]]),
-    Cookie = ["-setcookie", "hm_bench_" ++ os:getpid()],
-    Peers = [start_peer(I, Dir, Paths ++ Cookie) || I <- lists:seq(1, N)],
-    C = #{peers => [Pr || {Pr, _} <- Peers], nodes => [Nd || {_, Nd} <- Peers], dir => Dir,
-          storage => Storage},
-    Nodes = maps:get(nodes, C),
-    [pong = call(C, 1, net_adm, ping, [Nd]) || Nd <- tl(Nodes)],
-    ok = call(C, 1, mnesia, create_schema, [Nodes]),
-    [begin
-         ok = call(C, I, logger, add_primary_filter,
-                   [hm_bench_netsplit, {fun ?MODULE:netsplit_filter/2, []}]),
-         ok = call(C, I, application, load, [hypermnesia]),
-         ok = call(C, I, application, set_env, [hypermnesia, max_backoff_ms, 500]),
-         ok = call(C, I, hypermnesia, start, [])
-     end || I <- ids(C)],
-    wait_whole(C),
-    C.
+    HC = hm_cluster:start(#{nodes => N, prefix => "bench", modules => [?MODULE],
+                            log_filter => {hm_bench_netsplit,
+                                           {fun ?MODULE:netsplit_filter/2, []}}}),
+    #{cluster => HC, nodes => hm_cluster:nodes(HC), storage => Storage}.
 
-start_peer(I, Dir, Args) ->
-    Name = list_to_atom(lists:concat(["bench", I, "_", os:getpid()])),
-    MDir = "\"" ++ filename:join(Dir, atom_to_list(Name)) ++ "\"",
-    {ok, P, N} = peer:start(#{name => Name, connection => standard_io,
-                              args => Args ++ ["-connect_all", "false",
-                                               "-kernel", "prevent_overlapping_partitions",
-                                               "false", "-mnesia", "dir", MDir]}),
-    put(peers, [P | get(peers)]),
-    {P, N}.
+stop_cluster(#{cluster := HC}) -> hm_cluster:stop(HC).
 
-stop_cluster(#{peers := Ps, dir := Dir}) ->
-    _ = [catch peer:stop(P) || P <- Ps],
-    put(peers, get(peers) -- Ps),
-    _ = file:del_dir_r(Dir),
-    ok.
+ids(#{cluster := HC}) -> hm_cluster:ids(HC).
 
-stop_all() ->
-    _ = [catch peer:stop(P) || P <- get(peers)],
-    ok.
-
-ids(#{nodes := Ns}) -> lists:seq(1, length(Ns)).
-
-call(#{peers := Ps}, I, M, F, A) -> peer:call(lists:nth(I, Ps), M, F, A, ?CALL_MS).
+call(#{cluster := HC}, I, M, F, A) -> hm_cluster:call(HC, I, M, F, A, ?CALL_MS).
 
 %% the same call on every node, in parallel
 pcall(C, M, F, A) ->
@@ -414,6 +382,8 @@ pcall(C, M, F, A) ->
             end || I <- ids(C)],
     [receive {R, X} -> X end || R <- Refs].
 
+%% after the timeline's heal: `ok' once Mnesia runs as one cluster again, `timeout' after
+%% 30 s (the timeline's `rejoined')
 wait_whole(C) ->
     Whole = lists:sort(maps:get(nodes, C)),
     wait_until(fun() ->
@@ -422,6 +392,8 @@ wait_whole(C) ->
                                  end, ids(C))
                end, 30000).
 
+%% `ok', or `timeout' as a result the report shows (hm_cluster:wait_until/2 raises instead);
+%% it polls every 20 ms, the resolution of the convergence times
 wait_until(F, Ms) -> wait_until(F, now_ms() + Ms, 20).
 wait_until(F, Deadline, Poll) ->
     case F() of
@@ -533,9 +505,10 @@ timeline(C, P, Ctx, Tot, From, To) ->
     N = length(maps:get(nodes, C)),
     Side1 = lists:seq(1, N - 1), Side2 = [N],
     sleep_until(StartAt + From * 1000),
-    partition(C, Side1, Side2),
+    ok = hm_cluster:cut(maps:get(cluster, C), Side1, Side2),
     sleep_until(StartAt + To * 1000),
-    heal(C),
+    %% cookies restored, nothing else: the reconnection is part of what is measured
+    ok = hm_cluster:heal(maps:get(cluster, C), #{wait => false}),
     HealAt = now_ms_sys(),
     Results = pcall(C, ?MODULE, node_collect, [Tot * 1000 + 60000]),
     Samples = pcall(C, ?MODULE, node_sample_stop, [StartAt]),
@@ -564,23 +537,6 @@ timeline(C, P, Ctx, Tot, From, To) ->
 %% seconds Start.. (1-based) of a per-second series, Len of them, nothing when out of range
 sub(L, Start, Len) when Start =< length(L), Len > 0 -> lists:sublist(L, Start, Len);
 sub(_, _, _) -> [].
-
-partition(C, Side1, Side2) ->
-    Cut = fun(I) -> list_to_atom("cut" ++ integer_to_list(I)) end,
-    Nd = fun(I) -> lists:nth(I, maps:get(nodes, C)) end,
-    [begin
-         true = call(C, I, erlang, set_cookie, [Nd(J), Cut(I)]),
-         true = call(C, I, erlang, disconnect_node, [Nd(J)])
-     end || I <- Side1, J <- Side2],
-    [true = call(C, J, erlang, set_cookie, [Nd(I), Cut(J)]) || I <- Side1, J <- Side2],
-    ok.
-
-heal(C) ->
-    Cookie = call(C, 1, erlang, get_cookie, []),
-    Nodes = maps:get(nodes, C),
-    [true = call(C, I, erlang, set_cookie, [lists:nth(J, Nodes), Cookie])
-     || I <- ids(C), J <- ids(C), I =/= J],
-    ok.
 
 sleep_until(T) ->
     case T - erlang:system_time(millisecond) of

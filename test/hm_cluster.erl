@@ -12,7 +12,8 @@
 %% `<dir>/<name>.log'. Node 1 creates the schema on every node; each node then starts
 %% Hypermnesia (or only Mnesia), and `start/1' returns once Mnesia runs as one cluster.
 %% {@link add_node/1} starts one more and joins it to the schema; {@link kill/2} kills one
-%% (it keeps its index, down, until {@link restart/2}).
+%% (it keeps its index, down, until {@link restart/2}). {@link status/2} says whether a node
+%% is up, still starting (a restart waiting for Mnesia's start) or down.
 %%
 %% <h3>Partitions</h3>
 %% {@link cut/3} gives each node of one side a wrong cookie for every node of the other side
@@ -26,7 +27,10 @@
 %% A cluster is a small process holding the peers, the nodes and the current cuts, so a
 %% cluster started in one process (a Common Test `init_per_group') can be used from others
 %% (the test cases) and outlives the one that started it. {@link stop/1} stops the nodes and
-%% that process.
+%% that process. Changes to the links and the members ({@link cut/3}, {@link heal/2},
+%% {@link kill/2}, and the part of {@link restart/3} and {@link add_node/1} that starts a node
+%% and gives it its cookies) run one at a time, so that a restart running in another process
+%% (it may block in Mnesia's start, see {@link restart/3}) and a cut cannot mix their cookies.
 %%
 %% <h3>Waiting</h3>
 %% Nothing here sleeps for a fixed time. {@link wait_until/2} polls a condition every 50 ms up
@@ -45,15 +49,19 @@
 %% '''
 -module(hm_cluster).
 
--export([start/1, stop/1, nodes/1, node/2, ids/1, call/5, call/6, eval/3, cut/3, heal/1,
-         heal/2, stop_mnesia/2, start_mnesia/2, restart/2, kill/2, add_node/1, wait_until/2]).
--export_type([cluster/0, options/0, id/0]).
+-export([start/1, stop/1, nodes/1, node/2, ids/1, status/2, call/5, call/6, eval/3, cut/3,
+         heal/1, heal/2, stop_mnesia/2, start_mnesia/2, restart/2, restart/3, kill/2,
+         add_node/1, wait_until/2]).
+-export_type([cluster/0, options/0, id/0, status/0]).
 
 -compile({no_auto_import, [nodes/1]}).
 
 -opaque cluster() :: pid().
 %% The index of a node: 1 for the first node started, and so on.
 -type id() :: pos_integer().
+%% `up': Hypermnesia (or Mnesia) was started on the node and returned; `starting': the node
+%% runs (it takes part in cuts and heals) but that start has not returned yet; `down': killed.
+-type status() :: up | starting | down.
 -type options() ::
         #{nodes => pos_integer(),
           dir => file:filename(),
@@ -126,7 +134,8 @@ start(Opts) ->
             stop_peers(S),
             erlang:raise(Class, Reason, Stack)
     end,
-    spawn(fun() -> holder(S) end).
+    Up = S#{members := maps:map(fun(_, M) -> M#{status := up} end, Members)},
+    spawn(fun() -> holder(Up, none) end).
 
 %% @doc Stop every node of the cluster, and delete its directory if {@link start/1} made it.
 -spec stop(cluster()) -> ok.
@@ -156,6 +165,16 @@ node(C, I) -> maps:get(node, member(state(C), I)).
 -spec ids(cluster()) -> [id()].
 ids(C) -> lists:sort(maps:keys(maps:get(members, state(C)))).
 
+%% @doc Whether node `I' is `up', `starting' or `down' (see {@link status()}). A client that
+%% must not call a node while its Mnesia starts (a call would wait for it) asks this first.
+%% Stopping Mnesia alone ({@link stop_mnesia/2}) leaves a node `up'.
+-spec status(cluster(), id()) -> status().
+status(C, I) ->
+    case member(state(C), I) of
+        #{peer := down} -> down;
+        #{status := St} -> St
+    end.
+
 %% @doc `apply(M, F, A)' on node `I' (30 s at most). An exception there is raised here.
 -spec call(cluster(), id(), module(), atom(), list()) -> term().
 call(C, I, M, F, A) -> call(C, I, M, F, A, ?CALL_MS).
@@ -175,6 +194,9 @@ eval(C, I, Fun) -> call(C, I, erlang, apply, [Fun, []]).
 %% such pair is connected. Links inside a side, and cuts made before, stay as they are.
 -spec cut(cluster(), [id()], [id()]) -> ok.
 cut(C, Side1, Side2) ->
+    with_lock(C, fun() -> cut_locked(C, Side1, Side2) end).
+
+cut_locked(C, Side1, Side2) ->
     S = state(C),
     Pairs = [{I, J} || I <- Side1, J <- Side2, I =/= J],
     Cuts = lists:usort(maps:get(cuts, S) ++ Pairs ++ [{J, I} || {I, J} <- Pairs]),
@@ -205,9 +227,12 @@ heal(C) -> heal(C, #{}).
 %% wait.
 -spec heal(cluster(), #{wait => boolean(), timeout => non_neg_integer()}) -> ok.
 heal(C, Opts) ->
-    update(C, fun(St) -> St#{cuts := []} end),
-    S = state(C),
-    [ok = set_cookies(S, I) || I <- up(S)],
+    S = with_lock(C, fun() ->
+                             update(C, fun(St) -> St#{cuts := []} end),
+                             S1 = state(C),
+                             [ok = set_cookies(S1, I) || I <- up(S1)],
+                             S1
+                     end),
     case {S, maps:get(wait, Opts, true)} of
         {#{hypermnesia := true}, true} -> wait_whole(S, up(S), maps:get(timeout, Opts, ?HEAL_MS));
         _ -> ok
@@ -237,9 +262,38 @@ start_mnesia(C, I) ->
 
 %% @doc Stop node `I' (if it is up) and start it again: same name, same Mnesia directory,
 %% the current cuts' cookies; then start Hypermnesia (or Mnesia) on it. Returns once its
-%% Mnesia has loaded its tables and, with no cut, runs with every node that is up.
+%% Mnesia has loaded its tables and, with no cut, runs with every node that is up. Same as
+%% `restart(C, I, #{})'.
 -spec restart(cluster(), id()) -> ok.
-restart(C, I) ->
+restart(C, I) -> restart(C, I, #{}).
+
+%% @doc {@link restart/2} with options: `wait => false' returns as soon as Hypermnesia (or
+%% Mnesia) has started on the node, without waiting for its tables or the cluster. The node
+%% is {@link status/2} `starting' from the moment it runs until then, `up' after.
+%%
+%% The start may block: Mnesia's start merges the schema with the nodes it reaches, and
+%% when the cuts are not transitive (a node that reaches two sides which do not reach each
+%% other) it waits until they heal. Run such a restart in a process of its own; cuts and
+%% heals made meanwhile apply to the starting node too.
+-spec restart(cluster(), id(), #{wait => boolean()}) -> ok.
+restart(C, I, Opts) ->
+    S = with_lock(C, fun() -> restart_peer(C, I) end),
+    ok = start_node_apps(S, I),
+    mark_up(C, S, I),
+    case maps:get(wait, Opts, true) of
+        true ->
+            ok = pcall(S, I, mnesia, wait_for_tables,
+                       [pcall(S, I, mnesia, system_info, [local_tables]), ?START_MS],
+                       ?START_MS + 1000),
+            case state(C) of
+                S1 = #{cuts := []} -> wait_whole(S1, up(S1), ?START_MS);
+                _ -> ok
+            end;
+        false -> ok
+    end.
+
+%% Start node I again and give it the current cuts' cookies; returns the state with it.
+restart_peer(C, I) ->
     S0 = state(C),
     #{name := Name, peer := Old} = member(S0, I),
     _ = case Old of
@@ -252,13 +306,7 @@ restart(C, I) ->
     ok = set_cookies(S, I),
     _ = [pcall(S, I, net_adm, ping, [node_of(S, J)])
          || J <- up(S), J =/= I, not lists:member({I, J}, maps:get(cuts, S))],
-    ok = start_node_apps(S, I),
-    ok = pcall(S, I, mnesia, wait_for_tables,
-               [pcall(S, I, mnesia, system_info, [local_tables]), ?START_MS], ?START_MS + 1000),
-    case S of
-        #{cuts := []} -> wait_whole(S, up(S), ?START_MS);
-        _ -> ok
-    end.
+    S.
 
 %% @doc Start one more node, join it to the Mnesia cluster (`extra_db_nodes', schema on
 %% disc) and start Hypermnesia (or Mnesia) on it. Returns its index. It holds no table copy
@@ -266,14 +314,7 @@ restart(C, I) ->
 %% cannot join.
 -spec add_node(cluster()) -> id().
 add_node(C) ->
-    S0 = #{prefix := Prefix, members := Ms0} = state(C),
-    I = lists:max(maps:keys(Ms0)) + 1,
-    M = start_peer(S0, name(Prefix, I)),
-    update(C, fun(St = #{members := Ms}) -> St#{members := Ms#{I => M}} end),
-    S = state(C),
-    ok = set_cookies(S, I),
-    [J | _] = [J || J <- up(S), J =/= I],
-    pong = pcall(S, I, net_adm, ping, [node_of(S, J)]),
+    {I, J, S} = with_lock(C, fun() -> add_peer(C) end),
     ok = pcall(S, I, mnesia, start, [], ?START_MS),
     Node = node_of(S, I),
     {ok, [Node]} = pcall(S, J, mnesia, change_config, [extra_db_nodes, [Node]]),
@@ -282,16 +323,33 @@ add_node(C) ->
              #{hypermnesia := true} -> start_node_apps(S, I);
              _ -> ok
          end,
+    mark_up(C, S, I),
     ok = case S of
              #{cuts := []} -> wait_whole(S, up(S), ?START_MS);
              _ -> ok
          end,
     I.
 
+%% Start the next node, give it the cuts' cookies and connect it to a node it reaches;
+%% returns its index, that node's and the state with it.
+add_peer(C) ->
+    S0 = #{prefix := Prefix, members := Ms0} = state(C),
+    I = lists:max(maps:keys(Ms0)) + 1,
+    M = start_peer(S0, name(Prefix, I)),
+    update(C, fun(St = #{members := Ms}) -> St#{members := Ms#{I => M}} end),
+    S = state(C),
+    ok = set_cookies(S, I),
+    [J | _] = [J || J <- up(S), J =/= I],
+    pong = pcall(S, I, net_adm, ping, [node_of(S, J)]),
+    {I, J, S}.
+
 %% @doc Kill node `I' at once (`kill -9' of its OS process), as a crash would. It stays down
 %% until {@link restart/2}.
 -spec kill(cluster(), id()) -> ok.
 kill(C, I) ->
+    with_lock(C, fun() -> kill_locked(C, I) end).
+
+kill_locked(C, I) ->
     S = state(C),
     #{os_pid := OsPid, peer := P} = member(S, I),
     Ref = monitor(process, P),
@@ -358,7 +416,8 @@ start_peer(#{dir := Dir, args := Args, log_filter := Filter}, Name) ->
              none -> ok;
              {Id, F} -> peer:call(P, logger, add_primary_filter, [Id, F])
          end,
-    #{name => Name, node => Node, peer => P, os_pid => peer:call(P, os, getpid, [])}.
+    #{name => Name, node => Node, peer => P, os_pid => peer:call(P, os, getpid, []),
+      status => starting}.
 
 start_node_apps(S = #{hypermnesia := true, app_env := Env}, I) ->
     ok = pcall(S, I, application, load, [hypermnesia]),
@@ -390,6 +449,18 @@ wait_whole(S, Ids, TimeoutMs) ->
                        lists:all(fun(R) -> R =:= Whole end, Running) orelse Running
                end, TimeoutMs).
 
+%% Node I, as it is in S, has started its applications (unless it was killed or restarted
+%% again meanwhile).
+mark_up(C, S, I) ->
+    #{peer := P} = member(S, I),
+    update(C, fun(St = #{members := Ms}) ->
+                      case maps:get(I, Ms) of
+                          M = #{peer := P} -> St#{members := Ms#{I := M#{status := up}}};
+                          _ -> St
+                      end
+              end).
+
+%% The nodes that run (up or starting): they take part in cuts and heals.
 up(#{members := Ms}) -> lists:sort([I || {I, #{peer := P}} <- maps:to_list(Ms), is_pid(P)]).
 
 member(#{members := Ms}, I) ->
@@ -408,17 +479,34 @@ pcall(S, I, M, F, A, Timeout) ->
         #{peer := P} -> peer:call(P, M, F, A, Timeout)
     end.
 
-%% The process that holds the cluster's state.
-holder(S) ->
+%% The process that holds the cluster's state, and the lock of with_lock/2: `none' or its
+%% owner's pid and monitor (a lock request waits in the mailbox until the lock is free; an
+%% owner that dies frees it).
+holder(S, Lock) ->
     receive
-        {get, From, Ref} -> From ! {Ref, S}, holder(S);
-        {update, Fun, From, Ref} -> S1 = Fun(S), From ! {Ref, ok}, holder(S1);
+        {get, From, Ref} -> From ! {Ref, S}, holder(S, Lock);
+        {update, Fun, From, Ref} -> S1 = Fun(S), From ! {Ref, ok}, holder(S1, Lock);
+        {lock, From, Ref} when Lock =:= none ->
+            From ! {Ref, ok},
+            holder(S, {From, monitor(process, From)});
+        {unlock, From, Ref} when element(1, Lock) =:= From ->
+            demonitor(element(2, Lock), [flush]),
+            From ! {Ref, ok},
+            holder(S, none);
+        {'DOWN', MRef, process, _, _} when element(2, Lock) =:= MRef -> holder(S, none);
         stop -> ok
     end.
 
 state(C) -> request(C, fun(Ref) -> {get, self(), Ref} end).
 
 update(C, Fun) -> request(C, fun(Ref) -> {update, Fun, self(), Ref} end).
+
+%% Run F with the cluster's lock: changes to links and members one at a time.
+with_lock(C, F) ->
+    ok = request(C, fun(Ref) -> {lock, self(), Ref} end),
+    try F()
+    after ok = request(C, fun(Ref) -> {unlock, self(), Ref} end)
+    end.
 
 request(C, Msg) ->
     Ref = monitor(process, C),

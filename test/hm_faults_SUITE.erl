@@ -1,6 +1,7 @@
-%% @doc Real-node fault campaign: 5 OTP `peer' nodes (controlled over standard I/O, so cutting
-%% the nodes' links never cuts the test's control), one EC table with `disc_copies' on nodes
-%% 1-2 and `ram_copies' on nodes 3-5, one client per node, and a nemesis.
+%% @doc Real-node fault campaign: 5 OTP `peer' nodes started by {@link hm_cluster}, a cluster
+%% per test case (controlled over standard I/O, so cutting the nodes' links never cuts the
+%% test's control), one EC table with `disc_copies' on nodes 1-2 and `ram_copies' on nodes
+%% 3-5, one client per node, and a nemesis.
 %%
 %% <h3>Workload</h3>
 %% For a bounded time (`HM_FAULTS_SECONDS', default 10 s per case), each node's client loops:
@@ -8,10 +9,11 @@
 %% that many keys keep their last operation from the middle of the run, under partitions and
 %% kills, and the end check below covers them) and do a write (70 %, a fresh unique value) or
 %% a delete (30 %) with `hypermnesia:sync_ec', then pauses `HM_FAULTS_PAUSE_MS' (default 20 ms;
-%% 0 is the unthrottled load of the finding below). Before each operation it reads the node's `delivered' vector
-%% (hypermnesia:info/1), after an acknowledged one it reads it again. An operation is
-%% ACKNOWLEDGED when the `peer:call' of `sync_ec' returned `ok'; an exit, a timeout or a killed
-%% node makes it unacknowledged (it may or may not have been applied). Times are
+%% 0 is the unthrottled load of the finding below). Before each operation it reads the node's
+%% `delivered' vector (hypermnesia:info/1), after an acknowledged one it reads it again. An
+%% operation is ACKNOWLEDGED when the call of `sync_ec' on the node ({@link hm_cluster:call/6})
+%% returned `ok'; an exit, a timeout or a killed node makes it unacknowledged (it may or may
+%% not have been applied). Times are
 %% `erlang:monotonic_time' of the test node, where every client runs: `issue' is taken before
 %% the call, `ack' after it returned.
 %%
@@ -19,11 +21,16 @@
 %% Every 0.3-1.2 s, from a seeded PRNG (seed printed; `HM_FAULTS_SEED=S' replays the same
 %% schedule of choices, not the same timing): a partition (`halves', one node `isolated', or
 %% `bridge': two sides that reach each other only through one node, non-transitive), a heal, a
-%% `kill -9' of a disc_copies node (OS process), or the restart of a killed node (same name,
-%% same Mnesia directory, `hypermnesia:start/0' again). A partition gives each side a wrong
-%% cookie for the other (different per side) and disconnects; only the cookies are restored by
-%% a heal: reconnecting nodes and Mnesia is left to Hypermnesia. ram_copies nodes are never
-%% killed (guide §7 item 2: a restarted ram node may lose what it had not sent).
+%% `kill -9' of a disc_copies node ({@link hm_cluster:kill/2}), or the restart of a killed node
+%% (same name, same Mnesia directory, `hypermnesia:start/0' again: {@link hm_cluster:restart/3}).
+%% A partition ({@link hm_cluster:cut/3} between its two sides; a bridge node is on neither)
+%% gives each side a wrong cookie for the other (different per side) and disconnects; it
+%% replaces the previous partition, which is healed first. A heal ({@link hm_cluster:heal/2}
+%% without waiting) only restores the cookies: reconnecting nodes and Mnesia is left to
+%% Hypermnesia. ram_copies nodes are never killed (guide §7 item 2: a restarted ram node may
+%% lose what it had not sent). A restart runs in a process of its own (see the finding below:
+%% Mnesia's start may block on a non-transitive cut); the nemesis goes on once the node runs,
+%% and a client calls its node only while {@link hm_cluster:status/2} says it is `up'.
 %%
 %% <h3>End and checks</h3>
 %% Clients stop, everything is healed, killed nodes restarted; then the test waits (bounded
@@ -67,7 +74,7 @@
 %% The default pacing (20 ms) keeps the backlog small; the campaign passes with it.
 %% Also seen: hypermnesia:start/0 of a disc node restarted as the bridge of a non-transitive
 %% partition blocks in Mnesia's start (mnesia_late_loader, mnesia_controller:merge_schema,
-%% a schema transaction) until the cut heals, so restarts run in the background here.
+%% a schema transaction) until the cut heals, so restarts run in a process of their own here.
 %%
 %% Summary line: `faults: P passed, F failed (N ops, M acknowledged, P partitions, K kills)'.
 %% Node logs: `<priv_dir>/<node>.log' (appended across restarts); the nemesis schedule and
@@ -93,38 +100,15 @@ all() -> [checker_self_test, faults_pawset, faults_prwset].
 
 init_per_testcase(checker_self_test, Config) -> Config;
 init_per_testcase(Case, Config) ->
-    _ = os:cmd("epmd -daemon"),
-    Dir = ?config(priv_dir, Config),
-    Paths = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [hypermnesia, ?MODULE]]),
-    Short = case Case of faults_pawset -> "fa"; faults_prwset -> "fr" end,
-    Names = [list_to_atom(lists:concat([Short, I, "_", os:getpid()])) || I <- lists:seq(1, ?N)],
-    Peers = [start_peer(Name, Paths, Dir) || Name <- Names],
-    Nodes = [N || {_, N} <- Peers],
-    {P1, _} = hd(Peers),
-    [pong = peer:call(P1, net_adm, ping, [N]) || N <- tl(Nodes)],
-    ok = peer:call(P1, mnesia, create_schema, [Nodes]),
-    [start_hm(P) || {P, _} <- Peers],
-    Ets = ets:new(hm_faults, [public, set]),
-    [ets:insert(Ets, {{peer, I}, P}) || {I, {P, _}} <- lists:zip(lists:seq(1, ?N), Peers)],
-    [ets:insert(Ets, {{ospid, I}, peer:call(P, os, getpid, [])})
-     || {I, {P, _}} <- lists:zip(lists:seq(1, ?N), Peers)],
-    [{ets, Ets}, {names, Names}, {nodes, Nodes}, {paths, Paths}, {dir, Dir} | Config].
+    Prefix = case Case of faults_pawset -> "fa"; faults_prwset -> "fr" end,
+    C = hm_cluster:start(#{nodes => ?N, dir => ?config(priv_dir, Config), prefix => Prefix,
+                           modules => [?MODULE]}),
+    [{cluster, C}, {ets, ets:new(hm_faults, [public, set])}, {nodes, hm_cluster:nodes(C)}
+     | Config].
 
-start_peer(Name, Paths, Dir) ->
-    {ok, P, N} = peer:start(#{name => Name, connection => standard_io,
-                              args => Paths ++ ["-connect_all", "false",
-                                                "-kernel", "prevent_overlapping_partitions", "false",
-                                                "-mnesia", "dir",
-                                                "\"" ++ filename:join(Dir, Name) ++ "\""]}),
-    ok = peer:call(P, logger, add_handler,
-                   [file, logger_std_h,
-                    #{config => #{file => filename:join(Dir, atom_to_list(Name) ++ ".log")}}]),
-    {P, N}.
-
-start_hm(P) ->
-    ok = peer:call(P, application, load, [hypermnesia]),
-    ok = peer:call(P, application, set_env, [hypermnesia, max_backoff_ms, 500]),
-    ok = peer:call(P, hypermnesia, start, [], 60000).
+end_per_testcase(checker_self_test, _Config) -> ok;
+end_per_testcase(_Case, Config) ->
+    hm_cluster:stop(?config(cluster, Config)).
 
 %% Processes of the node that are inside mnesia or hypermnesia, with their stacks.
 stuck() ->
@@ -137,25 +121,13 @@ stuck() ->
                               M =:= application_master orelse M =:= hypermnesia
                   end, St)].
 
-end_per_testcase(checker_self_test, _Config) -> ok;
-end_per_testcase(_Case, Config) ->
-    Ets = ?config(ets, Config),
-    [catch peer:stop(P) || {{peer, _}, P0} <- ets:tab2list(Ets),
-                           P <- [case P0 of {starting, X} -> X; X -> X end], is_pid(P)],
-    ok.
+call(C, I, M, F, A) -> hm_cluster:call(C, I, M, F, A).
 
-%% {peer, I} is the peer pid when the node runs hypermnesia, `{starting, Pid}' while its
-%% restart waits for hypermnesia:start/0, `down' once killed.
-peer_of(Ets, I) -> ets:lookup_element(Ets, {peer, I}, 2).
-
-call(Ets, I, M, F, A) ->
-    P = case peer_of(Ets, I) of {starting, Pid} -> Pid; Pid -> Pid end,
-    peer:call(P, M, F, A, 30000).
-
-up(Ets) -> [I || I <- lists:seq(1, ?N), is_pid(peer_of(Ets, I))].
+%% Nodes whose Hypermnesia runs: clients call them.
+up(C) -> [I || I <- hm_cluster:ids(C), hm_cluster:status(C, I) =:= up].
 
 %% Nodes whose Erlang runtime runs (up, or restarting): they take part in partitions.
-running(Ets) -> [I || I <- lists:seq(1, ?N), peer_of(Ets, I) =/= down].
+running(C) -> [I || I <- hm_cluster:ids(C), hm_cluster:status(C, I) =/= down].
 
 %%% ------------------------------------------------------------- cases
 
@@ -200,6 +172,7 @@ faults_pawset(Config) -> campaign(pawset, Config).
 faults_prwset(Config) -> campaign(prwset, Config).
 
 campaign(Type, Config) ->
+    C = ?config(cluster, Config),
     Ets = ?config(ets, Config),
     Nodes = ?config(nodes, Config),
     Tab = list_to_atom("faults_" ++ atom_to_list(Type)),
@@ -208,40 +181,43 @@ campaign(Type, Config) ->
                                                    erlang:system_time()}, 1 bsl 27)),
     log("faults ~p: seed ~p (replay with HM_FAULTS_SEED=~p), ~p s", [Type, Seed, Seed, Seconds]),
     [D1, D2 | Ram] = Nodes,
-    {atomic, ok} = call(Ets, 1, hypermnesia, create_table,
+    {atomic, ok} = call(C, 1, hypermnesia, create_table,
                         [Tab, [{type, Type}, {attributes, [id, v]},
                                {disc_copies, [D1, D2]}, {ram_copies, Ram}]]),
-    wait_until(fun() -> lists:all(fun(I) -> ready(Ets, I, Tab) end, lists:seq(1, ?N)) end, 300),
+    ok = hm_cluster:wait_until(fun() -> lists:all(fun(I) -> ready(C, I, Tab) end,
+                                                  lists:seq(1, ?N))
+                               end, 30000),
     Start = erlang:monotonic_time(millisecond),
     Deadline = Start + Seconds * 1000,
     Self = self(),
     Clients = [spawn_link(fun() ->
-                                  client(Ets, I, lists:nth(I, Nodes), Tab, Deadline,
+                                  client(C, Ets, I, lists:nth(I, Nodes), Tab, Deadline,
                                          rand:seed_s(exsss, {Seed, I, 1})),
                                   Self ! {client_done, I}
                           end) || I <- lists:seq(1, ?N)],
-    Stats = nemesis(Ets, Config, Deadline, rand:seed_s(exsss, {Seed, 0, 2}),
-                    #{cuts => [], partitions => 0, kills => 0, schedule => []}),
+    Stats = nemesis(C, Ets, Deadline, rand:seed_s(exsss, {Seed, 0, 2}),
+                    #{partitioned => false, partitions => 0, kills => 0, schedule => []}),
     [receive {client_done, I} -> ok end || I <- lists:seq(1, length(Clients))],
     %% end: heal, restart anything down, wait for quiescence
-    Stats1 = lists:foldl(fun(I, S) -> restart(Ets, Config, I, S) end,
-                         Stats#{cuts := []}, lists:seq(1, ?N) -- running(Ets)),
-    apply_cuts(Ets, Config, []),
-    Started = wait(fun() -> length(up(Ets)) =:= ?N
-                            orelse ets:match(Ets, {{start_failed, '_'}, '_'}) =/= [] end, 1200),
-    StartFailed = ets:match_object(Ets, {{start_failed, '_'}, '_'}),
-    Quiet = case {Started, StartFailed} of
-                {ok, []} -> quiescence(Ets, Nodes, Tab);
-                _ -> {error, {restart_failed, StartFailed}}
+    ok = hm_cluster:heal(C, #{wait => false}),
+    [restart(C, Ets, I) || I <- lists:seq(1, ?N) -- running(C)],
+    Started = try hm_cluster:wait_until(fun() -> length(up(C)) =:= ?N
+                                                     orelse start_failed(Ets) =/= []
+                                        end, 120000)
+              catch error:{timeout, _, _} -> timeout
+              end,
+    Quiet = case {Started, start_failed(Ets)} of
+                {ok, []} -> quiescence(C, Nodes, Tab);
+                {_, StartFailed} -> {error, {restart_failed, StartFailed}}
             end,
     Ops = [Op || {{op, _}, Op} <- ets:tab2list(Ets)],
     Acked = [Op || Op = #{ack := A} <- Ops, A =/= undefined],
-    log("faults ~p: schedule ~p", [Type, lists:reverse(maps:get(schedule, Stats1))]),
+    log("faults ~p: schedule ~p", [Type, lists:reverse(maps:get(schedule, Stats))]),
     Failures = case Quiet of
                    {ok, Contents} -> check(Type, Tab, Ops, Contents);
                    {error, Why} -> [{no_quiescence, Why}]
                end,
-    #{partitions := NP, kills := NK} = Stats1,
+    #{partitions := NP, kills := NK} = Stats,
     Elapsed = (erlang:monotonic_time(millisecond) - Start) / 1000,
     {Pass, Fail} = case Failures of [] -> {1, 0}; _ -> {0, 1} end,
     Slow = case ets:lookup(Ets, slow_starts) of [{_, SL}] -> SL; [] -> 0 end,
@@ -266,34 +242,24 @@ log(Fmt, Args) ->
     ct:log(Fmt, Args),
     io:format(user, Fmt ++ "~n", Args).
 
-ready(Ets, I, Tab) ->
-    case catch call(Ets, I, hypermnesia, info, [Tab]) of
+ready(C, I, Tab) ->
+    case catch call(C, I, hypermnesia, info, [Tab]) of
         #{status := ready} -> true;
         _ -> false
     end.
 
-wait_until(F, N) ->
-    case wait(F, N) of
-        ok -> ok;
-        timeout -> ct:fail({timeout, erlang:fun_info(F, name)})
-    end.
-
-wait(_F, 0) -> timeout;
-wait(F, N) ->
-    case catch F() of
-        true -> ok;
-        _ -> timer:sleep(100), wait(F, N - 1)
-    end.
+start_failed(Ets) -> ets:match_object(Ets, {{start_failed, '_'}, '_'}).
 
 %%% ------------------------------------------------------------- clients
 
-client(Ets, I, Node, Tab, Deadline, R0) ->
+client(C, Ets, I, Node, Tab, Deadline, R0) ->
     case erlang:monotonic_time(millisecond) >= Deadline of
         true -> ok;
         false ->
-            case peer_of(Ets, I) of
-                P0 when not is_pid(P0) -> timer:sleep(20), client(Ets, I, Node, Tab, Deadline, R0);
-                P ->
+            case hm_cluster:status(C, I) of
+                St when St =/= up ->
+                    timer:sleep(20), client(C, Ets, I, Node, Tab, Deadline, R0);
+                up ->
                     {KI, R1a} = rand:uniform_s(?KEYS, R0),
                     {Cold, R1b} = rand:uniform_s(?COLD_KEYS, R1a),
                     {Y, R1} = rand:uniform_s(100, R1b),
@@ -310,18 +276,18 @@ client(Ets, I, Node, Tab, Deadline, R0) ->
                             false ->
                                 {delete, undefined, fun() -> mnesia:delete({Tab, K}) end}
                         end,
-                    Seen = delivered(P, Tab),
+                    Seen = delivered(C, I, Tab),
                     Id = erlang:unique_integer([positive, monotonic]),
                     Issue = erlang:monotonic_time(microsecond),
                     Op0 = #{id => Id, node => I, key => K, kind => Kind, value => V,
                             issue => Issue, ack => undefined, done => undefined, seen => Seen, dot => undefined},
                     %% recorded before the call: a node killed mid-call leaves it unacknowledged
                     ets:insert(Ets, {{op, Id}, Op0}),
-                    Res = (catch peer:call(P, hypermnesia, sync_ec, [Fun], 40000)),
+                    Res = (catch hm_cluster:call(C, I, hypermnesia, sync_ec, [Fun], 40000)),
                     Ack = erlang:monotonic_time(microsecond),
                     case Res of
                         ok ->
-                            Dot = own_dot(Node, delivered(P, Tab)),
+                            Dot = own_dot(Node, delivered(C, I, Tab)),
                             ets:insert(Ets, {{op, Id}, Op0#{ack := Ack, done := Ack, dot := Dot}});
                         {'EXIT', {timeout, _}} ->
                             %% may still run on the node: could be issued at any later time
@@ -332,12 +298,12 @@ client(Ets, I, Node, Tab, Deadline, R0) ->
                             ets:insert(Ets, {{op, Id}, Op0#{done := Ack, result => Res}})
                     end,
                     timer:sleep(env_int("HM_FAULTS_PAUSE_MS", ?DEFAULT_PAUSE_MS)),
-                    client(Ets, I, Node, Tab, Deadline, R2)
+                    client(C, Ets, I, Node, Tab, Deadline, R2)
             end
     end.
 
-delivered(P, Tab) ->
-    case catch peer:call(P, hypermnesia, info, [Tab], 30000) of
+delivered(C, I, Tab) ->
+    case catch call(C, I, hypermnesia, info, [Tab]) of
         #{delivered := D} -> D;
         _ -> undefined
     end.
@@ -352,30 +318,30 @@ own_dot(Node, D) ->
 
 %%% ------------------------------------------------------------- nemesis
 
-nemesis(Ets, Config, Deadline, R0, S) ->
+nemesis(C, Ets, Deadline, R0, S) ->
     {Wait, R1} = rand:uniform_s(900, R0),
     Now = erlang:monotonic_time(millisecond),
     case Now + 300 + Wait >= Deadline of
         true -> timer:sleep(max(0, Deadline - Now)), S;
         false ->
             timer:sleep(300 + Wait),
-            {Action, R2} = pick_action(Ets, S, R1),
+            {Action, R2} = pick_action(C, S, R1),
             T = (erlang:monotonic_time(millisecond) - (Deadline - 1000 * env_int(
                                                                       "HM_FAULTS_SECONDS",
                                                                       ?DEFAULT_SECONDS))),
             ct:log("nemesis +~p ms: ~p", [T, Action]),
-            S1 = do(Ets, Config, Action, S),
-            nemesis(Ets, Config, Deadline, R2, S1#{schedule := [{T, Action} | maps:get(schedule, S1)]})
+            S1 = do(C, Ets, Action, S),
+            nemesis(C, Ets, Deadline, R2, S1#{schedule := [{T, Action} | maps:get(schedule, S1)]})
     end.
 
-pick_action(Ets, #{cuts := Cuts}, R0) ->
-    Down = lists:seq(1, ?N) -- running(Ets),
-    NotUp = lists:seq(1, ?N) -- up(Ets),
+pick_action(C, #{partitioned := Partitioned}, R0) ->
+    Down = lists:seq(1, ?N) -- running(C),
+    NotUp = lists:seq(1, ?N) -- up(C),
     {X, R1} = rand:uniform_s(100, R0),
     if
         Down =/= [], X =< 50 -> {{restart, hd(Down)}, R1};
         X =< 40 -> partition_action(R1);
-        X =< 65, Cuts =/= [] -> {heal, R1};
+        X =< 65, Partitioned -> {heal, R1};
         X =< 85 ->
             case ?DISC -- NotUp of
                 [] -> {heal, R1};
@@ -400,129 +366,91 @@ shuffle(L, R0) ->
                                                     {[{X, E} | Acc], Ra1} end, {[], R0}, L),
     {[E || {_, E} <- lists:sort(Tagged)], R}.
 
-%% The cut pairs {I, J} (both directions) of a partition: sides cannot talk to each other;
-%% a bridge node (third group) talks to both.
-cuts_of(halves, [A, B]) -> pairs(A, B);
-cuts_of(isolated, [A, B]) -> pairs(A, B);
-cuts_of(bridge, [A, B, _Bridge]) -> pairs(A, B).
-
-pairs(A, B) -> [{I, J} || I <- A, J <- B] ++ [{J, I} || I <- A, J <- B].
-
-do(Ets, Config, {partition, Kind, Groups}, S = #{partitions := P}) ->
-    Cuts = cuts_of(Kind, Groups),
-    apply_cuts(Ets, Config, Cuts),
-    S#{cuts := Cuts, partitions := P + 1};
-do(Ets, Config, heal, S) ->
-    apply_cuts(Ets, Config, []),
-    S#{cuts := []};
-do(Ets, _Config, {kill, I}, S = #{kills := K}) ->
-    OsPid = ets:lookup_element(Ets, {ospid, I}, 2),
-    ets:insert(Ets, {{peer, I}, down}),
-    _ = os:cmd("kill -9 " ++ OsPid),
+%% A partition replaces the previous one: heal, then cut the two sides apart (a bridge node,
+%% the third group, stays linked to both).
+do(C, _Ets, {partition, _Kind, [Side1, Side2 | _]}, S = #{partitions := P}) ->
+    ok = hm_cluster:heal(C, #{wait => false}),
+    ok = hm_cluster:cut(C, Side1, Side2),
+    S#{partitioned := true, partitions := P + 1};
+do(C, _Ets, heal, S) ->
+    ok = hm_cluster:heal(C, #{wait => false}),
+    S#{partitioned := false};
+do(C, _Ets, {kill, I}, S = #{kills := K}) ->
+    ok = hm_cluster:kill(C, I),
     S#{kills := K + 1};
-do(Ets, Config, {restart, I}, S) ->
-    restart(Ets, Config, I, S).
+do(C, Ets, {restart, I}, S) ->
+    restart(C, Ets, I),
+    S.
 
-%% Every up node gets, for every other node, the wrong cookie when the pair is cut and the
-%% right one otherwise; cut pairs are then disconnected (cookies first, so that no ping of
-%% hm_membership can reconnect a cut pair in between).
-apply_cuts(Ets, Config, Cuts) ->
-    Nodes = ?config(nodes, Config),
-    Cookie = erlang:get_cookie(),
-    Up = running(Ets),
-    [catch call(Ets, I, erlang, set_cookie, [lists:nth(J, Nodes), cookie(I, J, Cuts, Cookie)])
-     || I <- Up, J <- lists:seq(1, ?N), I =/= J],
-    [catch call(Ets, I, erlang, disconnect_node, [lists:nth(J, Nodes)])
-     || {I, J} <- Cuts, lists:member(I, Up)],
-    ok.
-
-cookie(I, J, Cuts, Cookie) ->
-    case lists:member({I, J}, Cuts) of
-        true -> list_to_atom("cut" ++ integer_to_list(I));
-        false -> Cookie
-    end.
-
-%% Restart a killed node: same name, same Mnesia directory; it gets the current partition's
-%% cookies before it connects to anyone, pings one node it may reach, starts hypermnesia.
-restart(Ets, Config, I, S = #{cuts := Cuts}) ->
-    Name = lists:nth(I, ?config(names, Config)),
-    Nodes = ?config(nodes, Config),
-    {P, _} = start_peer_retry(Name, Config, 50),
-    Cookie = erlang:get_cookie(),
-    [true = peer:call(P, erlang, set_cookie, [lists:nth(J, Nodes), cookie(I, J, Cuts, Cookie)])
-     || J <- lists:seq(1, ?N), J =/= I],
-    Reach = [J || J <- running(Ets), not lists:member({I, J}, Cuts)],
-    _ = [peer:call(P, net_adm, ping, [lists:nth(J, Nodes)], 30000) || J <- Reach],
-    ets:insert(Ets, {{ospid, I}, peer:call(P, os, getpid, [])}),
-    ets:insert(Ets, {{peer, I}, {starting, P}}),
-    %% hypermnesia:start/0 (Mnesia's start: it merges the schema with the nodes it reaches)
-    %% may block while the network is cut non-transitively (module doc); the nemesis goes on
+%% Restart a killed node (same name, same Mnesia directory, the current cuts' cookies) in a
+%% process of its own: hypermnesia:start/0 (Mnesia's start: it merges the schema with the
+%% nodes it reaches) may block while the network is cut non-transitively (module doc). The
+%% nemesis goes on once the node runs (`starting'), so that it does not restart it twice.
+restart(C, Ets, I) ->
     _ = spawn(fun() ->
                       T0 = erlang:monotonic_time(millisecond),
-                      Res = (catch start_hm(P)),
+                      Res = (catch hm_cluster:restart(C, I, #{wait => false})),
                       Ms = erlang:monotonic_time(millisecond) - T0,
-                      ct:log("restart ~p: hypermnesia:start/0 returned ~p after ~p ms",
-                             [I, Res, Ms]),
+                      ct:log("restart ~p: the node and hypermnesia:start/0 returned ~p after "
+                             "~p ms", [I, Res, Ms]),
                       case Res of
-                          ok -> ets:insert(Ets, {{peer, I}, P});
-                          _ -> ets:insert(Ets, {{start_failed, I}, {Res, stuck_stacks(P)}})
+                          ok -> ok;
+                          _ -> ets:insert(Ets, {{start_failed, I}, {Res, stuck_stacks(C, I)}})
                       end,
                       ets:update_counter(Ets, slow_starts, {2, case Ms > 5000 of true -> 1;
                                                                    false -> 0 end},
                                          {slow_starts, 0})
               end),
-    S.
+    ok = hm_cluster:wait_until(fun() -> hm_cluster:status(C, I) =/= down
+                                            orelse ets:member(Ets, {start_failed, I})
+                               end, 60000).
 
-stuck_stacks(P) -> catch peer:call(P, erlang, apply, [fun stuck/0, []], 30000).
-
-start_peer_retry(Name, Config, N) ->
-    try start_peer(Name, ?config(paths, Config), ?config(dir, Config))
-    catch _:_ when N > 0 -> timer:sleep(100), start_peer_retry(Name, Config, N - 1)
-    end.
+stuck_stacks(C, I) -> catch hm_cluster:eval(C, I, fun stuck/0).
 
 %%% ------------------------------------------------------------- quiescence and checks
 
-quiescence(Ets, Nodes, Tab) ->
+quiescence(C, Nodes, Tab) ->
     All = lists:seq(1, ?N),
     Sorted = lists:sort(Nodes),
     Q = fun() ->
-                lists:all(fun(I) -> lists:sort(call(Ets, I, mnesia, system_info,
+                lists:all(fun(I) -> lists:sort(call(C, I, mnesia, system_info,
                                                     [running_db_nodes])) =:= Sorted end, All)
                     andalso
                     lists:all(fun(I) ->
                                       #{status := St, buffered_ops := B} =
-                                          call(Ets, I, hypermnesia, info, [Tab]),
+                                          call(C, I, hypermnesia, info, [Tab]),
                                       {St, B} =:= {ready, 0}
                               end, All)
-                    andalso length(lists:usort([contents(Ets, I, Tab) || I <- All])) =:= 1
+                    andalso length(lists:usort([contents(C, I, Tab) || I <- All])) =:= 1
         end,
     State = fun() ->
-                    [{I, catch lists:sort(call(Ets, I, mnesia, system_info, [running_db_nodes])),
+                    [{I, catch lists:sort(call(C, I, mnesia, system_info, [running_db_nodes])),
                       catch maps:with([status, buffered_ops, size, unstable_ops, reachable],
-                                      call(Ets, I, hypermnesia, info, [Tab])),
-                      catch erlang:phash2(contents(Ets, I, Tab))} || I <- All]
+                                      call(C, I, hypermnesia, info, [Tab])),
+                      catch erlang:phash2(contents(C, I, Tab))} || I <- All]
             end,
     T0 = erlang:monotonic_time(millisecond),
     case quiet_loop(Q, State, T0, 0) of
-        ok_contents -> {ok, contents(Ets, 1, Tab)};
+        ok_contents -> {ok, contents(C, 1, Tab)};
         E -> E
     end.
 
 %% Up to 90 s; the state is logged every 5 s while waiting.
 quiet_loop(Q, State, T0, N) ->
-    case wait(Q, 50) of
+    try hm_cluster:wait_until(Q, 5000) of
         ok ->
             ct:log("quiescent after ~p ms", [erlang:monotonic_time(millisecond) - T0]),
-            ok_contents;
-        timeout when N < 17 ->
+            ok_contents
+    catch
+        error:{timeout, _, _} when N < 17 ->
             ct:log("not quiescent yet after ~p ms: ~p",
                    [erlang:monotonic_time(millisecond) - T0, State()]),
             quiet_loop(Q, State, T0, N + 1);
-        timeout -> {error, State()}
+        error:{timeout, _, _} -> {error, State()}
     end.
 
-contents(Ets, I, Tab) ->
-    lists:sort(call(Ets, I, hypermnesia, async_ec,
+contents(C, I, Tab) ->
+    lists:sort(call(C, I, hypermnesia, async_ec,
                     [fun() -> mnesia:select(Tab, [{'_', [], ['$_']}]) end])).
 
 check(Type, Tab, Ops, Contents) ->

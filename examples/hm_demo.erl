@@ -1,43 +1,43 @@
 %% @doc `make demo': an eventually consistent Mnesia table on three real Erlang nodes, a real
-%% network partition, writes on both sides, and a heal that needs no restart (seed 000,
-%% §4.10–4.12; the scenario of Table 3 / Fig. 4–6, replayed on real nodes).
+%% network partition, writes on both sides, and a heal that needs no restart: the scenario of
+%% Table 3 and Fig. 4–6 of the paper <em>Hypermnesia: Eventual Consistency in Mnesia</em>
+%% (§4.10–4.12), replayed on real nodes.
 %%
 %% What it does, printing each step in plain sentences:
 %% <ol>
-%% <li>starts three local nodes with OTP's `peer', controlled over standard I/O (so cutting the
-%%     network between them never cuts the demo's control), creates one Mnesia schema for all
-%%     three under a temporary directory, and starts Hypermnesia on each;</li>
+%% <li>starts three local nodes with the project's peer-cluster harness ({@link hm_cluster}:
+%%     OTP `peer' nodes controlled over standard I/O, so cutting the network between them
+%%     never cuts the demo's control), one Mnesia schema for all three under a temporary
+%%     directory, and Hypermnesia on each with its default settings;</li>
 %% <li>creates a `pawset' (add-wins) table `student' (id, name, year), a RAM copy per node;</li>
-%% <li>writes rows from different nodes with {@link hypermnesia:async_ec/1} and shows every
-%%     node's copy;</li>
-%% <li>partitions node 3 away from nodes 1 and 2 for real: each side gets a different wrong
-%%     cookie for the other side, then the links are cut, so traffic is dropped and
-%%     reconnection refused; `mnesia:system_info(running_db_nodes)' splits;</li>
+%% <li>writes rows from different nodes with {@link hypermnesia:async_ec/1}, shows every
+%%     node's copy, and shows that `mnesia:transaction/1' on the EC table is refused and
+%%     changes nothing;</li>
+%% <li>partitions node 3 away from nodes 1 and 2 for real ({@link hm_cluster:cut/3}: each side
+%%     gets a different wrong cookie for the other side, then the links are cut, so traffic
+%%     is dropped and reconnection refused); `mnesia:system_info(running_db_nodes)' splits;</li>
 %% <li>writes on both sides: node 1 deletes a key that node 3 concurrently rewrites, and nodes
 %%     2 and 3 write the same key with different payloads; shows the diverged copies;</li>
-%% <li>heals by restoring the cookies, and nothing else: Hypermnesia reconnects the nodes,
-%%     re-joins Mnesia and resends what each side missed. It waits (polling, with a timeout)
-%%     until every node shows the same rows with no operation in flight, checks the outcome
-%%     (add-wins; the payload conflict settled by Erlang term order), and shows
-%%     `running_db_nodes' whole again, with each node's Mnesia never restarted;</li>
+%% <li>heals by restoring the cookies, and nothing else ({@link hm_cluster:heal/2} without
+%%     waiting): Hypermnesia reconnects the nodes, re-joins Mnesia and resends what each side
+%%     missed. The demo waits (polling, with a timeout) until every node shows the same rows
+%%     with no operation in flight, checks the outcome (add-wins; the payload conflict settled
+%%     by Erlang term order), and shows `running_db_nodes' whole again, with each node's
+%%     Mnesia never restarted;</li>
 %% <li>stops the nodes and deletes the temporary directory, whatever happened.</li>
 %% </ol>
 %% {@link main/0} is what `make demo' runs: it halts the VM with status 1 on failure.
 %% {@link run/0} is the same story returning `ok | {error, Reason}' (test/hm_demo_SUITE runs
-%% it). The CRDT library on its own, in one process, is {@link hm_crdt_demo}.
+%% it). The CRDT library on its own, in one process, is {@link hm_crdt_demo}. Demos live in
+%% `examples/', outside the application: they start peer nodes.
 -module(hm_demo).
 
 -export([main/0, run/0]).
 
 -define(TAB, student).
 -define(IDS, [1, 2, 3]).
--define(CALL_MS, 15000).     % one call to a node
 -define(WAIT_MS, 20000).     % one wait-until
--define(POLL_MS, 100).
 -define(COL, 22).            % width of a node's column
--define(PEERS, hm_demo_peers).
-
--type ctx() :: #{peers := [pid()], nodes := [node()]}.
 
 %% @doc Run the demo for `make demo'; on failure print the reason and halt with status 1.
 -spec main() -> ok.
@@ -50,20 +50,27 @@ main() ->
     end.
 
 %% @doc Run the whole demo, printing as it goes: `ok' once the three nodes have converged to
-%% the expected rows after the heal. The nodes are stopped and the temporary Mnesia
-%% directories deleted in every case.
+%% the expected rows after the heal. The nodes are stopped and the temporary directory (Mnesia
+%% directories and node logs) deleted in every case.
 -spec run() -> ok | {error, term()}.
 run() ->
     T0 = now_ms(),
     Dir = filename:join(tmp_root(), lists:concat(["hm_demo_", os:getpid(), "_",
                                                   erlang:unique_integer([positive])])),
-    put(?PEERS, []),
-    Result = try story(Dir)
+    Result = try
+                 %% (if the start fails, hm_cluster stops the nodes it started)
+                 C = start_cluster(Dir),
+                 try story(C)
+                 after
+                     io:format("~n7. Stopping the three nodes and deleting ~ts.~n", [Dir]),
+                     hm_cluster:stop(C)
+                 end
              catch
                  throw:{demo_failed, Reason} -> {error, Reason};
                  Class:Reason:Stack -> {error, {Class, Reason, Stack}}
              after
-                 cleanup(Dir)
+                 %% hm_cluster keeps a directory it was given
+                 _ = file:del_dir_r(Dir)
              end,
     case Result of
         ok -> io:format("~nDemo finished in ~s: the three nodes converged.~n",
@@ -74,11 +81,7 @@ run() ->
 
 %%% ------------------------------------------------------------- the story
 
-story(Dir) ->
-    io:format("~nHypermnesia demo: an eventually consistent Mnesia table on three real Erlang "
-              "nodes,~na real network partition, writes on both sides, and a heal without "
-              "restarts.~n"),
-    C = start_cluster(Dir),
+story(C) ->
     Before = [call(C, I, erlang, whereis, [mnesia_sup]) || I <- ?IDS],
 
     io:format("~n2. Node 1 creates table student (id, name, year) as a pawset (add-wins) EC "
@@ -89,7 +92,7 @@ story(Dir) ->
     expect(create_table, {atomic, ok},
            call(C, 1, hypermnesia, create_table,
                 [?TAB, [{type, pawset}, {attributes, [id, name, year]},
-                        {ram_copies, maps:get(nodes, C)}]])),
+                        {ram_copies, hm_cluster:nodes(C)}]])),
 
     io:format("~n3. Each node writes a row with plain Mnesia code inside "
               "hypermnesia:async_ec/1~n   (applied locally at once, then broadcast to the "
@@ -112,8 +115,8 @@ story(Dir) ->
     io:format("~n4. Partition: node 3 is cut off from nodes 1 and 2. Each side gets a different "
               "wrong~n   cookie for the other side, then the links are cut: traffic is dropped "
               "and~n   reconnection refused.~n"),
-    partition(C, [1, 2], [3]),
-    [N1, N2, N3] = maps:get(nodes, C),
+    ok = hm_cluster:cut(C, [1, 2], [3]),
+    [N1, N2, N3] = hm_cluster:nodes(C),
     wait_until(mnesia_split,
                fun() -> running(C) =:= [[N1, N2], [N1, N2], [N3]] orelse running(C) end),
     io:format("   node 3 pings node 1: ~p (node 1 refuses the handshake)~n",
@@ -143,7 +146,7 @@ story(Dir) ->
               "resends what~n   each side missed. Waiting until every node shows the same rows, "
               "with no operation~n   still in flight...~n"),
     T = now_ms(),
-    heal(C),
+    ok = hm_cluster:heal(C, #{wait => false}),
     {Running, Views6} = settle(C),
     io:format("   Converged ~s after the heal. Every node's copy:~n", [secs(now_ms() - T)]),
     show(Views6),
@@ -162,7 +165,7 @@ story(Dir) ->
       "           the same choice on every node, with no coordination.~n"
       "     ids 4 and 5: written on one side only, now on every node.~n",
       [{?TAB, 1, <<"Ada Lovelace">>, 1}, {?TAB, 1, <<"Ada Byron">>, 1}]),
-    Whole = lists:sort(maps:get(nodes, C)),
+    Whole = lists:sort(hm_cluster:nodes(C)),
     expect(running_db_nodes_whole, [Whole, Whole, Whole], Running),
     io:format("   mnesia:system_info(running_db_nodes) on each node, whole again:~n"),
     show_running(C),
@@ -178,86 +181,32 @@ story(Dir) ->
 %%% ------------------------------------------------------------- cluster
 
 start_cluster(Dir) ->
+    io:format("~nHypermnesia demo: an eventually consistent Mnesia table on three real Erlang "
+              "nodes,~na real network partition, writes on both sides, and a heal without "
+              "restarts.~n"),
     io:format("~n1. Starting three Erlang nodes with OTP's peer module. The demo controls them "
               "over~n   standard I/O, so cutting the network between them never cuts the "
-              "demo's control.~n"),
-    _ = os:cmd("epmd -daemon"),
-    expect(make_dir, ok, file:make_dir(Dir)),
-    %% the nodes run funs written here, so they need this module's directory too
-    Paths = lists:append([["-pa", filename:absname(filename:dirname(code:which(M)))]
-                          || M <- lists:usort([hypermnesia, ?MODULE])]),
-    Cookie = [["-setcookie", "hm_demo_" ++ os:getpid()] || not is_alive()],
-    Peers = [start_peer(I, Dir, Paths ++ lists:append(Cookie)) || I <- ?IDS],
-    C = #{peers => [P || {P, _} <- Peers], nodes => [N || {_, N} <- Peers]},
-    [io:format("     node ~p = ~p~n", [I, N]) || {I, {_, N}} <- lists:zip(?IDS, Peers)],
-    Nodes = maps:get(nodes, C),
-    [expect({ping, N}, pong, call(C, 1, net_adm, ping, [N])) || N <- tl(Nodes)],
-    io:format("   Creating one Mnesia schema for the three nodes (under ~ts),~n"
-              "   then starting Mnesia and Hypermnesia on each node.~n", [Dir]),
-    expect(create_schema, ok, call(C, 1, mnesia, create_schema, [Nodes])),
-    Filter = {fun netsplit_filter/2, []},
-    [expect(log_filter, ok, call(C, I, logger, add_primary_filter, [hm_demo_netsplit, Filter]))
-     || I <- ?IDS],
-    [begin
-         expect(load, ok, call(C, I, application, load, [hypermnesia])),
-         expect({start, I}, ok, call(C, I, hypermnesia, start, []))
-     end || I <- ?IDS],
-    Sorted = lists:sort(Nodes),
-    wait_until(mnesia_running,
-               fun() -> R = running(C), lists:all(fun(X) -> X =:= Sorted end, R) orelse R end),
+              "demo's control.~n"
+              "   One Mnesia schema for the three nodes (under ~ts), then Mnesia and~n"
+              "   Hypermnesia on each node.~n", [Dir]),
+    C = hm_cluster:start(#{nodes => 3, dir => Dir, prefix => "demo",
+                           %% the nodes run funs written here
+                           modules => [?MODULE],
+                           %% Hypermnesia's own settings, as a user gets them
+                           app_env => [],
+                           log_filter => {hm_demo_netsplit, {fun netsplit_filter/2, []}}}),
+    [io:format("     node ~p = ~p~n", [I, N]) || {I, N} <- lists:zip(?IDS, hm_cluster:nodes(C))],
+    Whole = lists:sort(hm_cluster:nodes(C)),
+    expect(mnesia_running, [Whole, Whole, Whole], running(C)),
     io:format("   Mnesia runs on all three nodes, as one cluster. (The nodes' log reports "
               "about the~n   coming netsplit, refused connections and Mnesia's "
               "inconsistent_database alarms,~n   are left out of this output.)~n"),
     C.
 
-start_peer(I, Dir, Args) ->
-    Name = list_to_atom(lists:concat(["demo", I, "_", os:getpid()])),
-    MnesiaDir = "\"" ++ filename:join(Dir, atom_to_list(Name)) ++ "\"",
-    case peer:start(#{name => Name, connection => standard_io,
-                      args => Args ++ ["-connect_all", "false",
-                                       "-kernel", "prevent_overlapping_partitions", "false",
-                                       "-mnesia", "dir", MnesiaDir]}) of
-        {ok, P, N} -> put(?PEERS, [P | get(?PEERS)]), {P, N};
-        Error -> fail({start_node, I, Error})
-    end.
-
-cleanup(Dir) ->
-    Peers = case erase(?PEERS) of undefined -> []; Ps -> Ps end,
-    io:format("~n7. Stopping the three nodes and deleting ~ts.~n", [Dir]),
-    _ = [catch peer:stop(P) || P <- Peers],
-    _ = file:del_dir_r(Dir),
-    ok.
-
-%% Give each side a wrong cookie for the other, different per side, and cut the links.
-partition(C, Side1, Side2) ->
-    Cut = fun(I) -> list_to_atom("cut" ++ integer_to_list(I)) end,
-    [begin
-         set_cookie(C, I, J, Cut(I)),
-         true = call(C, I, erlang, disconnect_node, [node_n(C, J)])
-     end || I <- Side1, J <- Side2],
-    [set_cookie(C, J, I, Cut(J)) || I <- Side1, J <- Side2],
-    wait_until(links_cut,
-               fun() ->
-                       lists:all(fun({I, J}) ->
-                                         not lists:member(node_n(C, J),
-                                                          call(C, I, erlang, nodes, []))
-                                 end, [{I, J} || I <- Side1, J <- Side2])
-               end).
-
-%% Restore the cookies. Reconnecting is left to Hypermnesia.
-heal(C) ->
-    Cookie = call(C, 1, erlang, get_cookie, []),
-    [set_cookie(C, I, J, Cookie) || I <- ?IDS, J <- ?IDS, I =/= J],
-    ok.
-
-set_cookie(C, I, J, Cookie) ->
-    true = call(C, I, erlang, set_cookie, [node_n(C, J), Cookie]),
-    ok.
-
 %% Wait until Mnesia runs as one cluster, every node shows the same rows, and no operation is
 %% buffered or unstable anywhere (every operation delivered everywhere).
 settle(C) ->
-    Whole = lists:sort(maps:get(nodes, C)),
+    Whole = lists:sort(hm_cluster:nodes(C)),
     wait_until(convergence,
                fun() ->
                        R = running(C),
@@ -313,10 +262,7 @@ netsplit_filter(Event = #{msg := Msg}, _) ->
         _ -> stop
     end.
 
--spec call(ctx(), 1..3, module(), atom(), list()) -> term().
-call(#{peers := Peers}, I, M, F, A) -> peer:call(lists:nth(I, Peers), M, F, A, ?CALL_MS).
-
-node_n(#{nodes := Nodes}, I) -> lists:nth(I, Nodes).
+call(C, I, M, F, A) -> hm_cluster:call(C, I, M, F, A).
 
 %%% ------------------------------------------------------------- output
 
@@ -345,7 +291,7 @@ pad(S) -> string:pad(lists:flatten(S), ?COL).
 line(Format, Args) -> io:format("~ts~n", [string:trim(io_lib:format(Format, Args), trailing)]).
 
 show_running(C) ->
-    Nodes = maps:get(nodes, C),
+    Nodes = hm_cluster:nodes(C),
     Label = fun(N) -> "node " ++ integer_to_list(index(N, Nodes)) end,
     lists:foreach(fun({I, R}) ->
                           io:format("     node ~p: ~s~n",
@@ -357,16 +303,9 @@ index(N, Nodes) -> length(lists:takewhile(fun(X) -> X =/= N end, Nodes)) + 1.
 %%% ------------------------------------------------------------- helpers
 
 %% Poll `F' until it returns `true'; after ?WAIT_MS fail with what it returned last.
-wait_until(What, F) -> wait_until(What, F, now_ms() + ?WAIT_MS).
-
-wait_until(What, F, Deadline) ->
-    case F() of
-        true -> ok;
-        Last ->
-            case now_ms() > Deadline of
-                true -> fail({timeout, What, {last_seen, Last}});
-                false -> timer:sleep(?POLL_MS), wait_until(What, F, Deadline)
-            end
+wait_until(What, F) ->
+    try hm_cluster:wait_until(F, ?WAIT_MS)
+    catch error:{timeout, _, Last} -> fail({timeout, What, {last_seen, Last}})
     end.
 
 expect(_What, X, X) -> ok;

@@ -4,8 +4,9 @@
 %% It runs the CRDT library ({@link hm_crdt}) in one process with a simulated network. Events
 %% between the two sides are held during the partition and delivered in a scrambled order at
 %% the heal, so causal delivery inside `hm_crdt:deliver/2' has real work to do. Run it with
-%% `hm_crdt_demo:main()' in `make shell'. `make demo' ({@link hm_demo}) shows the same story
-%% on real nodes with eventually consistent Mnesia tables.
+%% `make demo-crdt'. `make demo' ({@link hm_demo}) shows the same story on real nodes with
+%% eventually consistent Mnesia tables. Like every demo it lives in `examples/', outside the
+%% application; test/hm_crdt_tests.erl runs it in every flavor.
 -module(hm_crdt_demo).
 
 -export([main/0, run/1]).
