@@ -1,10 +1,12 @@
-%% @doc EC tables on three real nodes (OTP `peer'), with real partitions.
+%% @doc EC tables on three real nodes (OTP `peer'), with real partitions, on the shared
+%% cluster harness {@link hm_cluster}.
 %%
 %% Peers are controlled over standard I/O, not distribution, so cutting the nodes' links never
 %% cuts the test's control. A partition gives each side a wrong cookie for the other side
 %% (different on each side, so the handshake fails both ways) and disconnects: traffic is
 %% dropped and reconnection refused until the heal restores the cookies. Nothing in the test
-%% reconnects the nodes or Mnesia: Hypermnesia does it by itself.
+%% reconnects the nodes or Mnesia: Hypermnesia does it by itself. Cases that need a fourth
+%% node add it with hm_cluster:add_node/1 and remove it again before they end.
 -module(hm_ec_SUITE).
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
@@ -31,38 +33,13 @@ all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partiti
 %%% ------------------------------------------------------------- cluster
 
 init_per_suite(Config) ->
-    _ = os:cmd("epmd -daemon"),
-    Dir = ?config(priv_dir, Config),
-    %% the library, and this suite: funs written here run on the peers
-    Paths = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [hypermnesia, ?MODULE]]),
-    Names = [list_to_atom(lists:concat(["hm", I, "_", os:getpid()])) || I <- [1, 2, 3]],
-    Peers = [start_peer(Name, Paths, Dir) || Name <- Names],
-    [{P1, _} | _] = Peers,
-    Nodes = [N || {_, N} <- Peers],
-    [pong = peer:call(P1, net_adm, ping, [N]) || N <- tl(Nodes)],
-    ok = peer:call(P1, mnesia, create_schema, [Nodes]),
-    [begin
-         ok = peer:call(P, application, load, [hypermnesia]),
-         ok = peer:call(P, application, set_env, [hypermnesia, max_backoff_ms, 500]),
-         ok = peer:call(P, hypermnesia, start, [])
-     end || {P, _} <- Peers],
-    [{peers, Peers}, {nodes, Nodes}, {paths, Paths} | Config].
-
-start_peer(Name, Paths, Dir) ->
-    {ok, P, N} = peer:start(#{name => Name, connection => standard_io,
-                              args => Paths ++ ["-connect_all", "false",
-                                                "-kernel", "prevent_overlapping_partitions", "false",
-                                                "-mnesia", "dir",
-                                                "\"" ++ filename:join(Dir, Name) ++ "\""]}),
-    %% each node's log goes to a file beside the test logs, for post-mortems
-    ok = peer:call(P, logger, add_handler,
-                   [file, logger_std_h,
-                    #{config => #{file => filename:join(Dir, atom_to_list(Name) ++ ".log")}}]),
-    {P, N}.
+    %% this suite's funs run on the nodes
+    C = hm_cluster:start(#{nodes => 3, dir => ?config(priv_dir, Config), prefix => "hm",
+                           modules => [?MODULE]}),
+    [{cluster, C} | Config].
 
 end_per_suite(Config) ->
-    [peer:stop(P) || {P, _} <- ?config(peers, Config)],
-    ok.
+    hm_cluster:stop(?config(cluster, Config)).
 
 init_per_testcase(Case, Config) -> [{tab, Case} | Config].
 
@@ -71,7 +48,7 @@ end_per_testcase(_Case, Config) ->
     [begin
          _ = call(I, Config, mnesia, start, []),
          _ = call(I, Config, hypermnesia, start, [])
-     end || I <- lists:seq(1, length(?config(peers, Config)))],
+     end || I <- [1, 2, 3]],
     heal(Config),
     Tab = ?config(tab, Config),
     _ = call(1, Config, hypermnesia, delete_table, [Tab]),
@@ -80,11 +57,12 @@ end_per_testcase(_Case, Config) ->
          || H <- [list_to_atom(P ++ atom_to_list(Tab)) || P <- ["hm_meta_", "hm_log_"]]],
     ok.
 
-call(I, Config, M, F, A) ->
-    {P, _} = lists:nth(I, ?config(peers, Config)),
-    peer:call(P, M, F, A, 30000).
+call(I, Config, M, F, A) -> hm_cluster:call(?config(cluster, Config), I, M, F, A).
 
-node_n(I, Config) -> lists:nth(I, ?config(nodes, Config)).
+node_n(I, Config) -> hm_cluster:node(?config(cluster, Config), I).
+
+%% The three nodes every case starts with (a fourth one a case adds is gone when it ends).
+nodes3(Config) -> [node_n(I, Config) || I <- [1, 2, 3]].
 
 ec(I, Config, Fun) -> call(I, Config, hypermnesia, async_ec, [Fun]).
 
@@ -92,7 +70,7 @@ create(Config, Opts) ->
     Tab = ?config(tab, Config),
     {atomic, ok} = call(1, Config, hypermnesia, create_table,
                         [Tab, [{attributes, [id, name, year]},
-                               {ram_copies, ?config(nodes, Config)} | Opts]]),
+                               {ram_copies, nodes3(Config)} | Opts]]),
     %% every copy has caught up (a new table's copies release each other within a tick)
     wait_until(fun() -> lists:all(fun(I) -> ready(I, Config, Tab) end, [1, 2, 3]) end),
     Tab.
@@ -103,45 +81,16 @@ ready(I, Config, Tab) ->
         _ -> false
     end.
 
-%% Give each side a wrong cookie for the other, different per side, and cut the links.
-partition(Side1, Side2, Config) ->
-    [begin
-         ok = set_cookie(I, J, list_to_atom("cut" ++ integer_to_list(I)), Config),
-         true = call(I, Config, erlang, disconnect_node, [node_n(J, Config)])
-     end || I <- Side1, J <- Side2],
-    [ok = set_cookie(J, I, list_to_atom("cut" ++ integer_to_list(J)), Config)
-     || I <- Side1, J <- Side2],
-    wait_until(fun() ->
-                       lists:all(fun({I, J}) ->
-                                         not lists:member(node_n(J, Config),
-                                                          call(I, Config, erlang, nodes, []))
-                                 end, [{I, J} || I <- Side1, J <- Side2])
-               end).
+%% A partition (each side gets a wrong cookie for the other, links cut) and its heal, which
+%% leaves reconnecting (nodes, then Mnesia) to Hypermnesia and waits for it: hm_cluster.
+partition(Side1, Side2, Config) -> hm_cluster:cut(?config(cluster, Config), Side1, Side2).
 
-set_cookie(I, J, Cookie, Config) ->
-    true = call(I, Config, erlang, set_cookie, [node_n(J, Config), Cookie]),
-    ok.
-
-%% Restore the cookies; reconnecting (nodes, then Mnesia) is left to Hypermnesia: wait for it.
-heal(Config) ->
-    Cookie = call(1, Config, erlang, get_cookie, []),
-    All = lists:seq(1, length(?config(peers, Config))),
-    [set_cookie(I, J, Cookie, Config) || I <- All, J <- All, I =/= J],
-    Nodes = lists:sort(?config(nodes, Config)),
-    wait_until(fun() ->
-                       lists:all(fun(I) ->
-                                         lists:sort(call(I, Config, mnesia, system_info,
-                                                         [running_db_nodes])) =:= Nodes
-                                 end, All)
-               end).
+heal(Config) -> hm_cluster:heal(?config(cluster, Config)).
 
 wait_until(F) -> wait_until(F, 200).
-wait_until(F, 0) -> ct:fail({timeout, erlang:fun_info(F, name), F()});
-wait_until(F, N) ->
-    case F() of
-        true -> ok;
-        _ -> timer:sleep(100), wait_until(F, N - 1)
-    end.
+
+%% At most N tenths of a second.
+wait_until(F, N) -> hm_cluster:wait_until(F, N * 100).
 
 contents(I, Config, Tab) ->
     lists:sort(ec(I, Config, fun() -> mnesia:select(Tab, [{'_', [], ['$_']}]) end)).
@@ -370,7 +319,7 @@ catch_exit(Fun) ->
 non_ec_tables_untouched(Config) ->
     Tab = ?config(tab, Config),
     {atomic, ok} = call(1, Config, mnesia, create_table,
-                        [Tab, [{ram_copies, ?config(nodes, Config)}]]),
+                        [Tab, [{ram_copies, nodes3(Config)}]]),
     {atomic, ok} = call(1, Config, mnesia, transaction, [fun() -> mnesia:write({Tab, 1, x}) end]),
     [{Tab, 1, x}] = call(2, Config, mnesia, dirty_read, [Tab, 1]),
     %% inside async_ec a non-EC table is plain Mnesia
@@ -381,11 +330,11 @@ non_ec_tables_untouched(Config) ->
 %% A fourth node gets a copy while node 1 keeps writing: it catches up by state transfer and
 %% converges. Then it restarts with an empty ram copy and catches up again.
 new_copy_and_restart(Config) ->
+    C = ?config(cluster, Config),
     Tab = create(Config, [{type, pawset}]),
     ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, old, K}) || K <- lists:seq(1, 50)], ok end),
-    Name = list_to_atom("hm4_" ++ os:getpid()),
-    {P4, N4} = start_peer(Name, ?config(paths, Config), ?config(priv_dir, Config)),
-    join(P4, Config),
+    I4 = hm_cluster:add_node(C),
+    N4 = node_n(I4, Config),
     Writer = call(1, Config, erlang, spawn,
                   [fun() -> [hypermnesia:async_ec(fun() -> mnesia:write({Tab, K, new, K}) end)
                              || K <- lists:seq(51, 400)] end]),
@@ -393,81 +342,57 @@ new_copy_and_restart(Config) ->
     wait_until(fun() -> not call(1, Config, erlang, is_process_alive, [Writer]) end),
     Expected = converged(Config, Tab),
     400 = length(Expected),
-    wait_until(fun() -> contents4(P4, Tab) =:= Expected end),
-    %% restart node 4: its ram copy comes back empty and catches up again
-    peer:stop(P4),
+    wait_until(fun() -> contents(I4, Config, Tab) =:= Expected end),
+    %% node 4 goes down: its ram copy comes back empty and catches up again, with what was
+    %% written meanwhile
+    ok = hm_cluster:kill(C, I4),
     ok = ec(2, Config, fun() -> mnesia:delete({Tab, 1}) end),
-    {P4b, N4} = start_peer(Name, ?config(paths, Config), ?config(priv_dir, Config)),
-    pong = peer:call(P4b, net_adm, ping, [node_n(1, Config)]),
-    ok = peer:call(P4b, application, load, [hypermnesia]),
-    ok = peer:call(P4b, hypermnesia, start, []),
-    ok = peer:call(P4b, mnesia, wait_for_tables, [[Tab], 30000]),
+    ok = hm_cluster:restart(C, I4),
     Expected2 = converged(Config, Tab),
     399 = length(Expected2),
-    wait_until(fun() -> contents4(P4b, Tab) =:= Expected2 end),
-    %% leave the cluster as it was
-    {atomic, ok} = call(1, Config, hypermnesia, del_table_copy, [Tab, N4]),
-    stopped = peer:call(P4b, mnesia, stop, []),
-    peer:stop(P4b),
-    {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, N4]),
+    wait_until(fun() -> contents(I4, Config, Tab) =:= Expected2 end),
+    leave(I4, Tab, Config).
+
+%% Node I leaves the cluster for good: its copy of Tab, then the node and its schema copy.
+leave(I, Tab, Config) ->
+    N = node_n(I, Config),
+    {atomic, ok} = call(1, Config, hypermnesia, del_table_copy, [Tab, N]),
+    stopped = call(I, Config, mnesia, stop, []),
+    ok = hm_cluster:kill(?config(cluster, Config), I),
+    {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, N]),
     ok.
 
-join(P4, Config) ->
-    pong = peer:call(P4, net_adm, ping, [node_n(1, Config)]),
-    ok = peer:call(P4, mnesia, start, []),
-    {ok, [_]} = call(1, Config, mnesia, change_config, [extra_db_nodes, [peer:call(P4, erlang, node, [])]]),
-    {atomic, ok} = call(1, Config, mnesia, change_table_copy_type,
-                        [schema, peer:call(P4, erlang, node, []), disc_copies]),
-    ok = peer:call(P4, application, load, [hypermnesia]),
-    ok = peer:call(P4, application, set_env, [hypermnesia, max_backoff_ms, 500]),
-    ok = peer:call(P4, hypermnesia, start, []).
-
-contents4(P, Tab) ->
-    lists:sort(peer:call(P, hypermnesia, async_ec,
-                         [fun() -> mnesia:select(Tab, [{'_', [], ['$_']}]) end])).
-
-%% FEATURES X2: a disc_copies node cut off from the others acknowledges writes (sync_ec: on
+%% A disc_copies node cut off from the others acknowledges writes (sync_ec: on
 %% its disc), is killed with kill -9, comes back: every acknowledged write, including those it
 %% could not send before dying, reaches every node.
 disc_kill_restart(Config) ->
+    C = ?config(cluster, Config),
     Tab = ?config(tab, Config),
-    Name = list_to_atom("hm5_" ++ os:getpid()),
-    Dir = ?config(priv_dir, Config),
-    {P4, N4} = start_peer(Name, ?config(paths, Config), Dir),
-    join(P4, Config),
-    [N1, N2, N3] = ?config(nodes, Config),
+    I4 = hm_cluster:add_node(C),
+    N4 = node_n(I4, Config),
+    [N1, N2, N3] = nodes3(Config),
     {atomic, ok} = call(1, Config, hypermnesia, create_table,
                         [Tab, [{type, pawset}, {attributes, [id, v]},
                                {disc_copies, [N1, N4]}, {ram_copies, [N2, N3]}]]),
-    C4 = [{peers, ?config(peers, Config) ++ [{P4, N4}]},
-          {nodes, ?config(nodes, Config) ++ [N4]} | Config],
-    Sync = fun(P, K) -> ok = peer:call(P, hypermnesia, sync_ec,
-                                        [fun() -> mnesia:write({Tab, K, node()}) end]) end,
-    [Sync(P4, K) || K <- lists:seq(1, 20)],
-    partition([4], [1, 2, 3], C4),
-    [Sync(P4, K) || K <- lists:seq(21, 30)],           % acknowledged, not sent
+    Sync = fun(I, K) -> ok = call(I, Config, hypermnesia, sync_ec,
+                                   [fun() -> mnesia:write({Tab, K, node()}) end]) end,
+    [Sync(I4, K) || K <- lists:seq(1, 20)],
+    partition([I4], [1, 2, 3], Config),
+    [Sync(I4, K) || K <- lists:seq(21, 30)],           % acknowledged, not sent
     ok = call(1, Config, hypermnesia, async_ec, [fun() -> mnesia:write({Tab, 31, node()}) end]),
-    OsPid = peer:call(P4, os, getpid, []),
-    _ = os:cmd("kill -9 " ++ OsPid),
+    ok = hm_cluster:kill(C, I4),
     %% the network heals while node 4 is down; then it restarts from its disc
-    Cookie = call(1, Config, erlang, get_cookie, []),
-    [set_cookie(I, 4, Cookie, C4) || I <- [1, 2, 3]],
-    {P4b, N4} = start_peer(Name, ?config(paths, Config), Dir),
-    pong = peer:call(P4b, net_adm, ping, [N1]),
-    ok = peer:call(P4b, application, load, [hypermnesia]),
-    ok = peer:call(P4b, application, set_env, [hypermnesia, max_backoff_ms, 500]),
-    ok = peer:call(P4b, hypermnesia, start, []),
-    ok = peer:call(P4b, mnesia, wait_for_tables, [[Tab], 30000]),
-    C4b = [{peers, ?config(peers, Config) ++ [{P4b, N4}]} | C4],
+    heal(Config),
+    ok = hm_cluster:restart(C, I4),
     Keys = lists:seq(1, 31),
     wait_until(fun() ->
-                       lists:all(fun(I) -> [K || {_, K, _} <- contents(I, C4b, Tab)] =:= Keys end,
-                                 [1, 2, 3, 4])
+                       lists:all(fun(I) -> [K || {_, K, _} <- contents(I, Config, Tab)] =:= Keys end,
+                                 [1, 2, 3, I4])
                end),
     %% leave the cluster as it was
     {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Tab]),
-    stopped = peer:call(P4b, mnesia, stop, []),
-    peer:stop(P4b),
+    stopped = call(I4, Config, mnesia, stop, []),
+    ok = hm_cluster:kill(C, I4),
     {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, N4]),
     ok.
 
@@ -543,9 +468,7 @@ partition_under_full_load(Config) ->
     {comment, io_lib:format("~p writes, converged ~p ms after the writers stopped",
                             [lists:sum(Written), Took])}.
 
-call_long(I, Config, M, F, A) ->
-    {P, _} = lists:nth(I, ?config(peers, Config)),
-    peer:call(P, M, F, A, 120000).
+call_long(I, Config, M, F, A) -> hm_cluster:call(?config(cluster, Config), I, M, F, A, 120000).
 
 sleep_until(T) -> timer:sleep(max(0, T - erlang:monotonic_time(millisecond))).
 
@@ -685,7 +608,7 @@ without_application(Config) ->
 %% down is accepted, as Mnesia does: its copy catches up when it comes back.
 create_table_not_db_node(Config) ->
     Tab = ?config(tab, Config),
-    [N1, N2, N3] = ?config(nodes, Config),
+    [N1, N2, N3] = nodes3(Config),
     Ghost = 'ghost@nowhere',
     {aborted, {not_active, Tab, Ghost}} =
         call(1, Config, mnesia, create_table, [Tab, [{disc_copies, [Ghost]}]]),
@@ -722,7 +645,7 @@ restore_backup(Config) ->
     Plain = list_to_atom(atom_to_list(Tab) ++ "_plain"),
     Helpers = [list_to_atom(P ++ atom_to_list(Tab)) || P <- ["hm_meta_", "hm_log_"]],
     {atomic, ok} = call(1, Config, mnesia, create_table,
-                        [Plain, [{ram_copies, ?config(nodes, Config)}]]),
+                        [Plain, [{ram_copies, nodes3(Config)}]]),
     ok = call(1, Config, hypermnesia, sync_ec,
               [fun() -> [mnesia:write({Tab, K, v, K}) || K <- [1, 2, 3]], ok end]),
     {atomic, ok} = call(1, Config, mnesia, transaction,
@@ -771,7 +694,7 @@ restore_backup(Config) ->
 %% Through it all the EC server's own writes keep reaching every copy.
 transactions_refused_across_events(Config) ->
     Tab = create(Config, [{type, pawset}]),
-    [N1, N2, N3] = All = ?config(nodes, Config),
+    [N1, N2, N3] = All = nodes3(Config),
     %% the same with disc_copies
     Disc = list_to_atom(atom_to_list(Tab) ++ "_disc"),
     {atomic, ok} = call(1, Config, hypermnesia, create_table,
