@@ -38,7 +38,6 @@
          node_costs/1, node_eprof/1, node_trace_start/0, node_trace_stop/0,
          node_remote_delivered/1, node_delete/1, node_stats/0]).
 %% the transaction types and the context runner, exported so the migration is visible
--export([netsplit_filter/2]).
 -export([t1/2, t2/2, t3/2, t4/2, t5/2, run_in/2]).
 
 -export_type([context/0]).
@@ -363,7 +362,8 @@ with_cluster(P, F) ->
 cluster(N, Storage) ->
     HC = hm_cluster:start(#{nodes => N, prefix => "bench", modules => [?MODULE],
                             log_filter => {hm_bench_netsplit,
-                                           {fun ?MODULE:netsplit_filter/2, []}}}),
+                                           {fun hm_cluster:netsplit_filter/2,
+                                            ["unknown_table"]}}}),
     #{cluster => HC, nodes => hm_cluster:nodes(HC), storage => Storage}.
 
 stop_cluster(#{cluster := HC}) -> hm_cluster:stop(HC).
@@ -545,23 +545,6 @@ sleep_until(T) ->
     end.
 
 %%% ============================================================= on the nodes
-
-%% @doc Logger filter on the nodes: drops what a partition is expected to log (refused
-%% connections, Mnesia's inconsistent_database); passes the rest.
--spec netsplit_filter(logger:log_event(), term()) -> logger:filter_return().
-netsplit_filter(Event = #{msg := Msg}, _) ->
-    Text = try case Msg of
-                   {string, S} -> S;
-                   {report, R} -> io_lib:format("~0p", [R]);
-                   {F, A} -> io_lib:format(F, A)
-               end
-           catch _:_ -> ""
-           end,
-    case [P || P <- ["inconsistent_database", "Connection attempt from node", "unknown_table"],
-               string:find(Text, P) =/= nomatch] of
-        [] -> Event;
-        _ -> stop
-    end.
 
 %% @doc Create the four tables for a context (on node 1, for all nodes).
 -spec node_create(context(), {atom(), [node()]}) -> ok.

@@ -194,7 +194,8 @@ start_cluster(Dir) ->
                            modules => [?MODULE],
                            %% Hypermnesia's own settings, as a user gets them
                            app_env => [],
-                           log_filter => {hm_demo_netsplit, {fun netsplit_filter/2, []}}}),
+                           log_filter => {hm_demo_netsplit,
+                                          {fun hm_cluster:netsplit_filter/2, []}}}),
     [io:format("     node ~p = ~p~n", [I, N]) || {I, N} <- lists:zip(?IDS, hm_cluster:nodes(C))],
     Whole = lists:sort(hm_cluster:nodes(C)),
     expect(mnesia_running, [Whole, Whole, Whole], running(C)),
@@ -243,24 +244,6 @@ delete(C, I, Key, Note) ->
 
 say(I, Call, "") -> io:format("     node ~p: ~s~n", [I, Call]);
 say(I, Call, Note) -> io:format("     node ~p: ~s~n             ^ ~s~n", [I, Call, Note]).
-
-%% Runs on the nodes as a logger primary filter: drops the reports a netsplit is expected to
-%% cause (refused connections, Mnesia's inconsistent_database), passes everything else.
-netsplit_filter(Event = #{msg := Msg}, _) ->
-    Text = try
-               case Msg of
-                   {string, S} -> S;
-                   {report, R} -> io_lib:format("~0p", [R]);
-                   {F, A} -> io_lib:format(F, A)
-               end
-           catch _:_ -> ""
-           end,
-    Expected = [P || P <- ["inconsistent_database", "Connection attempt from node"],
-                     string:find(Text, P) =/= nomatch],
-    case Expected of
-        [] -> Event;
-        _ -> stop
-    end.
 
 call(C, I, M, F, A) -> hm_cluster:call(C, I, M, F, A).
 

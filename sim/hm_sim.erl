@@ -500,74 +500,65 @@ action({partition, Shape, Groups}, S) ->
     bump({partition, Shape}, reconnect(S#{groups := Groups}, S));
 action(heal, S) ->
     reconnect(S#{groups := all}, S);
-action({crash, Nd}, S = #{reps := Reps, ops := Ops}) ->
+action({crash, Nd}, S) ->
     case up(Nd, S) of
         false -> S;
         true ->
-            R = maps:get(Nd, Reps),
-            D = hm_ec_store_map:durable(hm_ec_table:store(R)),
-            Stateful = D =/= none andalso lists:keymember(state, 1, hm_ec_store:log_read(D)),
-            %% a ram replica, or a disc one with no durable broadcast state (it will take a
-            %% snapshot), no longer holds what it delivered
-            Ops1 = case Stateful of
-                       false -> maps:map(fun(_, I = #{holders := H}) ->
-                                                H1 = lists:delete(Nd, H),
-                                                I#{holders := H1,
-                                                   lost := maps:get(lost, I) orelse H1 =:= []}
-                                        end, Ops);
-                       true -> Ops
-                   end,
+            %% every link of Nd breaks; the members connected to it see a nodedown
             Others = maps:get(nodes, S) -- [Nd],
             S1 = lists:foldl(fun(M, Acc) -> nodedown(M, Nd, new_epoch(Nd, M, Acc)) end, S,
                              [M || M <- Others, up(M, S), connected(Nd, M, S)]),
             S2 = lists:foldl(fun(M, Acc) -> new_epoch(Nd, M, Acc) end, S1,
                              [M || M <- Others, not up(M, S) orelse not connected(Nd, M, S)]),
-            bump(crashes, S2#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1})
+            bump(crashes, take_down(Nd, S2))
     end;
-action({restart, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
-    case maps:get(Nd, Reps) of
-        {down, D, _} ->
-            Inc = maps:get(Nd, Incs) + 1,
-            {R, Effs} = new_replica(Nd, Inc, Nodes, D, S),
-            Applied = case hm_ec_table:status(R) of
-                          ready -> maps:get(Nd, maps:get(applied, S));
-                          syncing -> #{}
-                      end,
-            S1 = S#{reps := Reps#{Nd => R}, inc := Incs#{Nd => Inc},
-                    applied := (maps:get(applied, S))#{Nd => Applied}},
-            S2 = effects(Nd, Effs, bump(restarts, S1)),
+action({restart, Nd}, S) ->
+    case bring_up(Nd, S) of
+        {ok, S1} ->
+            S2 = bump(restarts, S1),
             lists:foldl(fun(M, Acc) -> nodeup(M, Nd, nodeup(Nd, M, Acc)) end, S2,
                         reachable(Nd, S2));
-        _ -> S
+        none -> S
     end;
-action({mnesia_stop, Nd}, S0) ->
+action({mnesia_stop, Nd}, S) ->
     %% Mnesia alone stops on Nd (hypermnesia keeps running, the node stays connected): the
     %% table's process goes with it. The other members' Mnesia reports mnesia_down, which
     %% their table processes take as a nodedown; Mnesia handles it before Nd's Mnesia may
     %% join again, so before a new copy of Nd exists, and after what Nd's old process sent
     %% (here: what is in flight to or from Nd is lost)
-    Others = [M || M <- maps:get(nodes, S0), M =/= Nd],
-    S = #{reps := Reps, ops := Ops} =
-        lists:foldl(fun(M, Acc) -> nodedown(M, Nd, new_epoch(Nd, M, Acc)) end, S0,
-                    case up(Nd, S0) of true -> Others; false -> [] end),
-    case up(Nd, S0) of
+    case up(Nd, S) of
         false -> S;
         true ->
-            D = hm_ec_store_map:durable(hm_ec_table:store(maps:get(Nd, Reps))),
-            Stateful = D =/= none andalso lists:keymember(state, 1, hm_ec_store:log_read(D)),
-            Ops1 = case Stateful of
-                       false -> maps:map(fun(_, I = #{holders := H}) ->
-                                                H1 = lists:delete(Nd, H),
-                                                I#{holders := H1,
-                                                   lost := maps:get(lost, I) orelse H1 =:= []}
-                                        end, Ops);
-                       true -> Ops
-                   end,
-            bump(mnesia_stops, S#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1})
+            S1 = lists:foldl(fun(M, Acc) -> nodedown(M, Nd, new_epoch(Nd, M, Acc)) end, S,
+                             maps:get(nodes, S) -- [Nd]),
+            bump(mnesia_stops, take_down(Nd, S1))
     end;
-action({mnesia_start, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
+action({mnesia_start, Nd}, S) ->
     %% Mnesia is back: the ram copy comes back empty (a new incarnation that syncs), a disc
     %% copy from its disc state; nobody saw a nodedown or a nodeup
+    case bring_up(Nd, S) of
+        {ok, S1} -> S1;
+        none -> S
+    end.
+
+%% Nd's copy stops (a crash, or Mnesia stopping there): what survives is its durable store. A
+%% ram copy, or a disc one with no durable broadcast state (it will take a snapshot), no
+%% longer holds what it delivered.
+take_down(Nd, S = #{reps := Reps, ops := Ops}) ->
+    D = hm_ec_store_map:durable(hm_ec_table:store(maps:get(Nd, Reps))),
+    Stateful = D =/= none andalso lists:keymember(state, 1, hm_ec_store:log_read(D)),
+    Ops1 = case Stateful of
+               false -> maps:map(fun(_, I = #{holders := H}) ->
+                                         H1 = lists:delete(Nd, H),
+                                         I#{holders := H1,
+                                            lost := maps:get(lost, I) orelse H1 =:= []}
+                                 end, Ops);
+               true -> Ops
+           end,
+    S#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1}.
+
+%% Nd's copy starts again from what survived, as a new incarnation; `none' if it is not down.
+bring_up(Nd, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
     case maps:get(Nd, Reps) of
         {down, D, _} ->
             Inc = maps:get(Nd, Incs) + 1,
@@ -578,8 +569,8 @@ action({mnesia_start, Nd}, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
                       end,
             S1 = S#{reps := Reps#{Nd => R}, inc := Incs#{Nd => Inc},
                     applied := (maps:get(applied, S))#{Nd => Applied}},
-            effects(Nd, Effs, S1);
-        _ -> S
+            {ok, effects(Nd, Effs, S1)};
+        _ -> none
     end.
 
 %% Every member that is up takes the new member set (a crashed one gets it when it restarts).

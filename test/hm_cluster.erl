@@ -51,7 +51,7 @@
 
 -export([start/1, stop/1, nodes/1, node/2, ids/1, status/2, call/5, call/6, eval/3, cut/3,
          heal/1, heal/2, stop_mnesia/2, start_mnesia/2, restart/2, restart/3, kill/2,
-         add_node/1, wait_until/2]).
+         add_node/1, wait_until/2, netsplit_filter/2]).
 -export_type([cluster/0, options/0, id/0, status/0]).
 
 -compile({no_auto_import, [nodes/1]}).
@@ -85,8 +85,8 @@
 %% <li>`hypermnesia': start Hypermnesia (default `true'); `false' starts Mnesia only, and then
 %% {@link heal/1} cannot wait for Mnesia to re-join (nothing re-joins it).</li>
 %% <li>`log_filter': a logger primary filter added on every node before Mnesia starts, for
-%% example to drop the reports a partition is expected to cause. Its fun must be in a
-%% module the nodes can load.</li>
+%% example `{Id, {fun hm_cluster:netsplit_filter/2, []}}' to drop the reports a partition
+%% is expected to cause. Its fun must be in a module the nodes can load.</li>
 %% </ul>
 
 -define(CALL_MS, 30000).
@@ -514,4 +514,25 @@ request(C, Msg) ->
     receive
         {Ref, Reply} -> demonitor(Ref, [flush]), Reply;
         {'DOWN', Ref, process, C, _} -> error(cluster_stopped)
+    end.
+
+%%% ------------------------------------------------------------- logs
+
+%% @doc A logger filter for the nodes of a cluster that is cut on purpose: drops the reports a
+%% partition is expected to cause (refused connections, Mnesia's `inconsistent_database'),
+%% and those naming any of `Extra' (strings); passes everything else.
+-spec netsplit_filter(logger:log_event(), [string()]) -> logger:filter_return().
+netsplit_filter(Event = #{msg := Msg}, Extra) ->
+    Text = try
+               case Msg of
+                   {string, S} -> S;
+                   {report, R} -> io_lib:format("~0p", [R]);
+                   {F, A} -> io_lib:format(F, A)
+               end
+           catch _:_ -> ""
+           end,
+    Patterns = ["inconsistent_database", "Connection attempt from node" | Extra],
+    case [P || P <- Patterns, string:find(Text, P) =/= nomatch] of
+        [] -> Event;
+        _ -> stop
     end.
