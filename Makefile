@@ -14,9 +14,10 @@ bootstrap:
 compile: bootstrap
 	$(REBAR) compile
 
-## make test: compile with warnings as errors, then EUnit (units + PropEr properties) and Common Test.
+## make test: compile with warnings as errors (profile strict: every exported function has a
+## spec), then EUnit (units + PropEr properties) and Common Test.
 test: bootstrap
-	$(REBAR) compile
+	$(REBAR) as strict compile
 	$(REBAR) eunit
 	$(REBAR) ct
 
