@@ -613,20 +613,17 @@ new_epoch(A, B, S = #{epochs := E}) ->
     S#{epochs := E#{L => maps:get(L, E, 0) + 1}}.
 
 nodeup(At, Peer, S = #{driver := D}) -> D:nodeup(At, Peer, S);
-nodeup(At, Peer, S = #{reps := Reps}) ->
-    case up(At, S) of
-        true ->
-            {R1, Effs} = hm_ec_table:nodeup(Peer, maps:get(At, Reps)),
-            effects(At, Effs, S#{reps := Reps#{At := R1}});
-        false -> S
-    end.
+nodeup(At, Peer, S) -> link_event(At, fun(R) -> hm_ec_table:nodeup(Peer, R) end, S).
 
 %% `At' sees `Peer' go down (a cut, or Peer crashed): the runtime's nodedown.
 nodedown(_At, _Peer, S = #{driver := _}) -> S;
-nodedown(At, Peer, S = #{reps := Reps}) ->
+nodedown(At, Peer, S) -> link_event(At, fun(R) -> hm_ec_table:nodedown(Peer, R) end, S).
+
+%% A node event for the copy on `At', if it is up.
+link_event(At, Step, S = #{reps := Reps}) ->
     case up(At, S) of
         true ->
-            {R1, Effs} = hm_ec_table:nodedown(Peer, maps:get(At, Reps)),
+            {R1, Effs} = Step(maps:get(At, Reps)),
             effects(At, Effs, S#{reps := Reps#{At := R1}});
         false -> S
     end.

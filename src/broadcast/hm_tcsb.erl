@@ -211,9 +211,10 @@ receive_ack(From = {Node, Inc}, V, New, S0) ->
 receive_current_ack(From = {Node, Inc}, V, New, S = #tcsb{early_acks = E, acked = A, ticks = T,
                                                           has = H}) ->
     {V0, New0} = maps:get(From, E, {#{}, #{}}),
+    %% receive_ack/4 let no gone incarnation through, and drop_superseded/1 left no entry of
+    %% one: an entry is this incarnation's, or there is none yet
     H1 = case H of
              #{Node := {Inc, Old}} -> H#{Node := {Inc, hm_vv:join(Old, V)}};
-             #{Node := {Cur, _}} when Cur > Inc -> H;
              _ -> H#{Node => {Inc, V}}
          end,
     settle_acks(S#tcsb{early_acks = E#{From => {hm_vv:join(V0, V), join_newest(New0, New)}},

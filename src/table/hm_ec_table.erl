@@ -105,7 +105,13 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
             Warn = [{info, "hypermnesia: ~p: the disc log is of format ~p, this release reads "
                      "~p: catching up from the other copies instead", [Tab, V, hm_ec_wire:disc_version()]}
                     || {unsupported_format, V} <- [Other]],
-            T1 = T0#t{tcsb = B, store = with_format(hm_ec_store:log_clear(St))},
+            %% a log this release cannot read is dropped (a syncing copy's install clears it
+            %% anyway; a copy alone keeps nothing of it)
+            St1 = case Other of
+                      {unsupported_format, _} -> hm_ec_store:log_clear(St);
+                      none -> St
+                  end,
+            T1 = T0#t{tcsb = B, store = with_format(St1)},
             case Ms -- [Node] of
                 [] -> {T1, Warn};
                 Others -> {T1#t{status = {syncing, [], []}},
