@@ -15,7 +15,7 @@
 -module(hypermnesia).
 
 -export([start/0, create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2,
-         restore/2,
+         restore/2, owners/2, change_table_frag/2,
          async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3,
          info/0, info/1]).
 -export([is_ec_table/1, ec_options/1]).
@@ -38,12 +38,32 @@ start() ->
 %% plus `{conflict, term_order | lww | siblings}' (default `term_order'). With a Mnesia type
 %% (`set', `bag', `ordered_set') or none, this is `mnesia:create_table/2'. An EC table is never
 %% an `ordered_set'; see {@link hm_ec_registry:create_table/2} and docs/guide.md.
+%% With `{frag_properties, [{n_fragments, F}, {n_ram_copies | n_disc_copies, N},
+%% {node_pool, Nodes}]}' an EC table is partitioned: `F' fragments placed on a
+%% consistent-hash ring of the pool, `N' copies each; see {@link hm_partition:create_table/2}.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
-create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
+create_table(Tab, Opts) ->
+    case is_list(Opts) andalso lists:keymember(frag_properties, 1, Opts) of
+        true -> hm_partition:create_table(Tab, Opts);
+        false -> hm_ec_registry:create_table(Tab, Opts)
+    end.
 
-%% @doc Delete a table; for an EC table, its helper tables too.
+%% @doc Delete a table; for an EC table, its helper tables too, and for a partitioned one
+%% every fragment.
 -spec delete_table(atom()) -> {atomic, ok} | {aborted, term()}.
-delete_table(Tab) -> hm_ec_registry:delete_table(Tab).
+delete_table(Tab) -> hm_partition:delete_table(Tab).
+
+%% @doc The nodes holding `Key' of `Tab' (for a partitioned table, the holders of the key's
+%% fragment, in the order of its preference list: the same answer on every node).
+-spec owners(atom(), term()) -> [node()] | {error, {no_exists, atom()}}.
+owners(Tab, Key) -> hm_partition:owners(Tab, Key).
+
+%% @doc `{add_node, Node}' or `{del_node, Node}' on a partitioned EC table: only the fragments
+%% the ring reassigns move, by state transfer, while reads and writes go on. Other changes,
+%% and other tables, go to `mnesia:change_table_frag/2'. See
+%% {@link hm_partition:change_table_frag/2}.
+-spec change_table_frag(atom(), term()) -> {atomic, ok} | {aborted, term()}.
+change_table_frag(Tab, Change) -> hm_partition:change_table_frag(Tab, Change).
 
 %% @doc Add a copy (`ram_copies' or `disc_copies') of a table on `Node'; a new EC copy catches
 %% up by state transfer before it takes writes.
@@ -94,8 +114,9 @@ with_mode(Mode, Fun, Args) ->
 restore(undefined) -> erase(hm_ec_mode);
 restore(Old) -> put(hm_ec_mode, Old).
 
-%% @doc This node's view: Mnesia members and running nodes, membership back-off, and for
-%% every EC table what {@link info/1} gives. `{error, {node_not_running, node()}}' when the
+%% @doc This node's view: Mnesia members and running nodes, membership back-off, the writes
+%% held here as hints (for tables none of whose holders it can reach), and for every EC
+%% table what {@link info/1} gives. `{error, {node_not_running, node()}}' when the
 %% hypermnesia application is not running here.
 -spec info() -> map() | {error, {node_not_running, node()}}.
 info() ->
@@ -104,6 +125,7 @@ info() ->
                        #{node => node(),
                          membership => hm_membership:status(),
                          queued_ops => maps:get(queued_ops, Server),
+                         hints => maps:get(hints, Server),
                          tables => maps:get(tables, Server)}
                end).
 

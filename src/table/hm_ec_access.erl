@@ -4,11 +4,13 @@
 %%
 %% Inside the activity the user's ordinary `mnesia:*' calls reach these callbacks. For an EC
 %% table, `write', `delete', `delete_object' and `clear_table' become operations of the
-%% table's CRDT, applied here and broadcast by {@link hm_ec_server}; every read and query
-%% (`read', `select' with or without continuation, `match_object', `index_read',
-%% `index_match_object', `all_keys', `foldl', `foldr', `first', `last', `next', `prev',
-%% `table_info') runs unchanged on the local table, which holds exactly what reads must show.
-%% Tables that are not EC tables fall through to plain Mnesia.
+%% table's CRDT, applied here and broadcast ({@link hm_ec_server:submit/3}: on the key's
+%% fragment for a partitioned table, through a holder when this node has no copy); every
+%% read and query (`read', `select' with or without continuation, `match_object',
+%% `index_read', `index_match_object', `all_keys', `foldl', `foldr', `first', `last', `next',
+%% `prev', `table_info') runs unchanged on the local table, which holds exactly what reads
+%% must show, or, for a partitioned table or one without a copy here, through
+%% {@link hm_ec_frag}. Tables that are not EC tables fall through to plain Mnesia.
 %%
 %% Bad arguments abort the activity exactly as they do in `mnesia:async_dirty/1' on a plain
 %% table (the same checks as `mnesia.erl', in the same order, with the same error terms):
@@ -83,7 +85,13 @@ fits(Tab, Val) ->
 
 %% Without the node's server (the hypermnesia application is not running here) a write aborts
 %% as Mnesia's activities do where Mnesia does not run: {node_not_running, Node}, at once.
-submit(Tid, Tab, KeyOp) ->
+submit(Tid, Tab, {'$all', clear}) ->
+    lists:foreach(fun(Frag) -> submit_to(Tid, Frag, {'$all', clear}) end,
+                  hm_ec_frag:fragments(Tab));
+submit(Tid, Tab, KeyOp = {Key, _}) ->
+    submit_to(Tid, hm_ec_frag:fragment_table(Tab, Key), KeyOp).
+
+submit_to(Tid, Tab, KeyOp) ->
     Mode = case get(?MODE_KEY) of
                sync -> sync;
                _ -> async
@@ -112,56 +120,116 @@ submit(Tid, Tab, KeyOp) ->
 not_running(Tid) when element(1, Tid) =:= tid -> exit({abort, {node_not_running, node()}});
 not_running(_) -> mnesia:abort({node_not_running, node()}).
 
-%%% ------------------------------------------------------------- everything else: plain Mnesia
+%%% ------------------------------------------------------------- reads
 
 -spec lock(term(), term(), term(), atom()) -> term().
 lock(Tid, Ts, LockItem, LockKind) -> mnesia:lock(Tid, Ts, LockItem, LockKind).
 
+%% A table that is not an EC table, or an EC table in one piece with a copy here, is read by
+%% Mnesia itself; an EC table in fragments, or without a copy here, through hm_ec_frag.
 -spec read(term(), term(), atom(), term(), atom()) -> [tuple()].
-read(Tid, Ts, Tab, Key, LockKind) -> mnesia:read(Tid, Ts, Tab, Key, LockKind).
+read(Tid, Ts, Tab, Key, LockKind) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:read(Tid, Ts, Tab, Key, LockKind);
+        Route -> hm_ec_frag:read(Route, Tid, Ts, Key, LockKind)
+    end.
 
 -spec match_object(term(), term(), atom(), tuple(), atom()) -> [tuple()].
-match_object(Tid, Ts, Tab, Pat, LockKind) -> mnesia:match_object(Tid, Ts, Tab, Pat, LockKind).
+match_object(Tid, Ts, Tab, Pat, LockKind) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:match_object(Tid, Ts, Tab, Pat, LockKind);
+        Route -> hm_ec_frag:select(Route, Tid, Ts, [{Pat, [], ['$_']}], LockKind)
+    end.
 
 -spec all_keys(term(), term(), atom(), atom()) -> [term()].
-all_keys(Tid, Ts, Tab, LockKind) -> mnesia:all_keys(Tid, Ts, Tab, LockKind).
+all_keys(Tid, Ts, Tab, LockKind) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:all_keys(Tid, Ts, Tab, LockKind);
+        Route -> hm_ec_frag:all_keys(Route, Tid, Ts, LockKind)
+    end.
 
 -spec index_match_object(term(), term(), atom(), tuple(), term(), atom()) -> [tuple()].
 index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind) ->
-    mnesia:index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind).
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind);
+        Route -> hm_ec_frag:index_match_object(Route, Tid, Ts, Pat, Attr, LockKind)
+    end.
 
 -spec index_read(term(), term(), atom(), term(), term(), atom()) -> [tuple()].
 index_read(Tid, Ts, Tab, Key, Attr, LockKind) ->
-    mnesia:index_read(Tid, Ts, Tab, Key, Attr, LockKind).
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:index_read(Tid, Ts, Tab, Key, Attr, LockKind);
+        Route -> hm_ec_frag:index_read(Route, Tid, Ts, Key, Attr, LockKind)
+    end.
 
 -spec table_info(term(), term(), atom(), atom()) -> term().
+table_info(Tid, Ts, Tab, Item) when Item =:= size; Item =:= memory ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:table_info(Tid, Ts, Tab, Item);
+        Route -> hm_ec_frag:table_info(Route, Tid, Ts, Item)
+    end;
+%% anything else is the table's own (and the registry's lookups, made from inside the
+%% activity, come through here: they must not route)
 table_info(Tid, Ts, Tab, Item) -> mnesia:table_info(Tid, Ts, Tab, Item).
 
 -spec select(term(), term(), atom(), ets:match_spec(), atom()) -> [term()].
-select(Tid, Ts, Tab, Spec, LockKind) -> mnesia:select(Tid, Ts, Tab, Spec, LockKind).
+select(Tid, Ts, Tab, Spec, LockKind) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:select(Tid, Ts, Tab, Spec, LockKind);
+        Route -> hm_ec_frag:select(Route, Tid, Ts, Spec, LockKind)
+    end.
 
 -spec select(term(), term(), atom(), ets:match_spec(), pos_integer(), atom()) ->
           {[term()], term()} | '$end_of_table'.
 select(Tid, Ts, Tab, Spec, Limit, LockKind) ->
-    mnesia:select(Tid, Ts, Tab, Spec, Limit, LockKind).
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:select(Tid, Ts, Tab, Spec, Limit, LockKind);
+        Route -> hm_ec_frag:select(Route, Tid, Ts, Spec, Limit, LockKind)
+    end.
 
 -spec select_cont(term(), term(), term()) -> {[term()], term()} | '$end_of_table'.
+select_cont(Tid, Ts, Cont) when element(1, Cont) =:= hm_ec_frag_cont ->
+    hm_ec_frag:select_cont(Tid, Ts, Cont);
 select_cont(Tid, Ts, Cont) -> mnesia:select_cont(Tid, Ts, Cont).
 
 -spec first(term(), term(), atom()) -> term().
-first(Tid, Ts, Tab) -> mnesia:first(Tid, Ts, Tab).
+first(Tid, Ts, Tab) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:first(Tid, Ts, Tab);
+        Route -> hm_ec_frag:first(Route, Tid, Ts)
+    end.
 
 -spec last(term(), term(), atom()) -> term().
-last(Tid, Ts, Tab) -> mnesia:last(Tid, Ts, Tab).
+last(Tid, Ts, Tab) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:last(Tid, Ts, Tab);
+        Route -> hm_ec_frag:last(Route, Tid, Ts)
+    end.
 
 -spec next(term(), term(), atom(), term()) -> term().
-next(Tid, Ts, Tab, Key) -> mnesia:next(Tid, Ts, Tab, Key).
+next(Tid, Ts, Tab, Key) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:next(Tid, Ts, Tab, Key);
+        Route -> hm_ec_frag:next(Route, Tid, Ts, Key)
+    end.
 
 -spec prev(term(), term(), atom(), term()) -> term().
-prev(Tid, Ts, Tab, Key) -> mnesia:prev(Tid, Ts, Tab, Key).
+prev(Tid, Ts, Tab, Key) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:prev(Tid, Ts, Tab, Key);
+        Route -> hm_ec_frag:prev(Route, Tid, Ts, Key)
+    end.
 
 -spec foldl(term(), term(), fun((term(), Acc) -> Acc), Acc, atom(), atom()) -> Acc.
-foldl(Tid, Ts, Fun, Acc, Tab, LockKind) -> mnesia:foldl(Tid, Ts, Fun, Acc, Tab, LockKind).
+foldl(Tid, Ts, Fun, Acc, Tab, LockKind) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:foldl(Tid, Ts, Fun, Acc, Tab, LockKind);
+        Route -> hm_ec_frag:foldl(Route, Tid, Ts, Fun, Acc, LockKind)
+    end.
 
 -spec foldr(term(), term(), fun((term(), Acc) -> Acc), Acc, atom(), atom()) -> Acc.
-foldr(Tid, Ts, Fun, Acc, Tab, LockKind) -> mnesia:foldr(Tid, Ts, Fun, Acc, Tab, LockKind).
+foldr(Tid, Ts, Fun, Acc, Tab, LockKind) ->
+    case hm_ec_frag:route(Tab) of
+        local -> mnesia:foldr(Tid, Ts, Fun, Acc, Tab, LockKind);
+        Route -> hm_ec_frag:foldr(Route, Tid, Ts, Fun, Acc, LockKind)
+    end.

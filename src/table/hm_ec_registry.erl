@@ -13,6 +13,7 @@
 
 -export([create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2, restore/2,
          is_ec_table/1, ec_options/1]).
+-export([create_table/3, wait_ready/1, add_copy/3, del_copy/2, copy_nodes/1]).
 
 -define(PROP, hm_ec).
 -define(READY_WAIT_MS, 5000).
@@ -38,7 +39,7 @@ is_options(Opts) ->
 
 create_table_checked(Tab, Opts) ->
     case proplists:get_value(type, Opts) of
-        T when T =:= pawset; T =:= prwset -> create_ec_table(Tab, T, Opts);
+        T when T =:= pawset; T =:= prwset -> create_ec_table(Tab, T, Opts, #{}, wait);
         _ ->
             case lists:keymember(conflict, 1, Opts) of
                 true -> {aborted, {bad_ec_option, Tab, {conflict, without_ec_type}}};
@@ -46,7 +47,14 @@ create_table_checked(Tab, Opts) ->
             end
     end.
 
-create_ec_table(Tab, Type, Opts) ->
+%% @doc Create EC table `Tab' (options as for {@link create_table/2}) with `Extra' added to
+%% its EC options, without waiting for its copies to be ready (see {@link wait_ready/1}):
+%% the fragments of a partitioned table are made this way.
+-spec create_table(atom(), [tuple()], map()) -> {atomic, ok} | {aborted, term()}.
+create_table(Tab, Opts, Extra) when is_atom(Tab), is_list(Opts), is_map(Extra) ->
+    create_ec_table(Tab, proplists:get_value(type, Opts), Opts, Extra, no_wait).
+
+create_ec_table(Tab, Type, Opts, Extra, Wait) ->
     Policy = proplists:get_value(conflict, Opts, term_order),
     Copies = [{K, V} || {K, V} <- Opts, K =:= ram_copies orelse K =:= disc_copies],
     %% Mnesia options an EC table cannot take, including a second table type (an EC table is
@@ -66,7 +74,8 @@ create_ec_table(Tab, Type, Opts) ->
             Meta = meta_table(Tab),
             Log = log_table(Tab),
             UserOpts = [O || O = {K, _} <- Opts, K =/= type, K =/= conflict],
-            Props = #{type => Type, conflict => Policy, meta => Meta, log => Log},
+            Props = maps:merge(Extra, #{type => Type, conflict => Policy, meta => Meta,
+                                        log => Log}),
             %% read_only: Mnesia's transactions cannot write it (hm_ec_server opens it for
             %% its own dirty writes only)
             StorageOpts = [{local_content, true}, {access_mode, read_only},
@@ -76,7 +85,7 @@ create_ec_table(Tab, Type, Opts) ->
                         {attributes, [key, state]} | Copies],
             LogOpts = [{local_content, true}, {record_name, hm_log},
                        {attributes, [key, value]} | Copies],
-            create_all([{Meta, MetaOpts}, {Log, LogOpts}, {Tab, StorageOpts}], Tab, [])
+            create_all([{Meta, MetaOpts}, {Log, LogOpts}, {Tab, StorageOpts}], Tab, [], Wait)
     end.
 
 %% Copy holders named that are not Mnesia db nodes (checked while Mnesia runs here; if it does
@@ -91,18 +100,18 @@ not_db_nodes(Copies) ->
 
 %% The helper tables first, the table itself last (it is what makes the table an EC table);
 %% on failure the ones created are removed.
-create_all([], Tab, _Done) ->
+create_all([], Tab, _Done, Wait) ->
     %% Mnesia marks a new local_content copy writable despite read_only: closed on every
     %% copy holder now, so that no later recomputation lets transactions write it
     ok = hm_ec_mnesia:close_everywhere(Tab),
     refresh_servers(Tab),
     %% a new copy refuses writes until it has caught up (hm_ec_server); the copies of a new
     %% table release each other within a tick or two when they can all talk
-    wait_ready(Tab, erlang:monotonic_time(millisecond) + ?READY_WAIT_MS),
+    _ = Wait =:= wait andalso wait_ready([Tab]),
     {atomic, ok};
-create_all([{T, Opts} | Rest], Tab, Done) ->
+create_all([{T, Opts} | Rest], Tab, Done, Wait) ->
     case mnesia:create_table(T, Opts) of
-        {atomic, ok} -> create_all(Rest, Tab, [T | Done]);
+        {atomic, ok} -> create_all(Rest, Tab, [T | Done], Wait);
         Aborted ->
             _ = [mnesia:delete_table(D) || D <- Done],
             case Aborted of
@@ -120,8 +129,13 @@ helpers(#{meta := Meta, log := Log}) -> [Meta, Log].
 %% Tell every copy holder's server about the table now rather than at its next refresh.
 refresh_servers(Tab) -> refresh_servers_on(copy_nodes(Tab)).
 
-%% Until every reachable copy of `Tab' is ready, or the deadline (a copy that cannot reach
-%% all the others stays syncing until it can: create_table/2 returns anyway).
+%% @doc Wait until every reachable copy of the tables is ready, for at most 5 s (a copy that
+%% cannot reach all the others stays syncing until it can: create_table/2 returns anyway).
+-spec wait_ready([atom()]) -> ok.
+wait_ready(Tabs) ->
+    Deadline = erlang:monotonic_time(millisecond) + ?READY_WAIT_MS,
+    lists:foreach(fun(Tab) -> wait_ready(Tab, Deadline) end, Tabs).
+
 wait_ready(Tab, Deadline) ->
     Syncing = [N || N <- copy_nodes(Tab), N =:= node() orelse lists:member(N, nodes()),
                     case catch gen_server:call({hm_ec_server, N}, {info, Tab}, 5000) of
@@ -134,6 +148,8 @@ wait_ready(Tab, Deadline) ->
         false -> ok
     end.
 
+%% @doc The nodes holding a copy of `Tab', from Mnesia's schema.
+-spec copy_nodes(atom()) -> [node()].
 copy_nodes(Tab) -> mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies).
 
 refresh_servers_on(Nodes) ->
@@ -162,6 +178,14 @@ delete_table(Tab) ->
 -spec add_table_copy(atom(), node(), ram_copies | disc_copies) -> {atomic, ok} | {aborted, term()}.
 add_table_copy(Tab, Node, Type) ->
     case ec_options(Tab) of
+        {ok, #{frag := _}} -> {aborted, {partitioned_table, Tab, use_change_table_frag}};
+        _ -> add_copy(Tab, Node, Type)
+    end.
+
+%% @doc {@link add_table_copy/3} on a fragment of a partitioned table too (its moves).
+-spec add_copy(atom(), node(), ram_copies | disc_copies) -> {atomic, ok} | {aborted, term()}.
+add_copy(Tab, Node, Type) ->
+    case ec_options(Tab) of
         {ok, _} when Type =/= ram_copies, Type =/= disc_copies ->
             {aborted, {bad_ec_option, Tab, Type}};
         {ok, Opts} -> add_copies(helpers(Opts) ++ [Tab], Tab, Node, Type, []);
@@ -182,6 +206,14 @@ add_copies([T | Rest], Tab, Node, Type, Done) ->
 %% that is gone for good no longer holds back stability.
 -spec del_table_copy(atom(), node()) -> {atomic, ok} | {aborted, term()}.
 del_table_copy(Tab, Node) ->
+    case ec_options(Tab) of
+        {ok, #{frag := _}} -> {aborted, {partitioned_table, Tab, use_change_table_frag}};
+        _ -> del_copy(Tab, Node)
+    end.
+
+%% @doc {@link del_table_copy/2} on a fragment of a partitioned table too (its moves).
+-spec del_copy(atom(), node()) -> {atomic, ok} | {aborted, term()}.
+del_copy(Tab, Node) ->
     case ec_options(Tab) of
         {ok, Opts} ->
             case writable(Tab, fun() -> mnesia:del_table_copy(Tab, Node) end) of

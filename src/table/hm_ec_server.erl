@@ -22,6 +22,7 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(REFRESH_MS, 1000).
+-define(PASS_ON_MS, 5000).
 
 -type mode() :: async | sync.
 
@@ -30,21 +31,45 @@
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() -> gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
-%% @doc Apply an operation on `Key' of EC table `Tab' here and broadcast it. `async' returns
-%% once applied locally; `sync' once every reachable copy holder has applied it (and, for a
-%% disc table, once the local write is on disc). Exits with `{noproc, _}' when Hypermnesia is
-%% not running on this node.
+%% @doc Apply an operation on `Key' of EC table `Tab' and broadcast it. `async' returns
+%% once applied; `sync' once every reachable copy holder has applied it (and, for a disc
+%% table, once the local write is on disc). With a copy here, it is applied here. Without
+%% one (a node outside the table's copy holders, or outside the holders of a fragment of a
+%% partitioned table), or while the copy here is still catching up, it is passed to a
+%% reachable holder; when none answers it is kept here as a hint ({@link hm_ec_hints}) and
+%% handed off once a holder is back. A write passed on that times out may be applied twice
+%% (at the holder that timed out, and at the next): the same record written twice, which
+%% reads cannot tell apart. Exits with `{noproc, _}' when Hypermnesia is not running here.
 -spec submit(atom(), {term(), hm_ec_table:op()}, mode()) -> ok | {error, term()}.
 submit(Tab, KeyOp, Mode) ->
     Name = hm_ec_table_server:name(Tab),
-    case whereis(Name) of
-        undefined ->
-            %% not tracked yet (just created, or just loaded): look now
-            case gen_server:call(?MODULE, {table, Tab}, infinity) of
-                {ok, Pid} -> call_table(Tab, Pid, KeyOp, Mode);
-                error -> {error, {not_ec_table, Tab}}
+    Local = case whereis(Name) of
+                undefined ->
+                    case hm_ec_frag:is_local(Tab) of
+                        true ->
+                            %% not tracked yet (just created, or just loaded): look now
+                            case gen_server:call(?MODULE, {table, Tab}, infinity) of
+                                {ok, Pid} -> call_table(Tab, Pid, KeyOp, Mode);
+                                error -> {error, {not_ec_table, Tab}}
+                            end;
+                        false -> {error, {not_ec_table, Tab}}
+                    end;
+                Pid -> call_table(Tab, Pid, KeyOp, Mode)
+            end,
+    case Local of
+        {error, {Why, Tab}} when Why =:= not_ec_table; Why =:= syncing ->
+            case hm_ec_registry:is_ec_table(Tab) of
+                true -> pass_on(Tab, KeyOp, Mode);
+                false -> Local
             end;
-        Pid -> call_table(Tab, Pid, KeyOp, Mode)
+        {error, {not_applied, _}} ->
+            %% the copy here was removed under the write (a partitioned table's fragment
+            %% moving away): nothing was applied or sent, a holder takes it
+            case hm_ec_frag:is_local(Tab) of
+                false -> pass_on(Tab, KeyOp, Mode);
+                true -> Local
+            end;
+        Done -> Done
     end.
 
 call_table(Tab, Pid, KeyOp, Mode) ->
@@ -52,6 +77,43 @@ call_table(Tab, Pid, KeyOp, Mode) ->
     catch exit:{noproc, _} -> {error, {not_ec_table, Tab}};
           exit:{normal, _} -> {error, {not_ec_table, Tab}}
     end.
+
+%% To a reachable holder; older hints of the table first (through this server, which hands
+%% them off in order); a hint when no holder answers.
+pass_on(Tab, KeyOp, Mode) ->
+    case hm_ec_hints:pending(Tab) of
+        [] ->
+            case to_holders(Tab, KeyOp, Mode) of
+                ok -> ok;
+                unreachable -> gen_server:call(?MODULE, {pass_on, Tab, KeyOp, Mode},
+                                               infinity)
+            end;
+        _ -> gen_server:call(?MODULE, {pass_on, Tab, KeyOp, Mode}, infinity)
+    end.
+
+to_holders(Tab, KeyOp, Mode) -> to_holders(hm_ec_frag:holders(Tab), Tab, KeyOp, Mode).
+
+to_holders([], _Tab, _KeyOp, _Mode) -> unreachable;
+to_holders([H | Hs], Tab, KeyOp, Mode) ->
+    Timeout = case Mode of async -> ?PASS_ON_MS; sync -> 6 * ?PASS_ON_MS end,
+    try hm_ec_table_server:submit({hm_ec_table_server:name(Tab), H}, KeyOp, Mode, Timeout) of
+        ok -> ok;
+        {error, _} -> to_holders(Hs, Tab, KeyOp, Mode)
+    catch exit:_ -> to_holders(Hs, Tab, KeyOp, Mode)
+    end.
+
+%% Hand off the hints on every table, oldest first, as far as a holder takes them.
+handoff() -> lists:foreach(fun handoff/1, hm_ec_hints:tables()).
+
+handoff(Tab) ->
+    lists:foldl(fun({{_, Seq}, KeyOp}, ok) ->
+                        case to_holders(Tab, KeyOp, async) of
+                            ok -> hm_ec_hints:remove(Tab, Seq);
+                            unreachable -> unreachable
+                        end;
+                   (_, unreachable) -> unreachable
+                end, ok, hm_ec_hints:pending(Tab)),
+    ok.
 
 %% @doc {@link refresh/0} without waiting (for callers that must not block on a busy server).
 -spec refresh_async() -> ok.
@@ -88,6 +150,7 @@ copy_holders(Tab) ->
 
 -spec init([]) -> {ok, map()}.
 init([]) ->
+    ok = hm_ec_hints:init(),
     Ref = make_ref(),
     erlang:send_after(?REFRESH_MS, self(), {tick, Ref}),
     S = adopt(#{tables => #{}, ticks => 0, tick_ref => Ref, mnesia => undefined,
@@ -122,6 +185,7 @@ handle_call(info, _From, S = #{tables := Ts}) ->
                       end, #{}, Ts),
     {reply, #{node => node(),
               queued_ops => lists:sum([Q || {_, Q} <- maps:values(Infos)]),
+              hints => hm_ec_hints:count(),
               tables => maps:map(fun(_, {I, _}) -> I end, Infos)}, S};
 handle_call({info, Tab}, _From, S0) ->
     S = case hm_ec_registry:is_ec_table(Tab) of
@@ -140,6 +204,13 @@ handle_call({info, Tab}, _From, S0) ->
             end;
         _ -> {reply, {error, {not_ec_table, Tab}}, S1}
     end;
+handle_call({pass_on, Tab, KeyOp, Mode}, _From, S) ->
+    handoff(Tab),
+    Reply = case hm_ec_hints:pending(Tab) =:= [] andalso to_holders(Tab, KeyOp, Mode) of
+                ok -> ok;
+                _ -> hm_ec_hints:add(Tab, KeyOp)
+            end,
+    {reply, Reply, S};
 handle_call(refresh, _From, S) ->
     {reply, ok, refresh_tables(S)};
 handle_call(Req, _From, S) ->
@@ -164,6 +235,7 @@ handle_info(Env, S = #{tables := Ts}) when element(1, Env) =:= hm_ec ->
 handle_info({tick, Ref}, S = #{tick_ref := Ref, ticks := N}) ->
     %% only this server's own timer ticks (a stray `tick' must not start another chain)
     erlang:send_after(?REFRESH_MS, self(), {tick, Ref}),
+    handoff(),
     {noreply, refresh_tables(S#{ticks := N + 1})};
 handle_info({'DOWN', _, process, Pid, _}, S = #{mnesia := {Pid, _}}) ->
     {noreply, mnesia_gone(S)};

@@ -38,7 +38,8 @@ start_link(Tab, EcOpts) -> gen_server:start_link({local, name(Tab)}, ?MODULE, {T
 name(Tab) -> list_to_atom("hm_ec_table:" ++ atom_to_list(Tab)).
 
 %% @doc Apply an operation here and broadcast it (see {@link hm_ec_server:submit/3}).
--spec submit(pid() | atom(), {term(), hm_ec_table:op()}, async | sync, timeout()) ->
+-spec submit(pid() | atom() | {atom(), node()}, {term(), hm_ec_table:op()}, async | sync,
+             timeout()) ->
           ok | {error, term()}.
 submit(Server, KeyOp, Mode, Timeout) -> gen_server:call(Server, {submit, KeyOp, Mode}, Timeout).
 

@@ -1,0 +1,309 @@
+%% @doc Partitioned EC tables: a table split into fragments placed on a consistent-hash ring
+%% of a pool of nodes, `N' copies each ("RELEASE: Scalable persistent storage for Erlang",
+%% "The requirements for scalable and available persistent storage": implicit placement by
+%% consistent hashing, peer to peer, no single point of failure, asynchronous replication
+%% with automatic reconciliation).
+%%
+%% Created with Mnesia's own option names:
+%% ```
+%% hypermnesia:create_table(user, [{type, pawset}, {attributes, [id, name]},
+%%                                 {frag_properties, [{n_fragments, 16},
+%%                                                    {n_ram_copies, 3},
+%%                                                    {node_pool, Nodes}]}])
+%% '''
+%% Fragment `K' is the EC table `user' (K = 1) or `user_fragK', held by the `N' nodes of its
+%% preference list on the ring of the pool ({@link hm_ring}); its copies replicate among
+%% themselves exactly as the copies of any EC table do. A key belongs to fragment
+%% `erlang:phash2(Key, F) + 1' for ever. Any node of the cluster reads and writes any key
+%% under `async_ec': a node without a copy of the key's fragment passes the write to one of
+%% its holders and reads from one, and keeps writes as hints when none can be reached
+%% ({@link hm_ec_frag}, {@link hm_ec_hints}).
+%%
+%% {@link change_table_frag/2} with `{add_node, Node}' or `{del_node, Node}' changes the pool:
+%% only the fragments whose preference lists change move, by state transfer (the new copy
+%% catches up from the others before it counts), while reads and writes go on; a copy is
+%% removed only once the others hold every operation it accepted.
+%%
+%% Invariants: the copy holders of a fragment are its preference list on the ring of the
+%% pool once every move is done; a fragment never has fewer copies during a move than
+%% before or after it.
+-module(hm_partition).
+
+-export([create_table/2, delete_table/1, owners/2, change_table_frag/2, properties/1]).
+
+-define(READY_TIMEOUT_MS, 120000).
+-define(CAUGHT_UP_TIMEOUT_MS, 60000).
+
+-type change() :: {add_node, node()} | {del_node, node()}.
+
+%% @doc Create a table; with `frag_properties' and an EC type, a partitioned EC table.
+%% `frag_properties' takes `{n_fragments, F}' (default 1), one of `{n_ram_copies, N}' and
+%% `{n_disc_copies, N}' (default `{n_ram_copies, 1}') and `{node_pool, Nodes}' (default
+%% every db node); the table's copies are placed by the ring, so `ram_copies' and
+%% `disc_copies' may not be given too. Errors: `{bad_ec_option, Tab, Option}',
+%% `{not_active, Tab, Node}' (a pool node where Mnesia does not run), `{combine_error, Tab,
+%% "Too few nodes in node_pool"}', and those of `hypermnesia:create_table/2'. Without an EC
+%% type this is `mnesia:create_table/2' (a Mnesia fragmented table).
+-spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
+create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
+    case proplists:get_value(type, Opts) of
+        T when T =:= pawset; T =:= prwset ->
+            try parse(Tab, Opts) of
+                Props -> create_partitioned(Tab, Opts, Props)
+            catch throw:{aborted, _} = Aborted -> Aborted
+            end;
+        _ -> hm_ec_registry:create_table(Tab, Opts)
+    end;
+create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
+
+parse(Tab, Opts) ->
+    FP = proplists:get_value(frag_properties, Opts),
+    is_list(FP) orelse throw({aborted, {bad_ec_option, Tab, {frag_properties, FP}}}),
+    [throw({aborted, {bad_ec_option, Tab, O}})
+     || O <- Opts, is_tuple(O),
+        lists:member(element(1, O), [ram_copies, disc_copies, disc_only_copies])],
+    Known = [n_fragments, n_ram_copies, n_disc_copies, node_pool],
+    [throw({aborted, {bad_ec_option, Tab, {frag_properties, P}}})
+     || P <- FP, not (is_tuple(P) andalso tuple_size(P) =:= 2
+                      andalso lists:member(element(1, P), Known))],
+    F = proplists:get_value(n_fragments, FP, 1),
+    NR = proplists:get_value(n_ram_copies, FP, 0),
+    ND = proplists:get_value(n_disc_copies, FP, 0),
+    [throw({aborted, {bad_ec_option, Tab, {frag_properties, {K, V}}}})
+     || {K, V} <- [{n_fragments, F}, {n_ram_copies, NR}, {n_disc_copies, ND}],
+        not is_integer(V) orelse V < 0 orelse (K =:= n_fragments andalso V < 1)],
+    {Storage, N} = case {NR, ND} of
+                       {0, 0} -> {ram_copies, 1};
+                       {_, 0} -> {ram_copies, NR};
+                       {0, _} -> {disc_copies, ND};
+                       _ -> throw({aborted, {bad_ec_option, Tab,
+                                             {frag_properties, {n_disc_copies, ND}}}})
+                   end,
+    Pool = proplists:get_value(node_pool, FP, mnesia:system_info(db_nodes)),
+    (is_list(Pool) andalso Pool =/= [] andalso lists:all(fun is_atom/1, Pool))
+        orelse throw({aborted, {bad_type, Tab, {node_pool, Pool}}}),
+    check_active(Tab, Pool),
+    length(lists:usort(Pool)) >= N
+        orelse throw({aborted, {combine_error, Tab, "Too few nodes in node_pool"}}),
+    #{n_fragments => F, n_copies => N, storage => Storage, pool => lists:usort(Pool)}.
+
+check_active(Tab, Nodes) ->
+    Running = mnesia:system_info(running_db_nodes),
+    [throw({aborted, {not_active, Tab, N}}) || N <- Nodes, not lists:member(N, Running)],
+    ok.
+
+create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}) ->
+    Placement = placement(Props),
+    %% every fragment holds records named as the table's
+    Common = [{record_name, proplists:get_value(record_name, Opts, Tab)}
+              | [O || O <- Opts, not (is_tuple(O) andalso (element(1, O) =:= frag_properties
+                                                           orelse element(1, O) =:= record_name))]],
+    %% the fragments first, `Tab' itself last (it is what makes the table partitioned)
+    Create = fun(K, {atomic, ok}) ->
+                     Frag = hm_ec_frag:fragment_name(Tab, K),
+                     Extra = case K of
+                                 1 -> #{frag => Props};
+                                 _ -> #{frag => #{base => Tab, number => K}}
+                             end,
+                     case hm_ec_registry:create_table(
+                            Frag, [{Storage, maps:get(K, Placement)} | Common], Extra) of
+                         {atomic, ok} -> {atomic, ok};
+                         {aborted, {already_exists, _}} -> {aborted, {already_exists, Tab}};
+                         Aborted -> Aborted
+                     end;
+                (_, Aborted) -> Aborted
+             end,
+    Frags = hm_ec_frag:fragment_names(Tab, F),
+    case lists:foldl(Create, {atomic, ok}, lists:seq(F, 1, -1)) of
+        {atomic, ok} ->
+            ok = hm_ec_registry:wait_ready(Frags),
+            {atomic, ok};
+        Aborted ->
+            _ = [hm_ec_registry:delete_table(Fr) || Fr <- Frags,
+                                                    hm_ec_registry:is_ec_table(Fr)],
+            Aborted
+    end.
+
+%% @doc Delete a table; a partitioned one with all its fragments.
+-spec delete_table(atom()) -> {atomic, ok} | {aborted, term()}.
+delete_table(Tab) ->
+    case properties(Tab) of
+        {ok, #{n_fragments := F}} ->
+            [_ | Others] = hm_ec_frag:fragment_names(Tab, F),
+            _ = [on_holder(Fr, [], hm_ec_registry, delete_table, [Fr]) || Fr <- Others,
+                                                         hm_ec_registry:is_ec_table(Fr)],
+            on_holder(Tab, [], hm_ec_registry, delete_table, [Tab]);
+        error -> hm_ec_registry:delete_table(Tab)
+    end.
+
+%% @doc The nodes holding `Key' of `Tab': for a partitioned table the holders of the key's
+%% fragment in the order of its preference list (every node gives the same answer), for any
+%% other table its copy holders, sorted. `{error, {no_exists, Tab}}' for no such table.
+-spec owners(atom(), term()) -> [node()] | {error, {no_exists, atom()}}.
+owners(Tab, Key) ->
+    case properties(Tab) of
+        {ok, Props = #{n_fragments := F}} ->
+            K = hm_ec_frag:fragment(Key, F),
+            Holders = hm_ec_registry:copy_nodes(hm_ec_frag:fragment_name(Tab, K)),
+            Pref = maps:get(K, placement(Props)),
+            [N || N <- Pref, lists:member(N, Holders)] ++ lists:sort(Holders -- Pref);
+        error ->
+            case catch hm_ec_registry:copy_nodes(Tab) of
+                Nodes when is_list(Nodes) -> lists:usort(Nodes);
+                _ -> {error, {no_exists, Tab}}
+            end
+    end.
+
+%% @doc The partitioning of `Tab' (`#{n_fragments, n_copies, storage, pool}'), or `error'
+%% when it is not a partitioned EC table.
+-spec properties(atom()) -> {ok, map()} | error.
+properties(Tab) ->
+    case hm_ec_registry:ec_options(Tab) of
+        {ok, #{frag := Props = #{n_fragments := _}}} -> {ok, Props};
+        _ -> error
+    end.
+
+%% @doc Add a node to the pool of a partitioned table, or remove one: the fragments whose
+%% preference lists change move (a new copy is added and catches up by state transfer, then
+%% the old one is removed once the others hold every operation it accepted). Every holder of
+%% a fragment that moves must be up: Mnesia changes the copies of a table only then. A node
+%% that is down keeps its place (its fragments are served by their other holders) until it is
+%% back; `{del_node, Node}' on it is refused. For a Mnesia fragmented table this is
+%% `mnesia:change_table_frag/2'. Errors: `{not_active, Tab, Node}' (adding a node where
+%% Mnesia does not run, or removing one that is down),
+%% `{already_exists, Tab, Node}', `{no_exists, Tab, Node}', `{combine_error, Tab, "Too few
+%% nodes in node_pool"}', `{not_ready, Fragment, Node}' (a new copy that did not catch up in
+%% 2 minutes: the old copies are kept, and the change can be made again).
+-spec change_table_frag(atom(), change() | term()) -> {atomic, ok} | {aborted, term()}.
+change_table_frag(Tab, Change) ->
+    case {properties(Tab), Change} of
+        {error, _} ->
+            case hm_ec_registry:is_ec_table(Tab) of
+                true -> {aborted, {not_partitioned, Tab}};
+                false -> mnesia:change_table_frag(Tab, Change)
+            end;
+        {{ok, Props}, {add_node, Node}} when is_atom(Node) ->
+            try
+                check_active(Tab, [Node]),
+                lists:member(Node, maps:get(pool, Props))
+                    andalso throw({aborted, {already_exists, Tab, Node}}),
+                repartition(Tab, Props, lists:usort([Node | maps:get(pool, Props)]))
+            catch throw:{aborted, _} = Aborted -> Aborted
+            end;
+        {{ok, Props = #{pool := Pool}}, {del_node, Node}} when is_atom(Node) ->
+            case {lists:member(Node, Pool), Pool -- [Node], is_up(Node)} of
+                {false, _, _} -> {aborted, {no_exists, Tab, Node}};
+                {true, [], _} ->
+                    {aborted, {combine_error, Tab, "Too few nodes in node_pool"}};
+                {true, _, false} -> {aborted, {not_active, Tab, Node}};
+                {true, Rest, true} -> repartition(Tab, Props, Rest)
+            end;
+        {{ok, _}, _} -> {aborted, {bad_ec_option, Tab, Change}}
+    end.
+
+repartition(Tab, Props = #{n_fragments := F, storage := Storage}, NewPool) ->
+    New = Props#{pool := NewPool},
+    Moves = hm_ring:moves(placement(Props), placement(New)),
+    try
+        lists:foreach(fun(Move) -> move(Tab, F, Storage, Move) end, Moves),
+        {ok, Opts} = hm_ec_registry:ec_options(Tab),
+        {atomic, ok} = on_holder(Tab, [], mnesia, write_table_property,
+                                 [Tab, {hm_ec, Opts#{frag := New}}]),
+        {atomic, ok}
+    catch throw:{aborted, _} = Aborted -> Aborted
+    end.
+
+%% One fragment's move: copies on nodes that are down go first (Mnesia adds no copy of a
+%% table one of whose holders it cannot reach), then the new copies, ready, then the old
+%% copies that are up, once the others hold what they accepted.
+move(Tab, _F, Storage, {K, Add0, Remove0}) ->
+    Frag = hm_ec_frag:fragment_name(Tab, K),
+    %% what a change made before (and interrupted) already did is not done again
+    Holders = hm_ec_registry:copy_nodes(Frag),
+    Add = Add0 -- Holders,
+    {Up, Down} = lists:partition(fun is_up/1, [N || N <- Remove0, lists:member(N, Holders)]),
+    lists:foreach(fun(Node) -> del_copy(Frag, Node) end, Down),
+    lists:foreach(fun(Node) ->
+                          case on_holder(Frag, [Node], hm_ec_registry, add_copy, [Frag, Node, Storage]) of
+                              {atomic, ok} -> ok;
+                              {aborted, {already_exists, _, _}} -> ok;
+                              Aborted -> failed(Frag, add_copy, Node, Aborted)
+                          end,
+                          wait_until(fun() -> copy_ready(Node, Frag) end, ?READY_TIMEOUT_MS)
+                              orelse throw({aborted, {not_ready, Frag, Node}})
+                  end, Add),
+    lists:foreach(fun(Node) ->
+                          _ = wait_until(fun() -> caught_up(Frag, Node) end,
+                                         ?CAUGHT_UP_TIMEOUT_MS),
+                          del_copy(Frag, Node)
+                  end, Up).
+
+del_copy(Frag, Node) ->
+    case on_holder(Frag, [Node], hm_ec_registry, del_copy, [Frag, Node]) of
+        {atomic, ok} -> ok;
+        Aborted -> failed(Frag, del_copy, Node, Aborted)
+    end.
+
+failed(Frag, Step, Node, Aborted) ->
+    logger:notice("hypermnesia: moving ~p: ~p on ~p failed: ~0p", [Frag, Step, Node, Aborted],
+                  #{domain => [hypermnesia]}),
+    throw(Aborted).
+
+%% A change to the copies of a fragment runs on a node that holds one and is not leaving
+%% (Mnesia locks a table where it is held: a node without a copy of a local table cannot).
+on_holder(Frag, Leaving, M, F, A) ->
+    Here = [node() || lists:member(node(), hm_ec_registry:copy_nodes(Frag))],
+    case (Here ++ [H || H <- hm_ec_registry:copy_nodes(Frag), is_up(H)]) -- Leaving of
+        [H | _] when H =:= node() -> apply(M, F, A);
+        [H | _] ->
+            try erpc:call(H, M, F, A, ?READY_TIMEOUT_MS)
+            catch Class:Reason -> {aborted, {Class, Reason}}
+            end;
+        [] -> apply(M, F, A)
+    end.
+
+placement(#{pool := Pool, n_fragments := F, n_copies := N}) ->
+    hm_ring:placement(hm_ring:new(Pool), F, N).
+
+is_up(Node) -> Node =:= node() orelse lists:member(Node, nodes()).
+
+copy_info(Node, Frag) ->
+    case catch gen_server:call({hm_ec_server, Node}, {info, Frag}, 5000) of
+        I = #{} -> I;
+        _ -> undefined
+    end.
+
+copy_ready(Node, Frag) ->
+    case copy_info(Node, Frag) of
+        #{status := ready} -> true;
+        _ -> false
+    end.
+
+%% Every other reachable holder has delivered every operation `Node' accepted.
+caught_up(Frag, Node) ->
+    case copy_info(Node, Frag) of
+        #{delivered := Mine} ->
+            Own = [{R, C} || {R = {N, _}, C} <- hm_vv:to_list(Mine), N =:= Node],
+            lists:all(fun(H) ->
+                              case copy_info(H, Frag) of
+                                  #{delivered := D} ->
+                                      lists:all(fun({R, C}) -> hm_vv:get(R, D) >= C end, Own);
+                                  _ -> false
+                              end
+                      end, [H || H <- hm_ec_registry:copy_nodes(Frag), H =/= Node, is_up(H)]);
+        _ -> true                       % no copy there any more: nothing to wait for
+    end.
+
+wait_until(Cond, Timeout) ->
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    wait_until_(Cond, Deadline).
+
+wait_until_(Cond, Deadline) ->
+    case Cond() of
+        true -> true;
+        false ->
+            case erlang:monotonic_time(millisecond) < Deadline of
+                true -> timer:sleep(50), wait_until_(Cond, Deadline);
+                false -> false
+            end
+    end.

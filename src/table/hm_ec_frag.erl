@@ -1,0 +1,271 @@
+%% @doc Reading an EC table from any node: fragments, copies elsewhere, and hints.
+%%
+%% An EC table may be split into fragments (a partitioned table: `Tab', `Tab_frag2', ...,
+%% each an EC table of its own, held by its own copy holders; see docs/guide.md,
+%% "Partitioned tables"), and a node may hold no copy of some of them. A key belongs to
+%% fragment `erlang:phash2(Key, F) + 1' for ever. This module is what `async_ec' reads go
+%% through for such tables (the location transparency of "RELEASE: Scalable persistent
+%% storage for Erlang", "The requirements for scalable and available persistent
+%% storage"): a fragment with a copy here is read here, as Mnesia reads any table; one
+%% without is read on a reachable copy holder; one none of whose holders is reachable shows
+%% what this node holds for it as hints ({@link hm_ec_hints}: writes kept here until a
+%% holder is back, Dynamo's hinted handoff). Hints are shown on top
+%% of whatever is read, so a node reads its own writes while they wait.
+%%
+%% Reads spanning the table (`select' with and without a limit, `match_object',
+%% `all_keys', `index_read', `index_match_object', folds, `first'/`next'/`last'/`prev',
+%% `table_info(Tab, size | memory)') visit the fragments in order, `Tab' first. A table
+%% that is not an EC table, and an EC table in one piece with a copy here, never come here:
+%% {@link route/1} says `local' and Mnesia reads them directly.
+%%
+%% Invariants: a read never fails because a fragment is unreachable (it shows the hints);
+%% a remote read tries each reachable holder in turn; a continuation of {@link select/6}
+%% holds only records already read and the fragments still to read.
+-module(hm_ec_frag).
+
+-export([route/1, fragments/1, fragment_table/2, fragment/2, fragment_name/2,
+         fragment_names/2, is_local/1, holders/1]).
+-export([read/5, select/5, select/6, select_cont/3, all_keys/4, index_read/6,
+         index_match_object/6, foldl/6, foldr/6, first/3, last/3, next/4, prev/4,
+         table_info/4]).
+-export_type([route/0]).
+
+-define(REMOTE_TIMEOUT, 10000).
+-define(ALL, [{'_', [], ['$_']}]).
+
+-type route() :: local | {frags, atom(), [atom()]}.
+
+%%% ---------------------------------------------------------------- where keys live
+
+%% @doc How `async_ec' reads `Tab' on this node: `local' (Mnesia reads it: not an EC table,
+%% or an EC table in one piece with a copy here) or the fragments to visit.
+-spec route(atom()) -> route().
+route(Tab) ->
+    case hm_ec_registry:ec_options(Tab) of
+        {ok, #{frag := #{n_fragments := F}}} when F > 1 ->
+            {frags, Tab, fragment_names(Tab, F)};
+        {ok, _} ->
+            case is_local(Tab) of
+                true -> local;
+                false -> {frags, Tab, [Tab]}
+            end;
+        error -> local
+    end.
+
+%% @doc The fragments of an EC table (`[Tab]' when it is in one piece).
+-spec fragments(atom()) -> [atom()].
+fragments(Tab) ->
+    case hm_ec_registry:ec_options(Tab) of
+        {ok, #{frag := #{n_fragments := F}}} -> fragment_names(Tab, F);
+        _ -> [Tab]
+    end.
+
+%% @doc The fragment (a table name) `Key' of `Tab' belongs to.
+-spec fragment_table(atom(), term()) -> atom().
+fragment_table(Tab, Key) ->
+    case hm_ec_registry:ec_options(Tab) of
+        {ok, #{frag := #{n_fragments := F}}} when F > 1 -> fragment_name(Tab, fragment(Key, F));
+        _ -> Tab
+    end.
+
+%% @doc The fragment number (1..F) of a key.
+-spec fragment(term(), pos_integer()) -> pos_integer().
+fragment(Key, F) -> erlang:phash2(Key, F) + 1.
+
+%% @doc The name of fragment `K' of `Tab': `Tab' itself for the first, `Tab_fragK' for the
+%% others (Mnesia's own naming of fragments).
+-spec fragment_name(atom(), pos_integer()) -> atom().
+fragment_name(Tab, 1) -> Tab;
+fragment_name(Tab, K) -> list_to_atom(atom_to_list(Tab) ++ "_frag" ++ integer_to_list(K)).
+
+%% @doc The names of all `F' fragments of `Tab', in order.
+-spec fragment_names(atom(), pos_integer()) -> [atom()].
+fragment_names(Tab, F) -> [fragment_name(Tab, K) || K <- lists:seq(1, F)].
+
+%% @doc Whether this node holds a loaded copy of `Tab'.
+-spec is_local(atom()) -> boolean().
+is_local(Tab) -> (catch mnesia:table_info(Tab, where_to_read)) =:= node().
+
+%% @doc The reachable holders of a copy of `Tab' other than this node, in the order this
+%% node tries them (spread over holders: each node starts at another one).
+-spec holders(atom()) -> [node()].
+holders(Tab) ->
+    Holders = case catch hm_ec_server:copy_holders(Tab) of
+                  L when is_list(L) -> L;
+                  _ -> []
+              end,
+    Up = [H || H <- Holders, lists:member(H, nodes())],
+    [H || {_, H} <- lists:sort([{erlang:phash2({node(), H}), H} || H <- Up])].
+
+%%% ---------------------------------------------------------------- reads
+
+-spec read(route(), term(), term(), term(), atom()) -> [tuple()].
+read({frags, Tab, _}, Tid, Ts, Key, LockKind) ->
+    Frag = fragment_table(Tab, Key),
+    Read = on_fragment(Frag, fun() -> mnesia:read(Tid, Ts, Frag, Key, LockKind) end,
+                       {mnesia, dirty_read, [Frag, Key]}),
+    with_hints(Frag, Key, Read).
+
+-spec select(route(), term(), term(), ets:match_spec(), atom()) -> [term()].
+select({frags, _, Frags}, Tid, Ts, Spec, LockKind) ->
+    lists:append([select_fragment(F, Tid, Ts, Spec, LockKind) || F <- Frags]).
+
+%% @doc `select' with a limit: chunks of at most `Limit' results, fragment after fragment.
+-spec select(route(), term(), term(), ets:match_spec(), pos_integer(), atom()) ->
+          {[term()], term()} | '$end_of_table'.
+select({frags, _, Frags}, Tid, Ts, Spec, Limit, LockKind) ->
+    chunk({hm_ec_frag_cont, [], Frags, Spec, Limit, LockKind}, Tid, Ts).
+
+%% @doc The next chunk of a {@link select/6}.
+-spec select_cont(term(), term(), term()) -> {[term()], term()} | '$end_of_table'.
+select_cont(Tid, Ts, Cont) -> chunk(Cont, Tid, Ts).
+
+chunk({hm_ec_frag_cont, [], [], _, _, _}, _Tid, _Ts) -> '$end_of_table';
+chunk({hm_ec_frag_cont, [], [F | Frags], Spec, Limit, LockKind}, Tid, Ts) ->
+    Read = select_fragment(F, Tid, Ts, Spec, LockKind),
+    chunk({hm_ec_frag_cont, Read, Frags, Spec, Limit, LockKind}, Tid, Ts);
+chunk({hm_ec_frag_cont, Read, Frags, Spec, Limit, LockKind}, _Tid, _Ts) ->
+    {Chunk, Rest} = lists:split(min(Limit, length(Read)), Read),
+    {Chunk, {hm_ec_frag_cont, Rest, Frags, Spec, Limit, LockKind}}.
+
+select_fragment(Frag, Tid, Ts, Spec, LockKind) ->
+    case hm_ec_hints:pending(Frag) of
+        [] ->
+            on_fragment(Frag, fun() -> mnesia:select(Tid, Ts, Frag, Spec, LockKind) end,
+                        {mnesia, dirty_select, [Frag, Spec]});
+        _ ->
+            %% the fragment's records with the hints on top, then the match
+            All = on_fragment(Frag, fun() -> mnesia:select(Tid, Ts, Frag, ?ALL, LockKind) end,
+                              {mnesia, dirty_select, [Frag, ?ALL]}),
+            ets:match_spec_run(hm_ec_hints:apply_all(Frag, All), ets:match_spec_compile(Spec))
+    end.
+
+-spec all_keys(route(), term(), term(), atom()) -> [term()].
+all_keys(Route, Tid, Ts, LockKind) ->
+    lists:usort([element(2, R) || R <- select(Route, Tid, Ts, ?ALL, LockKind)]).
+
+-spec index_read(route(), term(), term(), term(), term(), atom()) -> [tuple()].
+index_read({frags, _, Frags}, Tid, Ts, Key, Attr, LockKind) ->
+    lists:append(
+      [case hm_ec_hints:pending(F) of
+           [] -> on_fragment(F, fun() -> mnesia:index_read(Tid, Ts, F, Key, Attr, LockKind) end,
+                             {mnesia, dirty_index_read, [F, Key, Attr]});
+           _ -> [R || R <- select_fragment(F, Tid, Ts, ?ALL, LockKind),
+                      element(attr_pos(F, Attr), R) =:= Key]
+       end || F <- Frags]).
+
+-spec index_match_object(route(), term(), term(), tuple(), term(), atom()) -> [tuple()].
+index_match_object({frags, _, Frags}, Tid, Ts, Pat, Attr, LockKind) ->
+    lists:append(
+      [case hm_ec_hints:pending(F) of
+           [] -> on_fragment(F, fun() ->
+                                        mnesia:index_match_object(Tid, Ts, F, Pat, Attr,
+                                                                  LockKind)
+                                end, {mnesia, dirty_index_match_object, [F, Pat, Attr]});
+           _ -> select_fragment(F, Tid, Ts, [{Pat, [], ['$_']}], LockKind)
+       end || F <- Frags]).
+
+attr_pos(_Tab, Pos) when is_integer(Pos) -> Pos;
+attr_pos(Tab, Attr) ->
+    Attrs = mnesia:table_info(Tab, attributes),
+    length(lists:takewhile(fun(A) -> A =/= Attr end, Attrs)) + 2.
+
+-spec foldl(route(), term(), term(), fun((tuple(), Acc) -> Acc), Acc, atom()) -> Acc.
+foldl(Route, Tid, Ts, Fun, Acc, LockKind) ->
+    lists:foldl(Fun, Acc, select(Route, Tid, Ts, ?ALL, LockKind)).
+
+-spec foldr(route(), term(), term(), fun((tuple(), Acc) -> Acc), Acc, atom()) -> Acc.
+foldr(Route, Tid, Ts, Fun, Acc, LockKind) ->
+    lists:foldr(Fun, Acc, select(Route, Tid, Ts, ?ALL, LockKind)).
+
+%% First, next, last, prev: within a fragment in its own order, then on to the next
+%% fragment (the order Mnesia's fragmented tables use).
+-spec first(route(), term(), term()) -> term().
+first({frags, _, Frags}, Tid, Ts) -> first_in(Frags, Tid, Ts, first).
+
+-spec last(route(), term(), term()) -> term().
+last({frags, _, Frags}, Tid, Ts) -> first_in(lists:reverse(Frags), Tid, Ts, last).
+
+-spec next(route(), term(), term(), term()) -> term().
+next(Route, Tid, Ts, Key) -> step(Route, Tid, Ts, Key, next, first, fun(L) -> L end).
+
+-spec prev(route(), term(), term(), term()) -> term().
+prev(Route, Tid, Ts, Key) -> step(Route, Tid, Ts, Key, prev, last, fun lists:reverse/1).
+
+step({frags, Tab, Frags}, Tid, Ts, Key, Dir, Start, Order) ->
+    Frag = fragment_table(Tab, Key),
+    case iterate(Frag, Tid, Ts, Dir, [Key]) of
+        '$end_of_table' ->
+            Later = tl(lists:dropwhile(fun(F) -> F =/= Frag end, Order(Frags))),
+            first_in(Later, Tid, Ts, Start);
+        Next -> Next
+    end.
+
+first_in([], _Tid, _Ts, _Dir) -> '$end_of_table';
+first_in([F | Frags], Tid, Ts, Dir) ->
+    case iterate(F, Tid, Ts, Dir, []) of
+        '$end_of_table' -> first_in(Frags, Tid, Ts, Dir);
+        Key -> Key
+    end.
+
+%% One step of first/last (Args = []) or next/prev (Args = [Key]) in one fragment. A
+%% fragment with hints is iterated in the order of its keys, hints included.
+iterate(Frag, Tid, Ts, Dir, Args) ->
+    case hm_ec_hints:pending(Frag) of
+        [] ->
+            DirtyDir = list_to_atom("dirty_" ++ atom_to_list(Dir)),
+            on_fragment(Frag, fun() -> apply(mnesia, Dir, [Tid, Ts, Frag | Args]) end,
+                        {mnesia, DirtyDir, [Frag | Args]}, '$end_of_table');
+        _ ->
+            Keys0 = lists:usort([element(2, R) || R <- select_fragment(Frag, Tid, Ts, ?ALL,
+                                                                        read)]),
+            Keys = case Dir of
+                       first -> Keys0;
+                       next -> Keys0;
+                       _ -> lists:reverse(Keys0)
+                   end,
+            case {Args, Keys} of
+                {[], [K | _]} -> K;
+                {[Key], _} ->
+                    case lists:dropwhile(fun(K) -> K =/= Key end, Keys) of
+                        [_, K | _] -> K;
+                        _ -> '$end_of_table'
+                    end;
+                _ -> '$end_of_table'
+            end
+    end.
+
+%% @doc `table_info' of a table read through fragments: `size' and `memory' summed over
+%% them, anything else from `Tab' itself.
+-spec table_info(route(), term(), term(), atom()) -> term().
+table_info({frags, Tab, Frags}, Tid, Ts, Item) when Item =:= size; Item =:= memory ->
+    case Frags of
+        [Tab] when Item =:= memory -> mnesia:table_info(Tid, Ts, Tab, Item);
+        _ -> lists:sum([on_fragment(F, fun() -> mnesia:table_info(Tid, Ts, F, Item) end,
+                                    {mnesia, table_info, [F, Item]}, 0) || F <- Frags])
+    end;
+table_info({frags, Tab, _}, Tid, Ts, Item) -> mnesia:table_info(Tid, Ts, Tab, Item).
+
+%%% ---------------------------------------------------------------- internal
+
+on_fragment(Frag, Local, Remote) -> on_fragment(Frag, Local, Remote, []).
+
+%% Read `Frag' here when it is here, else on the first reachable holder that answers; with
+%% none, `Nothing' (the hints, if any, are added by the caller).
+on_fragment(Frag, Local, {M, F, A}, Nothing) ->
+    case is_local(Frag) of
+        true -> Local();
+        false -> remote(holders(Frag), M, F, A, Nothing)
+    end.
+
+remote([], _M, _F, _A, Nothing) -> Nothing;
+remote([H | Hs], M, F, A, Nothing) ->
+    try erpc:call(H, M, F, A, ?REMOTE_TIMEOUT)
+    catch _:_ -> remote(Hs, M, F, A, Nothing)
+    end.
+
+with_hints(Frag, Key, Read) ->
+    case hm_ec_hints:pending(Frag) of
+        [] -> Read;
+        _ -> hm_ec_hints:apply_key(Frag, Key, Read)
+    end.

@@ -1,0 +1,90 @@
+%% @doc Hints: writes to an EC table kept on this node while none of the holders of a copy
+%% can be reached, handed to a holder once one is back (Dynamo's sloppy quorum and hinted
+%% handoff, "Dynamo: Amazon's Highly Available Key-value Store", §4.6). A write on a node
+%% with no copy of the table, or of the key's fragment, is passed to a holder
+%% ({@link hm_ec_server:submit/3}); when none answers, it becomes a hint, so writes stay
+%% available on every side of a partition. Reads on this node show the hints on top of what
+%% they read ({@link hm_ec_frag}), so the node reads its own writes meanwhile.
+%%
+%% Hints live in an ETS table owned by {@link hm_ec_server}, ordered by when they were
+%% made; the server hands them off, oldest first, at every refresh (once a second) and
+%% before any newer write to the same table leaves this node, so they reach the holders in
+%% the order they were made. They are held in memory: a node that stops before a holder is
+%% back loses its hints.
+%%
+%% Invariants: hints of a table are handed off in the order they were made, and a hint is
+%% removed only once a holder has applied it.
+-module(hm_ec_hints).
+
+-export([init/0, add/2, pending/1, tables/0, remove/2, count/0, apply_key/3, apply_all/2]).
+
+-define(TAB, hm_ec_hints).
+
+-type hint() :: {{atom(), integer()}, {term(), hm_ec_table:op()}}.
+
+%% @doc Create the store (by its owner, {@link hm_ec_server}).
+-spec init() -> ok.
+init() ->
+    _ = ets:new(?TAB, [ordered_set, public, named_table, {read_concurrency, true}]),
+    ok.
+
+%% @doc Keep `KeyOp' on `Tab' as a hint.
+-spec add(atom(), {term(), hm_ec_table:op()}) -> ok.
+add(Tab, KeyOp) ->
+    true = ets:insert(?TAB, {{Tab, erlang:unique_integer([monotonic])}, KeyOp}),
+    ok.
+
+%% @doc The hints on `Tab', oldest first.
+-spec pending(atom()) -> [hint()].
+pending(Tab) ->
+    try ets:select(?TAB, [{{{Tab, '_'}, '_'}, [], ['$_']}])
+    catch error:badarg -> []                    % no store: Hypermnesia is not running here
+    end.
+
+%% @doc The tables with hints.
+-spec tables() -> [atom()].
+tables() ->
+    try lists:usort(ets:select(?TAB, [{{{'$1', '_'}, '_'}, [], ['$1']}]))
+    catch error:badarg -> []
+    end.
+
+%% @doc Forget a hint a holder has applied.
+-spec remove(atom(), integer()) -> ok.
+remove(Tab, Seq) ->
+    true = ets:delete(?TAB, {Tab, Seq}),
+    ok.
+
+%% @doc How many hints this node holds.
+-spec count() -> non_neg_integer().
+count() ->
+    try ets:info(?TAB, size) of
+        N when is_integer(N) -> N;
+        _ -> 0
+    catch error:badarg -> 0
+    end.
+
+%% @doc The records of `Key' read from `Tab', with the hints on `Tab' applied in order.
+-spec apply_key(atom(), term(), [tuple()]) -> [tuple()].
+apply_key(Tab, Key, Records) ->
+    Bag = bag(Tab),
+    lists:foldl(fun({_, {K, Op}}, Rs) when K =:= Key; K =:= '$all' -> apply_op(Bag, Op, Rs);
+                   (_, Rs) -> Rs
+                end, Records, pending(Tab)).
+
+%% @doc All records read from `Tab', with its hints applied in order.
+-spec apply_all(atom(), [tuple()]) -> [tuple()].
+apply_all(Tab, Records) ->
+    Bag = bag(Tab),
+    lists:foldl(fun({_, {'$all', clear}}, _) -> [];
+                   ({_, {K, Op}}, Rs) ->
+                        {Mine, Others} = lists:partition(fun(R) -> element(2, R) =:= K end, Rs),
+                        Others ++ apply_op(Bag, Op, Mine)
+                end, Records, pending(Tab)).
+
+apply_op(false, {write, R}, _) -> [R];
+apply_op(true, {write, R}, Rs) -> lists:usort([R | Rs]);
+apply_op(_, delete, _) -> [];
+apply_op(_, {delete_object, R}, Rs) -> Rs -- [R];
+apply_op(_, clear, _) -> [].
+
+bag(Tab) -> (catch mnesia:table_info(Tab, type)) =:= bag.

@@ -1,0 +1,266 @@
+%% @doc Partitioned EC tables on five real nodes (OTP `peer', the shared harness
+%% {@link hm_cluster}): placement on the ring, every access path from every node with and
+%% without a local copy of the key's fragment, a real partition with writes on both sides
+%% (hints where no owner is reachable), a node killed, and nodes added to and removed from
+%% the pool under load with nothing acknowledged lost.
+-module(hm_partition_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("eunit/include/eunit.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([placement/1, access_from_every_node/1, partition_both_sides/1, node_killed/1,
+         add_and_remove_under_load/1, bad_options/1]).
+-export([writer/2, keys_written/1, failed_writes/1]).
+
+-define(NODES, 5).
+-define(F, 12).
+
+all() -> [bad_options, placement, access_from_every_node, partition_both_sides,
+          add_and_remove_under_load, node_killed].
+
+init_per_suite(Config) ->
+    C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "hp",
+                           modules => [?MODULE]}),
+    [{cluster, C} | Config].
+
+end_per_suite(Config) -> hm_cluster:stop(?config(cluster, Config)).
+
+init_per_testcase(Case, Config) -> [{tab, Case} | Config].
+
+end_per_testcase(_Case, Config) ->
+    C = ?config(cluster, Config),
+    hm_cluster:heal(C),
+    _ = call(1, Config, hypermnesia, delete_table, [?config(tab, Config)]),
+    ok.
+
+%%% ------------------------------------------------------------- helpers
+
+call(I, Config, M, F, A) -> hm_cluster:call(?config(cluster, Config), I, M, F, A).
+
+ec(I, Config, Fun) -> call(I, Config, hypermnesia, async_ec, [Fun]).
+
+ids(Config) -> [I || I <- hm_cluster:ids(?config(cluster, Config)),
+                     hm_cluster:status(?config(cluster, Config), I) =:= up].
+
+pool(Config) -> [hm_cluster:node(?config(cluster, Config), I) || I <- ids(Config)].
+
+create(Config, Opts) ->
+    Tab = ?config(tab, Config),
+    {atomic, ok} = call(1, Config, hypermnesia, create_table,
+                        [Tab, [{type, pawset}, {attributes, [id, val, tag]},
+                               {frag_properties, [{n_fragments, ?F}, {n_ram_copies, 3},
+                                                  {node_pool, pool(Config)}]} | Opts]]),
+    Tab.
+
+wait_until(F) -> hm_cluster:wait_until(F, 60000).
+
+all_rows(I, Config, Tab) ->
+    lists:sort(ec(I, Config, fun() -> mnesia:select(Tab, [{'_', [], ['$_']}]) end)).
+
+%% Every node reads the same rows, and they are `Expected'.
+converged(Config, Tab, Expected) ->
+    wait_until(fun() -> lists:all(fun(I) -> all_rows(I, Config, Tab) =:= Expected end,
+                                  ids(Config)) end).
+
+%%% ------------------------------------------------------------- cases
+
+bad_options(Config) ->
+    Tab = ?config(tab, Config),
+    Create = fun(FP, More) -> call(1, Config, hypermnesia, create_table,
+                                   [Tab, [{type, pawset}, {frag_properties, FP} | More]])
+             end,
+    {aborted, {bad_ec_option, Tab, {frag_properties, {n_fragments, 0}}}} =
+        Create([{n_fragments, 0}], []),
+    {aborted, {bad_ec_option, Tab, {frag_properties, {hash_module, x}}}} =
+        Create([{hash_module, x}], []),
+    {aborted, {bad_ec_option, Tab, {ram_copies, _}}} =
+        Create([{n_fragments, 2}], [{ram_copies, pool(Config)}]),
+    {aborted, {combine_error, Tab, _}} =
+        Create([{n_fragments, 2}, {n_ram_copies, 9}], []),
+    {aborted, {not_active, Tab, nowhere@nohost}} =
+        Create([{node_pool, [nowhere@nohost]}], []),
+    {aborted, {bad_type, Tab, {node_pool, []}}} = Create([{node_pool, []}], []),
+    false = call(1, Config, hypermnesia, is_ec_table, [Tab]),
+    {error, {no_exists, Tab}} = call(1, Config, hypermnesia, owners, [Tab, 1]).
+
+placement(Config) ->
+    Tab = create(Config, []),
+    Pool = pool(Config),
+    %% every node gives the same owners, three distinct pool nodes, who hold the fragment
+    Keys = lists:seq(1, 200),
+    Owners = [call(I, Config, lists, map,
+                   [fun(K) -> hypermnesia:owners(Tab, K) end, Keys]) || I <- ids(Config)],
+    [O1] = lists:usort(Owners),
+    true = lists:all(fun(Os) -> length(lists:usort(Os)) =:= 3 andalso Os -- Pool =:= [] end, O1),
+    Frags = [list_to_atom(atom_to_list(Tab) ++ "_frag" ++ integer_to_list(K))
+             || K <- lists:seq(2, ?F)],
+    Holders = [lists:sort(call(1, Config, hm_ec_registry, copy_nodes, [Fr])) || Fr <- [Tab | Frags]],
+    true = lists:all(fun(Hs) -> length(Hs) =:= 3 end, Holders),
+    %% each key's owners are the holders of its fragment
+    [true = lists:member(lists:sort(Os), Holders) || Os <- O1],
+    %% every pool node holds some fragment, none all of them
+    Counts = [length([Hs || Hs <- Holders, lists:member(N, Hs)]) || N <- Pool],
+    ct:pal("copies per node: ~p", [Counts]),
+    true = lists:all(fun(Cn) -> Cn > 0 andalso Cn < ?F end, Counts).
+
+access_from_every_node(Config) ->
+    Tab = create(Config, [{index, [tag]}]),
+    Ids = ids(Config),
+    %% every node writes 40 keys; some fragments are here, most are not
+    [ok = ec(I, Config, fun() ->
+                                [mnesia:write({Tab, {I, K}, K, K rem 3}) || K <- lists:seq(1, 40)],
+                                ok
+                        end) || I <- Ids],
+    Expected = lists:sort([{Tab, {I, K}, K, K rem 3} || I <- Ids, K <- lists:seq(1, 40)]),
+    converged(Config, Tab, Expected),
+    N = length(Expected),
+    [begin
+         %% read of every key, local or not
+         Read = ec(I, Config, fun() -> lists:append([mnesia:read(Tab, element(2, R))
+                                                       || R <- Expected]) end),
+         Expected = lists:sort(Read),
+         %% match_object, index_read, all_keys, folds, size
+         Match = ec(I, Config, fun() -> mnesia:match_object({Tab, '_', '_', 1}) end),
+         Match = [R || R <- Match, element(4, R) =:= 1],
+         true = length(Match) > 0,
+         Index = ec(I, Config, fun() -> mnesia:index_read(Tab, 2, tag) end),
+         true = lists:sort(Index) =:= [R || R <- Expected, element(4, R) =:= 2],
+         N = length(ec(I, Config, fun() -> mnesia:all_keys(Tab) end)),
+         N = ec(I, Config, fun() -> mnesia:foldl(fun(_, A) -> A + 1 end, 0, Tab) end),
+         N = ec(I, Config, fun() -> mnesia:table_info(Tab, size) end),
+         %% select with a limit and its continuations
+         Chunks = ec(I, Config, fun() -> chunks(mnesia:select(Tab, [{'_', [], ['$_']}], 7, read))
+                                end),
+         Expected = lists:sort(Chunks),
+         %% first/next visit every key once
+         Walk = ec(I, Config, fun() -> walk(Tab, mnesia:first(Tab)) end),
+         N = length(lists:usort(Walk)),
+         N = length(Walk)
+     end || I <- Ids],
+    %% deletes from a node, delete_object from another, clear_table from a third
+    [I1, I2, I3 | _] = Ids,
+    ok = ec(I1, Config, fun() -> mnesia:delete({Tab, {I2, 1}}) end),
+    ok = ec(I2, Config, fun() -> mnesia:delete_object({Tab, {I3, 2}, 2, 2}) end),
+    converged(Config, Tab, Expected -- [{Tab, {I2, 1}, 1, 1}, {Tab, {I3, 2}, 2, 2}]),
+    {atomic, ok} = ec(I3, Config, fun() -> mnesia:clear_table(Tab) end),
+    converged(Config, Tab, []).
+
+chunks('$end_of_table') -> [];
+chunks({Rs, Cont}) -> Rs ++ chunks(mnesia:select(Cont)).
+
+walk(_Tab, '$end_of_table') -> [];
+walk(Tab, K) -> [K | walk(Tab, mnesia:next(Tab, K))].
+
+partition_both_sides(Config) ->
+    Tab = create(Config, []),
+    C = ?config(cluster, Config),
+    ok = hm_cluster:cut(C, [1, 2], [3, 4, 5]),
+    %% both sides write keys of every fragment, some with every owner on the other side
+    Keys = lists:seq(1, 60),
+    ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, left, x}) || K <- Keys], ok end),
+    ok = ec(4, Config, fun() -> [mnesia:write({Tab, K + 100, right, x}) || K <- Keys], ok end),
+    %% each side reads its own writes at once, hints included
+    Left = lists:sort([{Tab, K, left, x} || K <- Keys]),
+    Right = lists:sort([{Tab, K + 100, right, x} || K <- Keys]),
+    Left = lists:sort(ec(1, Config, fun() -> [R || K <- Keys, R <- mnesia:read(Tab, K)] end)),
+    Right = lists:sort(ec(4, Config, fun() -> [R || K <- Keys, R <- mnesia:read(Tab, K + 100)]
+                                      end)),
+    Hints = call(1, Config, hypermnesia, info, []),
+    ct:pal("hints on node 1 during the cut: ~p", [maps:get(hints, Hints)]),
+    ok = hm_cluster:heal(C),
+    converged(Config, Tab, lists:sort(Left ++ Right)),
+    wait_until(fun() -> [0] =:= lists:usort([maps:get(hints, call(I, Config, hypermnesia, info,
+                                                                   [])) || I <- ids(Config)])
+               end).
+
+%% A node killed: every key stays readable and writable (two owners of three are up), it
+%% cannot leave the pool while down (Mnesia changes no copies of a table one of whose holders
+%% is down), and it catches up when it is back.
+node_killed(Config) ->
+    Tab = create(Config, []),
+    C = ?config(cluster, Config),
+    Keys = lists:seq(1, 100),
+    ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, a, x}) || K <- Keys], ok end),
+    converged(Config, Tab, lists:sort([{Tab, K, a, x} || K <- Keys])),
+    Gone = hm_cluster:node(C, ?NODES),
+    ok = hm_cluster:kill(C, ?NODES),
+    ok = ec(2, Config, fun() -> [mnesia:write({Tab, K, b, x}) || K <- Keys], ok end),
+    Rows = lists:sort([{Tab, K, b, x} || K <- Keys]),
+    converged(Config, Tab, Rows),
+    {aborted, {not_active, Tab, Gone}} =
+        call(1, Config, hypermnesia, change_table_frag, [Tab, {del_node, Gone}]),
+    ok = hm_cluster:restart(C, ?NODES),
+    converged(Config, Tab, Rows).
+
+add_and_remove_under_load(Config) ->
+    Tab = create(Config, []),
+    C = ?config(cluster, Config),
+    Node5 = hm_cluster:node(C, 5),
+    %% node 5 leaves the pool and comes back while nodes 1 and 2 write unique keys
+    {atomic, ok} = call(3, Config, hypermnesia, change_table_frag, [Tab, {del_node, Node5}]),
+    Writers = [spawn_writer(C, I, Tab) || I <- [1, 2]],
+    wait_until(fun() -> length(keys_written_by(C, 1)) > 200 end),
+    {atomic, ok} = call(3, Config, hypermnesia, change_table_frag, [Tab, {add_node, Node5}]),
+    Node4 = hm_cluster:node(C, 4),
+    {atomic, ok} = call(3, Config, hypermnesia, change_table_frag, [Tab, {del_node, Node4}]),
+    {atomic, ok} = call(3, Config, hypermnesia, change_table_frag, [Tab, {add_node, Node4}]),
+    [W ! stop || W <- Writers],
+    [receive {done, W} -> ok after 60000 -> error(writer_stuck) end || W <- Writers],
+    %% no write failed, and every acknowledged one is everywhere
+    [] = failed_writes(C, 1) ++ failed_writes(C, 2),
+    Written = lists:sort(keys_written_by(C, 1) ++ keys_written_by(C, 2)),
+    ct:pal("acknowledged writes during the moves: ~p", [length(Written)]),
+    converged(Config, Tab, [{Tab, K, v, x} || K <- Written]).
+
+%% A writer on node I: unique keys, each recorded once its write returned.
+spawn_writer(C, I, Tab) ->
+    Parent = self(),
+    W = spawn(fun() ->
+                      ok = hm_cluster:call(C, I, ?MODULE, writer, [Tab, I]),
+                      receive stop -> ok end,
+                      hm_cluster:call(C, I, erlang, send, [{hp_writer, hm_cluster:node(C, I)},
+                                                            stop]),
+                      hm_cluster:wait_until(fun() -> hm_cluster:call(C, I, erlang, whereis,
+                                                                     [hp_writer]) =:= undefined
+                                            end, 60000),
+                      Parent ! {done, self()}
+              end),
+    W.
+
+keys_written_by(C, I) -> hm_cluster:call(C, I, ?MODULE, keys_written, [I]).
+
+%% Runs on node I: a registered writer process that writes {I, N} for N = 1, 2, ... and
+%% records each acknowledged key in an ETS table, until told to stop.
+writer(Tab, I) ->
+    Ets = list_to_atom("hp_written_" ++ integer_to_list(I)),
+    Self = self(),
+    Pid = spawn(fun() ->
+                        register(hp_writer, self()),
+                        _ = ets:new(Ets, [named_table, public]),
+                        Self ! ready,
+                        write_loop(Tab, I, Ets, 1)
+                end),
+    receive ready -> ok after 5000 -> error({writer_not_started, Pid}) end.
+
+write_loop(Tab, I, Ets, N) ->
+    receive stop ->
+            %% stopped: unregistered, and alive so that its table of keys stays
+            unregister(hp_writer),
+            receive die -> ok end
+    after 0 ->
+            case catch hypermnesia:async_ec(fun() -> mnesia:write({Tab, {I, N}, v, x}) end) of
+                ok -> true = ets:insert(Ets, {{I, N}});
+                Failed -> true = ets:insert(Ets, {{failed, N}, Failed})
+            end,
+            write_loop(Tab, I, Ets, N + 1)
+    end.
+
+keys_written(I) ->
+    Ets = list_to_atom("hp_written_" ++ integer_to_list(I)),
+    [K || {K} <- ets:tab2list(Ets)].
+
+failed_writes(C, I) -> hm_cluster:call(C, I, ?MODULE, failed_writes, [I]).
+
+failed_writes(I) ->
+    Ets = list_to_atom("hp_written_" ++ integer_to_list(I)),
+    [F || F = {{failed, _}, _} <- ets:tab2list(Ets)].
