@@ -9,13 +9,13 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([placement/1, access_from_every_node/1, partition_both_sides/1, node_killed/1,
-         add_and_remove_under_load/1, bad_options/1]).
+         add_and_remove_under_load/1, bad_options/1, key_value_api/1]).
 -export([writer/2, keys_written/1, failed_writes/1]).
 
 -define(NODES, 5).
 -define(F, 12).
 
-all() -> [bad_options, placement, access_from_every_node, partition_both_sides,
+all() -> [bad_options, placement, access_from_every_node, key_value_api, partition_both_sides,
           add_and_remove_under_load, node_killed].
 
 init_per_suite(Config) ->
@@ -144,6 +144,49 @@ access_from_every_node(Config) ->
     converged(Config, Tab, Expected -- [{Tab, {I2, 1}, 1, 1}, {Tab, {I3, 2}, 2, 2}]),
     {atomic, ok} = ec(I3, Config, fun() -> mnesia:clear_table(Tab) end),
     converged(Config, Tab, []).
+
+%% get/put/delete with contexts on a siblings table: concurrent puts on both sides of a cut
+%% come back as siblings; a put with the context of the get that saw them replaces exactly
+%% those; a delete with a context leaves a write it had not seen.
+key_value_api(Config) ->
+    Tab = create(Config, [{conflict, siblings}]),
+    C = ?config(cluster, Config),
+    {ok, [], Ctx0} = call(1, Config, hypermnesia, get, [Tab, k, []]),
+    ok = call(1, Config, hypermnesia, put, [Tab, {Tab, k, v0, x}, Ctx0, []]),
+    wait_until(fun() -> element(2, call(5, Config, hypermnesia, get, [Tab, k, [{r, 3}]]))
+                            =:= [{Tab, k, v0, x}] end),
+    {ok, [{Tab, k, v0, x}], Ctx1} = call(2, Config, hypermnesia, get, [Tab, k, [{r, 2}]]),
+    ok = hm_cluster:cut(C, [1, 2], [3, 4, 5]),
+    ok = call(1, Config, hypermnesia, put, [Tab, {Tab, k, left, x}, Ctx1, []]),
+    ok = call(4, Config, hypermnesia, put, [Tab, {Tab, k, right, x}, Ctx1, []]),
+    ok = hm_cluster:heal(C),
+    Both = [{Tab, k, left, x}, {Tab, k, right, x}],
+    wait_until(fun() -> lists:all(fun(I) -> element(2, call(I, Config, hypermnesia, get,
+                                                            [Tab, k, []])) =:= Both
+                                  end, ids(Config)) end),
+    {ok, Both, Ctx2} = call(3, Config, hypermnesia, get, [Tab, k, [{r, 3}]]),
+    ok = call(5, Config, hypermnesia, put, [Tab, {Tab, k, merged, x}, Ctx2, [{w, 2}]]),
+    wait_until(fun() -> lists:all(fun(I) -> element(2, call(I, Config, hypermnesia, get,
+                                                            [Tab, k, []])) =:= [{Tab, k, merged, x}]
+                                  end, ids(Config)) end),
+    %% a delete with a stale context leaves what it had not seen
+    {ok, _, Stale} = call(2, Config, hypermnesia, get, [Tab, k, []]),
+    ok = call(1, Config, hypermnesia, put, [Tab, {Tab, k, newer, x}, Stale, [{w, 3}]]),
+    ok = call(2, Config, hypermnesia, delete, [Tab, k, Stale, [{w, 3}]]),
+    wait_until(fun() -> element(2, call(4, Config, hypermnesia, get, [Tab, k, [{r, 3}]]))
+                            =:= [{Tab, k, newer, x}] end),
+    ok = call(2, Config, hypermnesia, delete, [Tab, k, undefined, [{w, 3}]]),
+    wait_until(fun() -> element(2, call(4, Config, hypermnesia, get, [Tab, k, [{r, 3}]])) =:= []
+               end),
+    %% errors
+    {error, {bad_context, <<"junk">>}} = call(1, Config, hypermnesia, put,
+                                              [Tab, {Tab, k, v, x}, <<"junk">>, []]),
+    {error, {bad_type, {other, k}}} = call(1, Config, hypermnesia, put,
+                                           [Tab, {other, k}, undefined, []]),
+    {error, {bad_option, {r, 0}}} = call(1, Config, hypermnesia, get, [Tab, k, [{r, 0}]]),
+    {error, {insufficient_replicas, 4, 3}} = call(1, Config, hypermnesia, get,
+                                                  [Tab, k, [{r, 4}]]),
+    {error, {not_ec_table, nope}} = call(1, Config, hypermnesia, get, [nope, k, []]).
 
 chunks('$end_of_table') -> [];
 chunks({Rs, Cont}) -> Rs ++ chunks(mnesia:select(Cont)).

@@ -15,7 +15,7 @@
 -module(hypermnesia).
 
 -export([start/0, create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2,
-         restore/2, owners/2, change_table_frag/2,
+         restore/2, owners/2, change_table_frag/2, get/3, put/4, delete/4,
          async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3,
          info/0, info/1]).
 -export([is_ec_table/1, ec_options/1]).
@@ -42,11 +42,7 @@ start() ->
 %% {node_pool, Nodes}]}' an EC table is partitioned: `F' fragments placed on a
 %% consistent-hash ring of the pool, `N' copies each; see {@link hm_partition:create_table/2}.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
-create_table(Tab, Opts) ->
-    case is_list(Opts) andalso lists:keymember(frag_properties, 1, Opts) of
-        true -> hm_partition:create_table(Tab, Opts);
-        false -> hm_ec_registry:create_table(Tab, Opts)
-    end.
+create_table(Tab, Opts) -> hm_partition:create_table(Tab, Opts).
 
 %% @doc Delete a table; for an EC table, its helper tables too, and for a partitioned one
 %% every fragment.
@@ -57,6 +53,23 @@ delete_table(Tab) -> hm_partition:delete_table(Tab).
 %% fragment, in the order of its preference list: the same answer on every node).
 -spec owners(atom(), term()) -> [node()] | {error, {no_exists, atom()}}.
 owners(Tab, Key) -> hm_partition:owners(Tab, Key).
+
+%% @doc The records of `Key' in EC table `Tab' (all of them, side by side, on a `siblings'
+%% table) and an opaque causal context for {@link put/4} and {@link delete/4}; `{r, R}'
+%% reads `R' holders. See {@link hm_kv:get/3}.
+-spec get(atom(), term(), [{r, pos_integer()}]) -> {ok, [tuple()], term()} | {error, term()}.
+get(Tab, Key, Opts) -> hm_kv:get(Tab, Key, Opts).
+
+%% @doc Write `Record', superseding exactly the records `Context' (from {@link get/3}, or
+%% `undefined') names; `{w, W}' waits for the reachable holders when `W' > 1. See
+%% {@link hm_kv:put/4}.
+-spec put(atom(), tuple(), term(), [{w, pos_integer()}]) -> ok | {error, term()}.
+put(Tab, Record, Context, Opts) -> hm_kv:put(Tab, Record, Context, Opts).
+
+%% @doc Delete the records of `Key' that `Context' names (`undefined': the key). See
+%% {@link hm_kv:delete/4}.
+-spec delete(atom(), term(), term(), [{w, pos_integer()}]) -> ok | {error, term()}.
+delete(Tab, Key, Context, Opts) -> hm_kv:delete(Tab, Key, Context, Opts).
 
 %% @doc `{add_node, Node}' or `{del_node, Node}' on a partitioned EC table: only the fragments
 %% the ring reassigns move, by state transfer, while reads and writes go on. Other changes,
@@ -101,18 +114,9 @@ sync_ec(Fun, Args) -> activity(sync_ec, Fun, Args).
 activity(Kind, Fun) -> activity(Kind, Fun, []).
 
 -spec activity(atom() | tuple(), fun((...) -> R), list()) -> R.
-activity(async_ec, Fun, Args) -> with_mode(async, Fun, Args);
-activity(sync_ec, Fun, Args) -> with_mode(sync, Fun, Args);
+activity(async_ec, Fun, Args) -> hm_ec_access:activity(async, Fun, Args);
+activity(sync_ec, Fun, Args) -> hm_ec_access:activity(sync, Fun, Args);
 activity(Kind, Fun, Args) -> mnesia:activity(Kind, Fun, Args, mnesia).
-
-with_mode(Mode, Fun, Args) ->
-    Old = put(hm_ec_mode, Mode),
-    try mnesia:activity(async_dirty, Fun, Args, hm_ec_access)
-    after restore(Old)
-    end.
-
-restore(undefined) -> erase(hm_ec_mode);
-restore(Old) -> put(hm_ec_mode, Old).
 
 %% @doc This node's view: Mnesia members and running nodes, membership back-off, the writes
 %% held here as hints (for tables none of whose holders it can reach), and for every EC

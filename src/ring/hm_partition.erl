@@ -43,10 +43,11 @@
 %% `disc_copies' may not be given too. Errors: `{bad_ec_option, Tab, Option}',
 %% `{not_active, Tab, Node}' (a pool node where Mnesia does not run), `{combine_error, Tab,
 %% "Too few nodes in node_pool"}', and those of `hypermnesia:create_table/2'. Without an EC
-%% type this is `mnesia:create_table/2' (a Mnesia fragmented table).
+%% type this is `mnesia:create_table/2' (a Mnesia fragmented table), and without
+%% `frag_properties' it is {@link hm_ec_registry:create_table/2}.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
-    case proplists:get_value(type, Opts) of
+    case partitioned(Opts) andalso proplists:get_value(type, Opts) of
         T when T =:= pawset; T =:= prwset ->
             try parse(Tab, Opts) of
                 Props -> create_partitioned(Tab, Opts, Props)
@@ -55,6 +56,12 @@ create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
         _ -> hm_ec_registry:create_table(Tab, Opts)
     end;
 create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
+
+%% With a `frag_properties' option (and a proper list: anything else is the registry's to
+%% refuse).
+partitioned([{frag_properties, _} | _]) -> true;
+partitioned([_ | Rest]) -> partitioned(Rest);
+partitioned(_) -> false.
 
 parse(Tab, Opts) ->
     FP = proplists:get_value(frag_properties, Opts),

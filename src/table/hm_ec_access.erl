@@ -23,11 +23,25 @@
 %% aborts with `{ec_write_failed, Tab, Reason}'.
 -module(hm_ec_access).
 
+-export([activity/3]).
 -export([lock/4, write/5, delete/5, delete_object/5, read/5, match_object/5, all_keys/4,
          index_match_object/6, index_read/6, table_info/4, select/5, select/6, select_cont/3,
          first/3, last/3, next/4, prev/4, foldl/6, foldr/6, clear_table/4]).
 
 -define(MODE_KEY, hm_ec_mode).
+
+%% @doc Run `Fun(Args...)' in the `async_ec' (`async') or `sync_ec' (`sync') context:
+%% `mnesia:activity(async_dirty, Fun, Args, hm_ec_access)' with the mode set for its writes.
+-spec activity(async | sync, fun((...) -> R), list()) -> R.
+activity(Mode, Fun, Args) ->
+    Old = put(?MODE_KEY, Mode),
+    try mnesia:activity(async_dirty, Fun, Args, ?MODULE)
+    after
+        case Old of
+            undefined -> erase(?MODE_KEY);
+            _ -> put(?MODE_KEY, Old)
+        end
+    end.
 
 %%% ------------------------------------------------------------- writes
 
