@@ -3,7 +3,7 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt \
+.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned \
         bench-crdt bench bench-full bench-build sim sim-report faults clean
 
 all: compile
@@ -39,11 +39,17 @@ EXAMPLES_ERL = erl -noshell -pa _build/examples _build/default/lib/hypermnesia/e
 examples-build: compile
 	mkdir -p _build/examples
 	erlc +debug_info -o _build/examples examples/hm_demo.erl examples/hm_crdt_demo.erl \
-	    test/hm_cluster.erl
+	    examples/hm_partition_demo.erl test/hm_cluster.erl
 
 ## make demo: three real nodes, an EC table, a real partition, writes on both sides, heal.
 demo: examples-build
 	$(EXAMPLES_ERL) -eval 'hm_demo:main(), halt().'
+
+## make demo-partitioned: five real nodes, a table in 8 fragments on a consistent-hash ring
+## (3 copies each), writes from a node without most fragments, a partition with hints, a heal,
+## a node taken out of the pool and put back under writes.
+demo-partitioned: examples-build
+	$(EXAMPLES_ERL) -eval 'hm_partition_demo:main(), halt().'
 
 ## make demo-crdt: the CRDT library alone, in one process: three replicas of a shopping cart,
 ## a partition, writes on both sides, heal, in every flavor.

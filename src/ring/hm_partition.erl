@@ -251,6 +251,7 @@ del_copy(Frag, Node) ->
         Aborted -> failed(Frag, del_copy, Node, Aborted)
     end.
 
+-spec failed(atom(), add_copy | del_copy, node(), {aborted, term()}) -> no_return().
 failed(Frag, Step, Node, Aborted) ->
     logger:notice("hypermnesia: moving ~p: ~p on ~p failed: ~0p", [Frag, Step, Node, Aborted],
                   #{domain => [hypermnesia]}),
