@@ -69,9 +69,11 @@ bench-crdt: compile
 
 ## make sim SEEDS=N: the deterministic simulator on seeds 1..N, every fault and workload: each
 ## seed runs EC-table schedules (sim/hm_sim.erl: faults; copies added and removed; full load
-## with a partition and saturated links) and one CRDT schedule (sim/hm_sim_crdt.erl: a type x
-## flavor); prints failures (seed, minimised trace), `sim tables: ...', `sim membership: ...',
-## `sim load: ...', `sim crdt: ...' and `sim: P passed, F failed'.
+## with a partition and saturated links), one CRDT schedule (sim/hm_sim_crdt.erl: a type x
+## flavor) and one partitioned-table schedule (sim/hm_sim_frag.erl: fragments on a ring,
+## writes from any node, hints, nodes leaving and rejoining the pool); prints failures (seed,
+## minimised trace), `sim tables: ...', `sim membership: ...', `sim load: ...',
+## `sim crdt: ...', `sim frag: ...' and `sim: P passed, F failed'.
 ## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of
 ## either kind written by a failure).
 ## make sim-report: the scale table (10/50/100/200 replicas) into sim/REPORT.md.

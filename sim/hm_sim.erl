@@ -958,8 +958,17 @@ main(["seeds", N]) ->
               [CP + CF, maps:get(ops, CTot, 0), maps:get(msgs, CTot, 0),
                maps:get(full_states, CTot, 0), fault_line(CTot)]),
     io:format("sim crdt: ~p passed, ~p failed~n", [CP, CF]),
-    io:format("sim: ~p passed, ~p failed~n", [P + MP + LP + CP, F + MF + LF + CF]),
-    halt(case F + MF + LF + CF of 0 -> 0; _ -> 1 end);
+    {FP, FF, FTot, FBad} = hm_sim_frag:check_seeds({1, Count}, #{}),
+    [io:format("FAILED partitioned-table seed ~p: ~p~n", [Seed, maps:get(failures, Res)])
+     || {Seed, Res} <- FBad],
+    io:format("~p partitioned-table schedules (fragments on a ring, writes from any node), ~p "
+              "client ops, ~p passed on, ~p hints, ~p copies moved away, ~p messages~n",
+              [FP + FF, maps:get(ops, FTot, 0), maps:get(passed_on, FTot, 0),
+               maps:get(hints_kept, FTot, 0), maps:get(copies_removed, FTot, 0),
+               maps:get(msgs, FTot, 0)]),
+    io:format("sim frag: ~p passed, ~p failed~n", [FP, FF]),
+    io:format("sim: ~p passed, ~p failed~n", [P + MP + LP + CP + FP, F + MF + LF + CF + FF]),
+    halt(case F + MF + LF + CF + FF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
@@ -970,7 +979,10 @@ main(["seed", S]) ->
     LOk = replay(Seed, LCfg, LTrace),
     {CCfg, CTrace} = hm_sim_crdt:gen(Seed, #{}),
     COk = hm_sim_crdt:replay(Seed, CCfg, CTrace),
-    halt(case Ok andalso MOk andalso LOk andalso COk of true -> 0; false -> 1 end);
+    FRes = hm_sim_frag:run_seed(Seed, #{}),
+    io:format("partitioned-table seed ~p: ~p~n", [Seed, maps:get(failures, FRes)]),
+    FOk = maps:get(ok, FRes),
+    halt(case Ok andalso MOk andalso LOk andalso COk andalso FOk of true -> 0; false -> 1 end);
 main(["seed", S, File]) ->
     Seed = list_to_integer(S),
     Ok = case file:consult(File) of

@@ -6,7 +6,8 @@
 %% every fault (drops, duplicates, reordering, delays, the four partition shapes) with and
 %% without `clear', crashes/restarts of disc replicas with `clear', everything at once
 %% (ram, disc and mixed storage, crashes of ram replicas included), and everything with copies
-%% added and removed. All must pass every checker.</li>
+%% added and removed, and partitioned tables ({@link hm_sim_frag}). All must pass every
+%% checker.</li>
 %% <li>`regression_*_test': hand-minimised schedules of bugs A to L the simulator found
 %% (sim/REPORT.md), fixed since; each must now pass every checker.</li>
 %% </ul>
@@ -45,7 +46,21 @@ seeds_test_() ->
      regime("everything, and copies added and removed", 200001, N - 4 * Q,
             #{membership => true}),
      regime("full load: bursts, a node cut off, saturated links, small resend window", 1,
-            max(1, N div 6), #{load => true})].
+            max(1, N div 6), #{load => true}),
+     frag_regime(N)].
+
+%% Partitioned tables (hm_sim_frag): fragments on a ring, writes from any node, hints,
+%% nodes leaving and rejoining the pool, partitions, loss and duplication.
+frag_regime(N) ->
+    {"partitioned tables", {timeout, 120,
+       ?_test(begin
+                  {P, F, Tot, Bad} = hm_sim_frag:check_seeds({1, N}, #{}),
+                  io:format(user, "~nsim partitioned tables: ~p passed, ~p failed (~p ops, ~p "
+                            "passed on, ~p hints, ~p copies moved away)~n",
+                            [P, F, maps:get(ops, Tot, 0), maps:get(passed_on, Tot, 0),
+                             maps:get(hints_kept, Tot, 0), maps:get(copies_removed, Tot, 0)]),
+                  ?assertEqual([], [{S, maps:get(failures, R)} || {S, R} <- Bad])
+              end)}}.
 
 %% L (fixed): a partition under full load left the replicas apart for good. A member's
 %% acknowledgement settles only once every operation its sender sent before it is delivered

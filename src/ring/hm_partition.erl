@@ -30,6 +30,7 @@
 -module(hm_partition).
 
 -export([create_table/2, delete_table/1, owners/2, change_table_frag/2, properties/1]).
+-export([caught_up/3]).
 
 -define(READY_TIMEOUT_MS, 120000).
 -define(CAUGHT_UP_TIMEOUT_MS, 60000).
@@ -291,16 +292,20 @@ copy_ready(Node, Frag) ->
 caught_up(Frag, Node) ->
     case copy_info(Node, Frag) of
         #{delivered := Mine} ->
-            Own = [{R, C} || {R = {N, _}, C} <- hm_vv:to_list(Mine), N =:= Node],
-            lists:all(fun(H) ->
-                              case copy_info(H, Frag) of
-                                  #{delivered := D} ->
-                                      lists:all(fun({R, C}) -> hm_vv:get(R, D) >= C end, Own);
-                                  _ -> false
-                              end
-                      end, [H || H <- hm_ec_registry:copy_nodes(Frag), H =/= Node, is_up(H)]);
+            Others = [case copy_info(H, Frag) of
+                          #{delivered := D} -> D;
+                          _ -> undefined
+                      end || H <- hm_ec_registry:copy_nodes(Frag), H =/= Node, is_up(H)],
+            not lists:member(undefined, Others) andalso caught_up(Node, Mine, Others);
         _ -> true                       % no copy there any more: nothing to wait for
     end.
+
+%% @doc Whether a copy on `Node' that has delivered `Mine' may be removed: every vector of
+%% `Others' (what the other holders delivered) holds every operation `Node' originated.
+-spec caught_up(node(), hm_vv:vv(), [hm_vv:vv()]) -> boolean().
+caught_up(Node, Mine, Others) ->
+    Own = [{R, C} || {R = {N, _}, C} <- hm_vv:to_list(Mine), N =:= Node],
+    lists:all(fun(D) -> lists:all(fun({R, C}) -> hm_vv:get(R, D) >= C end, Own) end, Others).
 
 wait_until(Cond, Timeout) ->
     Deadline = erlang:monotonic_time(millisecond) + Timeout,

@@ -24,7 +24,7 @@
 -module(hm_ec_frag).
 
 -export([route/1, fragments/1, fragment_table/2, fragment/2, fragment_name/2,
-         fragment_names/2, is_local/1, holders/1]).
+         fragment_names/2, is_local/1, holders/1, holder_order/3]).
 -export([read/5, select/5, select/6, select_cont/3, all_keys/4, index_read/6,
          index_match_object/6, foldl/6, foldr/6, first/3, last/3, next/4, prev/4,
          table_info/4]).
@@ -94,8 +94,14 @@ holders(Tab) ->
                   L when is_list(L) -> L;
                   _ -> []
               end,
-    Up = [H || H <- Holders, lists:member(H, nodes())],
-    [H || {_, H} <- lists:sort([{erlang:phash2({node(), H}), H} || H <- Up])].
+    holder_order(node(), Holders, nodes()).
+
+%% @doc The holders `Self' tries, pure: those of `Holders' in `Up' (not itself), in an order
+%% that differs from node to node so that writes passed on spread over the holders.
+-spec holder_order(node(), [node()], [node()]) -> [node()].
+holder_order(Self, Holders, Up) ->
+    [H || {_, H} <- lists:sort([{erlang:phash2({Self, H}), H} || H <- Holders, H =/= Self,
+                                                                 lists:member(H, Up)])].
 
 %%% ---------------------------------------------------------------- reads
 

@@ -17,10 +17,38 @@
 -module(hm_ec_hints).
 
 -export([init/0, add/2, pending/1, tables/0, remove/2, count/0, apply_key/3, apply_all/2]).
+-export([pass_on/4]).
 
 -define(TAB, hm_ec_hints).
 
 -type hint() :: {{atom(), integer()}, {term(), hm_ec_table:op()}}.
+
+%% @doc The order in which a node's writes to one table leave it, pure (the runtime's
+%% server and the simulator both run it): the hints `Pending' first, oldest first, each
+%% passed to `Try' until one is not taken; then `New' (or `none'), passed to `Try' only when
+%% no hint is left, else kept as a hint behind them. `Try(KeyOp, Acc)' hands a write to a
+%% reachable holder and says `ok' or `unreachable'. Returns the ids of the hints handed off,
+%% what became of `New' (`sent', or `kept': the caller adds it to the hints) and `Acc'.
+-spec pass_on([{Id, KeyOp}], KeyOp | none, fun((KeyOp, Acc) -> {ok | unreachable, Acc}),
+              Acc) -> {[Id], sent | kept | none, Acc}.
+pass_on(Pending, New, Try, Acc0) ->
+    {Sent, Left, Acc1} = hand_off(Pending, Try, Acc0, []),
+    case {New, Left} of
+        {none, _} -> {Sent, none, Acc1};
+        {_, [_ | _]} -> {Sent, kept, Acc1};
+        {_, []} ->
+            case Try(New, Acc1) of
+                {ok, Acc2} -> {Sent, sent, Acc2};
+                {unreachable, Acc2} -> {Sent, kept, Acc2}
+            end
+    end.
+
+hand_off([], _Try, Acc, Sent) -> {lists:reverse(Sent), [], Acc};
+hand_off([{Id, KeyOp} | Rest] = All, Try, Acc, Sent) ->
+    case Try(KeyOp, Acc) of
+        {ok, Acc1} -> hand_off(Rest, Try, Acc1, [Id | Sent]);
+        {unreachable, Acc1} -> {lists:reverse(Sent), All, Acc1}
+    end.
 
 %% @doc Create the store (by its owner, {@link hm_ec_server}).
 -spec init() -> ok.

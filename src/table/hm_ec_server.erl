@@ -102,18 +102,18 @@ to_holders([H | Hs], Tab, KeyOp, Mode) ->
     catch exit:_ -> to_holders(Hs, Tab, KeyOp, Mode)
     end.
 
-%% Hand off the hints on every table, oldest first, as far as a holder takes them.
-handoff() -> lists:foreach(fun handoff/1, hm_ec_hints:tables()).
+%% Hand off the hints on every table, oldest first, as far as a holder takes them; then
+%% `New' (hm_ec_hints:pass_on/4).
+handoff() -> lists:foreach(fun(Tab) -> _ = handoff(Tab, none, async) end, hm_ec_hints:tables()).
 
-handoff(Tab) ->
-    lists:foldl(fun({{_, Seq}, KeyOp}, ok) ->
-                        case to_holders(Tab, KeyOp, async) of
-                            ok -> hm_ec_hints:remove(Tab, Seq);
-                            unreachable -> unreachable
-                        end;
-                   (_, unreachable) -> unreachable
-                end, ok, hm_ec_hints:pending(Tab)),
-    ok.
+handoff(Tab, New, Mode) ->
+    Try = fun(KeyOp, Acc) -> {to_holders(Tab, KeyOp, Mode), Acc} end,
+    {Sent, Outcome, _} = hm_ec_hints:pass_on(hm_ec_hints:pending(Tab), New, Try, none),
+    [hm_ec_hints:remove(Tab, Seq) || {_, Seq} <- Sent],
+    case Outcome of
+        kept -> hm_ec_hints:add(Tab, New);
+        _ -> ok
+    end.
 
 %% @doc {@link refresh/0} without waiting (for callers that must not block on a busy server).
 -spec refresh_async() -> ok.
@@ -205,12 +205,7 @@ handle_call({info, Tab}, _From, S0) ->
         _ -> {reply, {error, {not_ec_table, Tab}}, S1}
     end;
 handle_call({pass_on, Tab, KeyOp, Mode}, _From, S) ->
-    handoff(Tab),
-    Reply = case hm_ec_hints:pending(Tab) =:= [] andalso to_holders(Tab, KeyOp, Mode) of
-                ok -> ok;
-                _ -> hm_ec_hints:add(Tab, KeyOp)
-            end,
-    {reply, Reply, S};
+    {reply, handoff(Tab, KeyOp, Mode), S};
 handle_call(refresh, _From, S) ->
     {reply, ok, refresh_tables(S)};
 handle_call(Req, _From, S) ->
