@@ -67,7 +67,7 @@ watch_catch_up_test() ->
     Net2 = drop_all(lists:foldl(fun({N, K}, Acc) -> write(N, K, Acc) end, Net1,
                                 [{n1, 1}, {n1, 2}, {n1, 3}, {n2, 10}, {n2, 11}])),
     #{n1 := {T1, W1}} = Net2,
-    R1 = hm_ec_watch:report([], T1, W1),
+    {R1, _} = hm_ec_watch:report([], T1, W1),
     ?assertMatch(#{partitions_seen := 1, last_partition := #{peer := n2}, catching_up := []}, R1),
     %% the heal: both sides catch up; each reports what it received and what the other got
     Net3 = link(fun hm_ec_watch:link_up/4, n2, n1, link(fun hm_ec_watch:link_up/4, n1, n2,
@@ -98,7 +98,10 @@ watch_abandoned_catch_up_test() ->
 
 report(N, Net) ->
     {T, W} = maps:get(N, Net),
-    hm_ec_watch:report([n1, n2], T, W).
+    {R, W1} = hm_ec_watch:report([n1, n2], T, W),
+    %% a second report, from the cached digest, is the same
+    ?assertEqual({R, W1}, hm_ec_watch:report([n1, n2], T, W1)),
+    R.
 
 %%% ------------------------------------------------------------- digest
 

@@ -50,7 +50,8 @@ submit(Server, KeyOp, Mode, Timeout) -> gen_server:call(Server, {submit, KeyOp, 
 info(Server) -> gen_server:call(Server, info, 5000).
 
 %% @doc Status of the table copy for a cluster-wide view, with the digest of its rows and
-%% its queue (see {@link hm_ec_watch:report/3}); reads every row of the copy.
+%% its queue (see {@link hm_ec_watch:report/3}); reads every row of the copy when it
+%% changed since the last call.
 -spec status(pid() | atom(), timeout()) -> map().
 status(Server, Timeout) -> gen_server:call(Server, status, Timeout).
 
@@ -101,7 +102,8 @@ handle_call({submit, KeyOp, Mode}, From, S = #{t := T}) ->
 handle_call(info, _From, S = #{t := T}) ->
     {reply, hm_ec_table:info(nodes(), T), S};
 handle_call(status, _From, S = #{t := T, watch := W, inq := Q}) ->
-    {reply, (hm_ec_watch:report(nodes(), T, W))#{queued_ops => queue:len(Q)}, S};
+    {Report, W1} = hm_ec_watch:report(nodes(), T, W),
+    {reply, Report#{queued_ops => queue:len(Q)}, S#{watch := W1}};
 handle_call(queued, _From, S = #{inq := Q}) ->
     {reply, queue:len(Q), S};
 handle_call(Req, _From, S) ->

@@ -31,7 +31,8 @@
                      last_partition := map() | undefined,
                      catching_up := #{node() => catch_up()},
                      last_heal := map() | undefined,
-                     last_state_transfer := map() | undefined}.
+                     last_state_transfer := map() | undefined,
+                     digest := {hm_vv:vv(), binary()} | undefined}.
 
 %% @doc The watch of a copy taken up now, from the table core's state.
 -spec new(clock(), hm_ec_table:state(), atom()) -> state().
@@ -39,7 +40,7 @@ new({Mono, _}, T, Tab) ->
     #{tab => Tab,
       syncing_since => case hm_ec_table:status(T) of syncing -> Mono; ready -> undefined end,
       partitions => 0, last_partition => undefined, catching_up => #{}, last_heal => undefined,
-      last_state_transfer => undefined}.
+      last_state_transfer => undefined, digest => undefined}.
 
 %% @doc Member `N' became unreachable: a partition seen (its catch-up, if any, is abandoned).
 -spec link_down(node(), clock(), hm_ec_table:state(), state()) -> state().
@@ -118,14 +119,21 @@ node_of(T) -> element(1, hm_tcsb:self(hm_ec_table:tcsb(T))).
 %% @doc The copy's status for a cluster-wide view: {@link hm_ec_table:info/2}, the digest of
 %% its rows (taken with the delivered vector, in the same step), what this watch knows:
 %% `partitions_seen', `last_partition', `catching_up' (members whose catch-up is not done),
-%% `last_heal', `last_state_transfer'. Reads every row of the copy.
--spec report([node()], hm_ec_table:state(), state()) -> map().
-report(Up, T, #{partitions := P, last_partition := LP, catching_up := C, last_heal := LH,
-                last_state_transfer := LT}) ->
-    (hm_ec_table:info(Up, T))#{digest => digest(hm_ec_store:rows(hm_ec_table:store(T))),
-                               partitions_seen => P, last_partition => LP,
-                               catching_up => lists:sort(maps:keys(C)), last_heal => LH,
-                               last_state_transfer => LT}.
+%% `last_heal', `last_state_transfer'. Reads every row of the copy, unless it has delivered
+%% nothing since the last report (only operations change the rows: the digest is kept with
+%% the delivered vector it was taken at, and a ready copy's rows are a function of it).
+-spec report([node()], hm_ec_table:state(), state()) -> {map(), state()}.
+report(Up, T, W = #{partitions := P, last_partition := LP, catching_up := C, last_heal := LH,
+                    last_state_transfer := LT, digest := Cached}) ->
+    Info = #{delivered := V} = hm_ec_table:info(Up, T),
+    Digest = case {Cached, hm_ec_table:status(T)} of
+                 {{V, D}, ready} -> D;
+                 _ -> digest(hm_ec_store:rows(hm_ec_table:store(T)))
+             end,
+    {Info#{digest => Digest, partitions_seen => P, last_partition => LP,
+           catching_up => lists:sort(maps:keys(C)), last_heal => LH,
+           last_state_transfer => LT},
+     W#{digest := {V, Digest}}}.
 
 %% @doc An order-independent digest of rows: the sum, modulo 2^128, of each row's MD5 (of
 %% its deterministic external term format), as 32 lowercase hex digits. Equal sets of rows
