@@ -145,8 +145,6 @@ failed(Node, {ok, {error, {node_not_running, _}}}) ->
     {4, io_lib:format("hmctl: Hypermnesia is not running on ~s\n", [Node])};
 failed(Node, {error, {exception, undef, _}}) ->
     {4, io_lib:format("hmctl: Hypermnesia is not loaded on ~s\n", [Node])};
-failed(Node, {error, undef}) ->
-    {4, io_lib:format("hmctl: Hypermnesia is not loaded on ~s\n", [Node])};
 failed(Node, {erpc, noconnection}) ->
     {3, io_lib:format("hmctl: lost the connection to ~s\n", [Node])};
 failed(Node, {erpc, timeout}) ->

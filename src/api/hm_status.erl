@@ -91,7 +91,7 @@ answer({ok, R = #{}}) -> {ok, R};
 answer({error, {erpc, timeout}}) -> {error, timeout};
 answer({error, {erpc, noconnection}}) -> {error, unreachable};
 answer({error, {erpc, _}}) -> {error, unreachable};
-answer({error, undef}) -> {error, not_running};
+answer({error, {exception, undef, _}}) -> {error, not_running};
 answer({ok, {error, {node_not_running, _}}}) -> {error, not_running};
 answer({Class, Reason}) -> {error, {Class, Reason}}.
 
@@ -129,9 +129,10 @@ node_report(#{table := Tab, timeout := Timeout}) ->
         _ ->
             Tabs = [T || T <- local_ec_tables(), Tab =:= all orelse T =:= Tab],
             %% every table at once, each bounded
-            Refs = [{T, spawn_monitor(fun() -> exit({status, table_status(T, Timeout)}) end)}
-                    || T <- Tabs],
-            Copies = maps:from_list([{T, collect(Ref, Timeout)} || {T, {_, Ref}} <- Refs]),
+            Self = self(),
+            Asked = [{T, spawn_monitor(fun() -> Self ! {self(), table_status(T, Timeout)} end)}
+                     || T <- Tabs],
+            Copies = maps:from_list([{T, collect(P, Timeout)} || {T, P} <- Asked]),
             #{membership => (catch hm_membership:status()),
               mnesia => mnesia:system_info(is_running),
               copies => Copies}
@@ -143,10 +144,14 @@ table_status(Tab, Timeout) ->
           exit:_ -> {error, not_running}
     end.
 
-collect(Ref, Timeout) ->
-    receive {'DOWN', Ref, process, _, {status, R}} -> R;
-            {'DOWN', Ref, process, _, _} -> {error, not_running}
-    after Timeout + 100 -> {error, timeout}
+collect({Pid, Ref}, Timeout) ->
+    receive
+        {Pid, R} -> erlang:demonitor(Ref, [flush]), R;
+        {'DOWN', Ref, process, Pid, _} -> {error, not_running}
+    after Timeout + 100 ->
+            exit(Pid, kill),
+            erlang:demonitor(Ref, [flush]),
+            {error, timeout}
     end.
 
 local_ec_tables() ->
