@@ -273,7 +273,19 @@ cli(Config) ->
     [_, Host] = string:split(N1, "@"),
     {3, Gone} = run_escript(Config, ["-sname", "ops_nobody@" ++ Host, "status"]),
     ?assertNotEqual(nomatch, string:find(Gone, "cannot reach")),
-    {3, _} = run_escript(Config, ["-sname", N1, "-setcookie", "wrong_cookie", "status"]).
+    {3, _} = run_escript(Config, ["-sname", N1, "-setcookie", "wrong_cookie", "status"]),
+    %% a node that runs without Hypermnesia
+    Cookie = atom_to_list(call(Config, 1, erlang, get_cookie, [])),
+    {ok, Bare, BareNode} = peer:start(#{name => list_to_atom("ops_bare_" ++ os:getpid()),
+                                        connection => standard_io,
+                                        args => ["-setcookie", Cookie]}),
+    try
+        {4, NotHere} = run_escript(Config, ["-sname", atom_to_list(BareNode), "-setcookie", Cookie,
+                                            "status"]),
+        ?assertNotEqual(nomatch, string:find(NotHere, "not loaded"))
+    after
+        peer:stop(Bare)
+    end.
 
 hmctl(Config, I, Args) ->
     Cookie = atom_to_list(call(Config, I, erlang, get_cookie, [])),

@@ -14,8 +14,9 @@
 %% exchanged what each lacked. `#{table, peer, duration_ms, ops_received, ops_sent}':
 %% operations this copy applied from others during the catch-up, and operations of other
 %% origins the member acknowledged during it (both include writes made meanwhile).</li>
-%% <li>`state_transfer': a copy without state (new, or restarted empty) installed a member's
-%% state and takes writes. `#{table, rows, duration_ms}'.</li>
+%% <li>`state_transfer': a copy without state (added, or restarted empty) installed a
+%% member's state and takes writes; the copies of a new table report one each, with 0 rows.
+%% `#{table, rows, duration_ms}'.</li>
 %% </ul>
 %% A subscription is per process and per node: it receives the events of this node only, and
 %% ends when the process exits or calls {@link unsubscribe/1}. {@link notify/2} never blocks
