@@ -7,27 +7,32 @@
 -include("hm_prop.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
--export([prop_digest_order/0, prop_summarize/0]).
+-export([prop_digest_order/0, prop_summarize/0, prop_watch/0]).
 
-%%% ------------------------------------------------------------- the watch, on two cores
+%%% ------------------------------------------------------------- the watch, on table cores
 
-%% Two copies of a table on n1 and n2, wired to each other; every step is watched.
-pair() ->
-    Net0 = #{clock => 0, queue => [], events => []},
+%% Copies of a table on `Nodes', wired to each other by an in-test network that drops what
+%% is sent across a cut; every step is watched.
+net(Nodes) ->
+    Net0 = #{clock => 0, queue => [], events => [], nodes => Nodes, cuts => []},
     lists:foldl(fun(N, Net) ->
                         {T, Effs} = hm_ec_table:new(
                                       #{tab => t, type => pawset, policy => term_order,
                                         record => {t, 3}, cookie => c, node => N,
-                                        incarnation => 1, members => [n1, n2],
+                                        incarnation => 1, members => Nodes,
                                         store => hm_ec_store_map:new(set, ram)}),
                         W = hm_ec_watch:new(clock(Net), T, t),
                         effects(N, Effs, Net#{N => {T, W}})
-                end, Net0, [n1, n2]).
+                end, Net0, Nodes).
+
+pair() -> net([n1, n2]).
 
 clock(#{clock := C}) -> {C, 1000000 + C}.
 
-effects(N, Effs, Net = #{queue := Q}) ->
-    Net#{queue := Q ++ [{To, N, M} || {send, To, M} <- Effs]}.
+effects(N, Effs, Net = #{queue := Q, cuts := Cuts}) ->
+    Net#{queue := Q ++ [{To, N, M} || {send, To, M} <- Effs, not lists:member({N, To}, Cuts)]}.
+
+reachable(N, #{nodes := Ns, cuts := Cuts}) -> [M || M <- Ns, not lists:member({N, M}, Cuts)].
 
 %% One step of node N's core, then its watch.
 step(N, Fun, Net0 = #{clock := C}) ->
@@ -45,9 +50,13 @@ drop_all(Net) -> Net#{queue := []}.
 
 ticks(0, Net) -> Net;
 ticks(K, Net) ->
-    Net1 = lists:foldl(fun(N, Acc) -> step(N, fun(T) -> hm_ec_table:tick([n1, n2], T) end, Acc) end,
-                       Net, [n1, n2]),
-    ticks(K - 1, deliver(Net1)).
+    ticks(K - 1, deliver(tick_all(Net))).
+
+tick_all(Net = #{nodes := Ns}) ->
+    lists:foldl(fun(N, Acc) ->
+                        Up = reachable(N, Acc),
+                        step(N, fun(T) -> hm_ec_table:tick(Up, T) end, Acc)
+                end, Net, Ns).
 
 write(N, Key, Net) ->
     step(N, fun(T) -> hm_ec_table:submit({Key, {write, {t, Key, N}}}, async, from,
@@ -95,6 +104,87 @@ watch_abandoned_catch_up_test() ->
     Net3 = link(fun hm_ec_watch:link_down/4, n1, n2, Net2),
     ?assertEqual([], [E || {n1, E = {catch_up, _}} <- maps:get(events, ticks(4, Net3))]),
     ?assertMatch(#{partitions_seen := 2, catching_up := []}, report(n1, Net3)).
+
+%% Random schedules on three copies: writes, cuts and heals of single links (as the table's
+%% process sees them: the watch, then the core), ticks, deliveries; then every cut healed
+%% and ticks until quiet. A catch-up is reported at most once per reconnection, and never
+%% for a member that went down since; in the end no catch-up is left pending and every copy
+%% has the same digest.
+watch_cmds() ->
+    Pair = elements([{n1, n2}, {n1, n3}, {n2, n3}]),
+    list(frequency([{4, {write, elements([n1, n2, n3])}}, {2, {cut, Pair}}, {3, {heal, Pair}},
+                    {4, tick}, {3, {deliver, choose(1, 8)}}])).
+
+prop_watch() ->
+    Nodes = [n1, n2, n3],
+    ?SAFE_FORALL(Cmds, watch_cmds(),
+                 begin
+                     Net0 = (ticks(3, deliver(net(Nodes))))#{events := [], links => []},
+                     {Net1, _} = lists:foldl(fun run_cmd/2, {Net0, 0}, Cmds),
+                     Pairs = [{A, B} || A <- Nodes, B <- Nodes, A < B],
+                     Net2 = flush(ticks(12, lists:foldl(fun({A, B}, Acc) -> heal(A, B, Acc) end,
+                                                        Net1, Pairs))),
+                     Reports = [report(N, Net2) || N <- Nodes],
+                     Once = once_per_reconnection(lists:reverse(maps:get(links, Net2))),
+                     ?WHENFAIL(io:format("~p~n~p~n", [Reports, lists:reverse(maps:get(links, Net2))]),
+                               Once andalso
+                               lists:all(fun(#{catching_up := C}) -> C =:= [] end, Reports) andalso
+                               length(lists:usort([D || #{digest := D} <- Reports])) =:= 1)
+                 end).
+
+run_cmd({write, N}, {Net, K}) -> {write(N, K rem 5, Net), K + 1};
+run_cmd({cut, {A, B}}, {Net, K}) -> {cut(A, B, Net), K};
+run_cmd({heal, {A, B}}, {Net, K}) -> {heal(A, B, Net), K};
+run_cmd(tick, {Net, K}) -> {deliver(tick_all(Net)), K};
+run_cmd({deliver, M}, {Net = #{queue := Q}, K}) ->
+    {Now, Later} = lists:split(min(M, length(Q)), Q),
+    {lists:foldl(fun({To, From, Msg}, Acc) ->
+                         step(To, fun(T) -> hm_ec_table:handle(From, c, Msg, T) end, Acc)
+                 end, Net#{queue := Later}, Now), K}.
+
+%% Cut the link between A and B: what is in flight between them is lost, each side's
+%% process sees the other go down.
+cut(A, B, Net = #{cuts := Cuts, queue := Q}) ->
+    case lists:member({A, B}, Cuts) of
+        true -> Net;
+        false ->
+            Net1 = Net#{cuts := [{A, B}, {B, A} | Cuts],
+                        queue := [E || E = {To, From, _} <- Q,
+                                       not lists:member({To, From}, [{A, B}, {B, A}])]},
+            lists:foldl(fun({X, Y}, Acc) ->
+                                Acc1 = log_link({X, down, Y}, link(fun hm_ec_watch:link_down/4, X, Y, Acc)),
+                                step(X, fun(T) -> hm_ec_table:nodedown(Y, T) end, Acc1)
+                        end, Net1, [{A, B}, {B, A}])
+    end.
+
+heal(A, B, Net = #{cuts := Cuts}) ->
+    case lists:member({A, B}, Cuts) of
+        false -> Net;
+        true ->
+            Net1 = Net#{cuts := Cuts -- [{A, B}, {B, A}]},
+            lists:foldl(fun({X, Y}, Acc) ->
+                                Acc1 = log_link({X, up, Y}, link(fun hm_ec_watch:link_up/4, X, Y, Acc)),
+                                step(X, fun(T) -> hm_ec_table:nodeup(Y, T) end, Acc1)
+                        end, Net1, [{A, B}, {B, A}])
+    end.
+
+%% The links' history, with the catch-ups reported (from `events') in between.
+log_link(What, Net) ->
+    Net1 = #{links := L} = flush(Net),
+    Net1#{links := [What | L]}.
+
+flush(Net = #{links := L, events := Evs}) ->
+    CatchUps = [{N, catch_up, P} || {N, {catch_up, #{peer := P}}} <- Evs],
+    Net#{links := lists:reverse(CatchUps) ++ L, events := []}.
+
+once_per_reconnection(History) ->
+    {Ok, _} = lists:foldl(
+                fun({N, up, P}, {Ok, Pending}) -> {Ok, Pending#{{N, P} => true}};
+                   ({N, down, P}, {Ok, Pending}) -> {Ok, Pending#{{N, P} => false}};
+                   ({N, catch_up, P}, {Ok, Pending}) ->
+                        {Ok andalso maps:get({N, P}, Pending, false), Pending#{{N, P} => false}}
+                end, {true, #{}}, History),
+    Ok.
 
 report(N, Net) ->
     {T, W} = maps:get(N, Net),
@@ -175,7 +265,8 @@ prop_summarize() ->
 
 summarize_test_() ->
     [?_assert(hm_crdt_prop:check(prop_summarize())),
-     ?_assert(hm_crdt_prop:check(prop_digest_order()))].
+     ?_assert(hm_crdt_prop:check(prop_digest_order())),
+     {timeout, 120, ?_assert(hm_crdt_prop:check(prop_watch()))}].
 
 summarize_unreachable_test() ->
     Copy = #{delivered => #{}, stable => #{}, digest => <<"d">>, buffered_ops => 0,
