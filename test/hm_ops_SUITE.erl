@@ -269,7 +269,8 @@ cli(Config) ->
     {0, Json} = hmctl(Config, 1, ["--json", "status"]),
     ?assertMatch("{\"converged\":true," ++ _, Json),
     {0, Waited} = hmctl(Config, 1, ["wait-converged", "--timeout", "20"]),
-    ?assertNotEqual(nomatch, string:find(Waited, "converged")),
+    ?assertEqual("converged\n", Waited),
+    {0, "{\"converged\":true}\n"} = hmctl(Config, 1, ["--json", "wait-converged"]),
     %% errors
     {2, Usage} = run_escript(Config, []),
     ?assertNotEqual(nomatch, string:find(Usage, "usage:")),

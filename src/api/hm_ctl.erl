@@ -15,7 +15,8 @@
 %%
 %% Exit codes: 0 done (for `wait-converged': converged), 1 `wait-converged' timed out,
 %% 2 bad command line, 3 the node cannot be reached, 4 Hypermnesia does not run there,
-%% 5 any other error. Messages for codes other than 0 go to standard error.
+%% 5 any other error. The answer (codes 0 and 1) goes to standard output, as JSON with
+%% `--json'; the messages of codes 2 to 5 go to standard error.
 %%
 %% {@link run/1} does the work and returns the exit code and the text; the formatting
 %% functions are pure.
@@ -35,7 +36,7 @@
 main(Args) ->
     {Code, Text} = run(Args),
     case Code of
-        0 -> io:put_chars(Text);
+        _ when Code =< 1 -> io:put_chars(Text);
         _ -> io:put_chars(standard_error, Text)
     end,
     halt(Code).
@@ -118,22 +119,22 @@ connected(O = #{node := Node, names := Names}) ->
 execute(O = #{command := wait_converged, node := Node}) ->
     S = maps:get(timeout_s, O, ?DEFAULT_WAIT_S),
     case remote(Node, wait_converged, [all, S * 1000], S * 1000 + 2 * ?STATUS_TIMEOUT_MS) of
-        {ok, ok} -> {0, [json_or(O, converged), "converged\n"]};
+        {ok, ok} -> {0, answer(O, #{converged => true}, "converged\n")};
         {ok, {error, {timeout, Info}}} ->
-            {1, ["hmctl: not converged after ", integer_to_list(S), " s\n",
-                 format(status, Info)]};
+            {1, answer(O, Info, ["hmctl: not converged after ", integer_to_list(S), " s\n",
+                                 format(status, Info)])};
         Other -> failed(Node, Other)
     end;
-execute(O = #{command := Cmd, node := Node, json := Json}) ->
+execute(O = #{command := Cmd, node := Node}) ->
     T = maps:get(timeout_s, O, ?STATUS_TIMEOUT_MS div 1000) * 1000,
     case remote(Node, cluster_info, [all, #{timeout => max(1, T)}], T + ?STATUS_TIMEOUT_MS) of
-        {ok, Info = #{converged := _}} when Json -> {0, [hm_json:encode(Info), "\n"]};
-        {ok, Info = #{converged := _}} -> {0, format(Cmd, Info)};
+        {ok, Info = #{converged := _}} -> {0, answer(O, Info, format(Cmd, Info))};
         Other -> failed(Node, Other)
     end.
 
-json_or(#{json := true}, What) -> [hm_json:encode(#{result => What}), "\n"];
-json_or(_, _) -> [].
+%% With --json the answer as JSON, otherwise the text.
+answer(#{json := true}, Term, _Text) -> [hm_json:encode(Term), "\n"];
+answer(_, _, Text) -> Text.
 
 remote(Node, F, A, Timeout) ->
     try {ok, erpc:call(Node, hypermnesia, F, A, Timeout)}
