@@ -135,3 +135,18 @@ faults: bootstrap
 
 clean:
 	rm -rf _build
+
+.PHONY: cli status-page-test
+
+## make cli: the command-line tool, an escript -> _build/hmctl (status, members, tables,
+## wait-converged; `_build/hmctl' alone prints its usage). See docs/guide.md, "Operating a
+## cluster".
+cli: compile
+	scripts/build-hmctl _build/default/lib/hypermnesia/ebin _build/hmctl
+
+## make status-page-test: the HTTP status page in a real browser (Debian's chromium, installed
+## here only): 3 peer nodes, a partition and a heal (test/hm_ops_SUITE.erl). `make test' runs
+## the rest of that suite and skips this case when chromium is absent.
+status-page-test: bootstrap
+	@scripts/bootstrap chromium
+	$(REBAR) ct --suite test/hm_ops_SUITE --case status_page_in_browser

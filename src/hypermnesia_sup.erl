@@ -1,5 +1,7 @@
 %% @doc Top supervisor: the EC table processes' supervisor, the node's EC server (which
-%% finds the EC tables and starts their processes) and the membership server.
+%% finds the EC tables and starts their processes), the membership server, the events
+%% server ({@link hm_events}: subscriptions) and the HTTP status page ({@link hm_http}: only
+%% when the application environment asks for it).
 -module(hypermnesia_sup).
 -behaviour(supervisor).
 -export([start_link/0, init/1]).
@@ -12,4 +14,4 @@ init([]) ->
     Child = fun(M, Type) -> #{id => M, start => {M, start_link, []}, type => Type} end,
     {ok, {#{strategy => rest_for_one, intensity => 10, period => 10},
           [Child(hm_ec_table_sup, supervisor), Child(hm_ec_server, worker),
-           Child(hm_membership, worker)]}}.
+           Child(hm_membership, worker), Child(hm_events, worker), Child(hm_http, worker)]}}.

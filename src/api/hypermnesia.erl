@@ -19,6 +19,8 @@
          async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3,
          info/0, info/1]).
 -export([is_ec_table/1, ec_options/1]).
+-export([cluster_info/0, cluster_info/1, cluster_info/2, wait_converged/1, wait_converged/2,
+         subscribe/1, unsubscribe/1, http_status_url/0]).
 -export_type([ec_type/0, policy/0]).
 
 -type ec_type() :: pawset | prwset.
@@ -161,3 +163,40 @@ is_ec_table(Tab) -> hm_ec_registry:is_ec_table(Tab).
 %% @doc The EC options of a table (`#{type, conflict, meta, log}'), or `error'.
 -spec ec_options(atom()) -> {ok, #{atom() => term()}} | error.
 ec_options(Tab) -> hm_ec_registry:ec_options(Tab).
+
+%% @doc Whether every copy of every EC table has converged, asked of every member of the
+%% cluster: `#{converged, nodes, tables}'; see {@link hm_status:cluster_info/2} and
+%% docs/guide.md.
+-spec cluster_info() -> hm_status:info() | {error, term()}.
+cluster_info() -> hm_status:cluster_info().
+
+%% @doc {@link cluster_info/0} for one EC table.
+-spec cluster_info(atom()) -> hm_status:info() | {error, term()}.
+cluster_info(Tab) -> hm_status:cluster_info(Tab).
+
+%% @doc {@link cluster_info/1} with options (`timeout' in ms, default 5000; `all' for every
+%% table).
+-spec cluster_info(atom(), hm_status:options()) -> hm_status:info() | {error, term()}.
+cluster_info(Tab, Opts) -> hm_status:cluster_info(Tab, Opts).
+
+%% @doc Wait until every copy of every EC table has converged, for at most `TimeoutMs' ms.
+-spec wait_converged(non_neg_integer()) -> ok | {error, term()}.
+wait_converged(TimeoutMs) -> hm_status:wait_converged(TimeoutMs).
+
+%% @doc {@link wait_converged/1} for one EC table (`all': every one).
+-spec wait_converged(atom(), non_neg_integer()) -> ok | {error, term()}.
+wait_converged(Tab, TimeoutMs) -> hm_status:wait_converged(Tab, TimeoutMs).
+
+%% @doc Receive `{hypermnesia_event, Event, Info}' for every later `Event' of this node
+%% (`all': every event); see {@link hm_events}.
+-spec subscribe(hm_events:event() | all) -> ok | {error, term()}.
+subscribe(Event) -> hm_events:subscribe(Event).
+
+%% @doc Stop receiving `Event' (`all': every event).
+-spec unsubscribe(hm_events:event() | all) -> ok | {error, term()}.
+unsubscribe(Event) -> hm_events:unsubscribe(Event).
+
+%% @doc The address of this node's HTTP status page (without its token), or
+%% `{error, not_enabled}'; see {@link hm_http}.
+-spec http_status_url() -> {ok, string()} | {error, not_enabled}.
+http_status_url() -> hm_http:url().

@@ -9,6 +9,10 @@
 %% themselves ({@link hm_ec_server} resends what each member lacks on `nodeup'); replicated
 %% non-EC tables keep whatever each side wrote, as Mnesia always did (see docs/guide.md).
 %%
+%% It reports a member going down (`partition'), coming back (`reconnect') and Mnesia
+%% re-joined (`mnesia_rejoin') as {@link hm_events} events, and counts them in
+%% {@link status/0}.
+%%
 %% Application environment: `reconnect' (default `true'; `false' leaves reconnection to the
 %% operator), `max_backoff_ms' (default 16000).
 -module(hm_membership).
@@ -31,13 +35,15 @@ status() -> gen_server:call(?MODULE, status).
 init([]) ->
     ok = net_kernel:monitor_nodes(true),
     erlang:send_after(?TICK_MS, self(), tick),
-    {ok, #{backoff => #{}, rejoined => 0}}.
+    {ok, #{backoff => #{}, rejoined => 0, down => #{}, partitions => 0,
+           last_partition => undefined}}.
 
 -spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
-handle_call(status, _From, S = #{backoff := B, rejoined := J}) ->
+handle_call(status, _From, S = #{backoff := B, rejoined := J, partitions := P,
+                                last_partition := LP}) ->
     {reply, #{members => db_nodes(), connected => [node() | nodes()],
               running => running_db_nodes(), backoff_ms => maps:map(fun(_, {_, Ms}) -> Ms end, B),
-              mnesia_rejoins => J}, S};
+              mnesia_rejoins => J, partitions_seen => P, last_partition => LP}, S};
 handle_call(_, _From, S) -> {reply, {error, unknown_request}, S}.
 
 -spec handle_cast(term(), map()) -> {noreply, map()}.
@@ -50,10 +56,19 @@ handle_info(tick, S) ->
         true -> {noreply, rejoin(reconnect(S))};
         false -> {noreply, S}
     end;
-handle_info({nodeup, N}, S = #{backoff := B}) ->
-    {noreply, S#{backoff := maps:remove(N, B)}};
-handle_info({nodedown, _}, S) ->
-    {noreply, S};
+handle_info({nodeup, N}, S = #{backoff := B, down := D}) ->
+    _ = [hm_events:notify(reconnect, #{peer => N, down_ms => down_ms(maps:get(N, D, undefined))})
+         || lists:member(N, db_nodes())],
+    {noreply, S#{backoff := maps:remove(N, B), down := maps:remove(N, D)}};
+handle_info({nodedown, N}, S = #{down := D, partitions := P}) ->
+    case lists:member(N, db_nodes()) of
+        true ->
+            ok = hm_events:notify(partition, #{peer => N}),
+            {noreply, S#{down := D#{N => erlang:monotonic_time(millisecond)},
+                         partitions := P + 1,
+                         last_partition => #{peer => N, time => erlang:system_time(millisecond)}}};
+        false -> {noreply, S}
+    end;
 handle_info(_, S) ->
     {noreply, S}.
 
@@ -81,11 +96,17 @@ rejoin(S = #{rejoined := J}) ->
     case Split =/= [] andalso mnesia_running() of
         true ->
             case catch mnesia_controller:connect_nodes(Split, fun(Merge) -> Merge([]) end) of
-                {ok, _} -> hm_ec_server:refresh_async(), S#{rejoined := J + 1};
+                {ok, _} ->
+                    hm_ec_server:refresh_async(),
+                    ok = hm_events:notify(mnesia_rejoin, #{peers => Split}),
+                    S#{rejoined := J + 1};
                 Other -> logger:notice("hypermnesia: mnesia rejoin of ~0p: ~0p", [Split, Other]), S
             end;
         false -> S
     end.
+
+down_ms(undefined) -> undefined;
+down_ms(Since) -> erlang:monotonic_time(millisecond) - Since.
 
 max_backoff() -> application:get_env(hypermnesia, max_backoff_ms, ?MAX_BACKOFF_MS).
 

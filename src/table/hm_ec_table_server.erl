@@ -18,11 +18,14 @@
 %% local writers. The process stops when its table is gone from this node (deleted, copy
 %% removed, Mnesia stopped); the server takes the table up again when it is back. Dropped
 %% messages (another table instance, a node that is not a member, an unknown shape) are
-%% logged at most once every 10 s per kind.
+%% logged at most once every 10 s per kind. Beside the core it holds the copy's
+%% {@link hm_ec_watch} (partitions seen, catch-ups, state transfers), whose events it
+%% publishes through {@link hm_events}.
 -module(hm_ec_table_server).
 -behaviour(gen_server).
 
 -export([start_link/2, name/1, submit/4, info/1, set_members/2, queued/1, log_drop/2]).
+-export([status/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(TICK_MS, 250).
@@ -46,6 +49,12 @@ submit(Server, KeyOp, Mode, Timeout) -> gen_server:call(Server, {submit, KeyOp, 
 %% @doc Status of the table copy (see {@link hm_ec_table:info/2}).
 -spec info(pid() | atom()) -> map().
 info(Server) -> gen_server:call(Server, info, 5000).
+
+%% @doc Status of the table copy for a cluster-wide view, with the digest of its rows and
+%% its queue (see {@link hm_ec_watch:report/3}); reads every row of the copy when it
+%% changed since the last call.
+-spec status(pid() | atom(), timeout()) -> map().
+status(Server, Timeout) -> gen_server:call(Server, status, Timeout).
 
 %% @doc The table's copy holders are now `Members'.
 -spec set_members(pid() | atom(), [node()]) -> ok.
@@ -75,7 +84,8 @@ init({Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}}) ->
     Ref = make_ref(),
     erlang:send_after(?TICK_MS, self(), {tick, Ref}),
     {ok, run(Effs, #{tab => Tab, t => T, tick_ref => Ref, ticks => 0, inq => queue:new(),
-                     work_posted => false, drops => #{}})}.
+                     work_posted => false, drops => #{},
+                     watch => hm_ec_watch:new(clock(), T, Tab)})}.
 
 -spec handle_call(term(), gen_server:from(), map()) ->
           {reply, term(), map()} | {noreply, map()} | {stop, normal, term(), map()}.
@@ -92,6 +102,9 @@ handle_call({submit, KeyOp, Mode}, From, S = #{t := T}) ->
     end;
 handle_call(info, _From, S = #{t := T}) ->
     {reply, hm_ec_table:info(nodes(), T), S};
+handle_call(status, _From, S = #{t := T, watch := W, inq := Q}) ->
+    {Report, W1} = hm_ec_watch:report(nodes(), T, W),
+    {reply, Report#{queued_ops => queue:len(Q)}, S#{watch := W1}};
 handle_call(queued, _From, S = #{inq := Q}) ->
     {reply, queue:len(Q), S};
 handle_call(Req, _From, S) ->
@@ -135,9 +148,9 @@ handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
 handle_info({hm_timer, Msg}, S) ->
     step(fun(T) -> hm_ec_table:timeout(Msg, T) end, S);
 handle_info({nodeup, N}, S) ->
-    step(fun(T) -> hm_ec_table:nodeup(N, T) end, S);
+    step(fun(T) -> hm_ec_table:nodeup(N, T) end, watch_link(fun hm_ec_watch:link_up/4, N, S));
 handle_info({nodedown, N}, S) ->
-    step(fun(T) -> hm_ec_table:nodedown(N, T) end, S);
+    step(fun(T) -> hm_ec_table:nodedown(N, T) end, watch_link(fun hm_ec_watch:link_down/4, N, S));
 handle_info({mnesia_system_event, {mnesia_down, N}}, S) when N =/= node() ->
     %% Mnesia stopped on N: its copy's state may be gone (a ram copy comes back empty, as a
     %% new incarnation): what it had acknowledged no longer counts. Mnesia handles this
@@ -155,7 +168,7 @@ handle_info(Msg, S) ->
 %% its state.
 step(Step, S = #{t := T}) ->
     try Step(T) of
-        {T1, Effs} -> {noreply, run(Effs, S#{t := T1})}
+        {T1, Effs} -> {noreply, watch(run(Effs, S#{t := T1}))}
     catch Class:Reason:Stack ->
             case failed(S, Class, Reason, Stack) of
                 {stop, S1} -> {stop, normal, S1};
@@ -197,6 +210,16 @@ work(N, S = #{inq := Q}) ->
                 Stop -> Stop
             end
     end.
+
+%% The watch of the copy: links, and what a step of the core completed (events published).
+watch_link(Fun, N, S = #{t := T, watch := W}) -> S#{watch := Fun(N, clock(), T, W)}.
+
+watch(S = #{t := T, watch := W}) ->
+    {W1, Events} = hm_ec_watch:observe(clock(), T, W),
+    _ = [hm_events:notify(Name, Info) || {Name, Info} <- Events],
+    S#{watch := W1}.
+
+clock() -> {erlang:monotonic_time(millisecond), erlang:system_time(millisecond)}.
 
 %% The core's effects, in order.
 run(Effs, S) -> lists:foldl(fun effect/2, S, Effs).
