@@ -60,7 +60,7 @@
 %% ({@link hm_sim_crdt}): a driver puts `driver => Module' in the simulator state and
 %% exports `event/2' (every scheduled event: ticks, deliveries, trace actions), `nodeup/3',
 %% `action/2' (a trace action), `converged/1' and `quiescent/1'.
--export([final_heal/1, quiesce/2, deliverable/4, nodes_of/1, draws/2, pick/2, gen_faults/4, schedule/3, schedule_at/3, run_until/2,
+-export([drive/3, final_heal/1, quiesce/2, deliverable/4, nodes_of/1, draws/2, pick/2, gen_faults/4, schedule/3, schedule_at/3, run_until/2,
          uniform/2, coin/2, bump/2, bump/3, fail/2, up/2, connected/3, reachable/2, epoch/3,
          new_epoch/3, reconnect/2, send_all/3, events/3, minimise_with/3, totals/2, print_minimised/8,
          fault_line/1]).
@@ -306,6 +306,24 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
         S5 = final_heal(S4),
         S6 = quiesce(Dur, S5),
         finish(S6)
+    catch Class:Reason:Stack ->
+            #{ok => false, failures => [{exception, Class, Reason, lists:sublist(Stack, 6)}],
+              stats => #{}}
+    end.
+
+%% @doc A driver's run from its initial state `S1' (replicas started): a tick chain for every
+%% node, the trace's actions within the work phase, the work phase, the final heal,
+%% quiescence, then `Finish'; an exception is a failure.
+-spec drive(map(), [action()], fun((map()) -> result())) -> result().
+drive(S1 = #{nodes := Nodes, cfg := #{duration := Dur}}, Trace, Finish) ->
+    try
+        S2 = lists:foldl(fun(Nd, Acc) ->
+                                 {Off, Acc1} = uniform(?TICK, Acc),
+                                 schedule(Off, {tick, Nd}, Acc1)
+                         end, S1, Nodes),
+        S3 = lists:foldl(fun({T, A}, Acc) -> schedule_at(T, {action, A}, Acc) end, S2,
+                         [{T, A} || {T, A} <- Trace, T < Dur]),
+        Finish(quiesce(Dur, final_heal(run_until(Dur, S3))))
     catch Class:Reason:Stack ->
             #{ok => false, failures => [{exception, Class, Reason, lists:sublist(Stack, 6)}],
               stats => #{}}

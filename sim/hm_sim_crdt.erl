@@ -173,32 +173,18 @@ run_seed(Seed, Opts) ->
 
 %% @doc Run a configuration and trace to quiescence, then check.
 -spec run(cfg(), [hm_sim:action()]) -> hm_sim:result().
-run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
+run(Cfg = #{n := N, seed := Seed}, Trace) ->
     Nodes = hm_sim:nodes_of(N),
     S0 = #{driver => ?MODULE, now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg,
            nodes => Nodes, rand => rand:seed_s(exsss, {Seed, 16#c7, 16#ab}), reps => #{},
            inc => #{}, groups => all, epochs => #{}, applied => #{}, ops => #{},
            failures => [], faults => true, stats => #{}},
-    try
-        S1 = lists:foldl(fun(Nd, Acc) ->
-                                 Acc#{reps := (maps:get(reps, Acc))#{Nd => new_rep(Nd, 1, Acc)},
-                                      inc := (maps:get(inc, Acc))#{Nd => 1},
-                                      applied := (maps:get(applied, Acc))#{Nd => #{}}}
-                         end, S0, Nodes),
-        S2 = lists:foldl(fun(Nd, Acc) ->
-                                 {Off, Acc1} = hm_sim:uniform(?TICK, Acc),
-                                 hm_sim:schedule(Off, {tick, Nd}, Acc1)
-                         end, S1, Nodes),
-        S3 = lists:foldl(fun({T, A}, Acc) -> hm_sim:schedule_at(T, {action, A}, Acc) end,
-                         S2, [{T, A} || {T, A} <- Trace, T < Dur]),
-        S4 = hm_sim:run_until(Dur, S3),
-        S5 = hm_sim:final_heal(S4),
-        S6 = hm_sim:quiesce(Dur, S5),
-        finish(S6)
-    catch Class:Reason:Stack ->
-            #{ok => false, failures => [{exception, Class, Reason, lists:sublist(Stack, 6)}],
-              stats => #{}}
-    end.
+    S1 = lists:foldl(fun(Nd, Acc) ->
+                             Acc#{reps := (maps:get(reps, Acc))#{Nd => new_rep(Nd, 1, Acc)},
+                                  inc := (maps:get(inc, Acc))#{Nd => 1},
+                                  applied := (maps:get(applied, Acc))#{Nd => #{}}}
+                     end, S0, Nodes),
+    hm_sim:drive(S1, Trace, fun finish/1).
 
 new_rep(Nd, Inc, #{cfg := #{type := T, flavor := F}, nodes := Nodes}) ->
     Id = {Nd, Inc},

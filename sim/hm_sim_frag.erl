@@ -84,7 +84,7 @@ run_seed(Seed, Opts) ->
 
 %% @doc Run a configuration and trace to quiescence, then check.
 -spec run(map(), [hm_sim:action()]) -> hm_sim:result().
-run(Cfg = #{n := N, seed := Seed, duration := Dur, fragments := F, copies := Copies},
+run(Cfg = #{n := N, seed := Seed, fragments := F, copies := Copies},
     Trace) ->
     Nodes = hm_sim:nodes_of(N),
     Placement = hm_ring:placement(hm_ring:new(Nodes), F, Copies),
@@ -94,24 +94,10 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur, fragments := F, copies := Cop
            epochs => #{}, applied => #{}, ops => #{}, failures => [], faults => true,
            stats => #{}, samples => [], pool => Nodes, holders => Placement, moves => [],
            hints => #{}, acked => []},
-    try
-        S1 = maps:fold(fun(K, Hs, Acc) ->
-                               lists:foldl(fun(Nd, A) -> new_copy(Nd, K, Hs, A) end, Acc, Hs)
-                       end, S0, Placement),
-        S2 = lists:foldl(fun(Nd, Acc) ->
-                                 {Off, Acc1} = hm_sim:uniform(?TICK, Acc),
-                                 hm_sim:schedule(Off, {tick, Nd}, Acc1)
-                         end, S1, Nodes),
-        S3 = lists:foldl(fun({T, A}, Acc) -> hm_sim:schedule_at(T, {action, A}, Acc) end,
-                         S2, [{T, A} || {T, A} <- Trace, T < Dur]),
-        S4 = hm_sim:run_until(Dur, S3),
-        S5 = hm_sim:final_heal(S4),
-        S6 = hm_sim:quiesce(Dur, S5),
-        finish(S6)
-    catch Class:Reason:Stack ->
-            #{ok => false, failures => [{exception, Class, Reason, lists:sublist(Stack, 6)}],
-              stats => #{}}
-    end.
+    S1 = maps:fold(fun(K, Hs, Acc) ->
+                           lists:foldl(fun(Nd, A) -> new_copy(Nd, K, Hs, A) end, Acc, Hs)
+                   end, S0, Placement),
+    hm_sim:drive(S1, Trace, fun finish/1).
 
 %% @doc Run seeds `From' .. `From + Count - 1'.
 -spec check_seeds({integer(), pos_integer()}, map()) ->
