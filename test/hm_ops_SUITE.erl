@@ -179,7 +179,7 @@ partition_events_and_heal(Config) ->
 
     ok = hm_cluster:heal(C),
     wait_converged(Config),
-    #{converged := true, nodes := Ns} = call(Config, 3, hypermnesia, cluster_info, []),
+    #{converged := true} = call(Config, 3, hypermnesia, cluster_info, []),
     %% events, on the nodes that saw them
     wait_until(fun() -> [P || #{peer := P} <- events(Config, 1, reconnect), P =:= N3] =/= [] end),
     wait_until(fun() -> lists:any(fun(I) -> events(Config, I, mnesia_rejoin) =/= [] end,
@@ -193,9 +193,15 @@ partition_events_and_heal(Config) ->
                end),
     [#{duration_ms := D, ops_sent := S} | _] = events(Config, 3, catch_up),
     ?assert(is_integer(D) andalso D >= 0 andalso is_integer(S)),
-    %% cluster_info reports the last heal
-    #{last_heal := #{table := ?TAB, peer := _, duration_ms := _, ops_received := _, time := _}} =
-        maps:get(N3, Ns),
+    %% cluster_info reports the last heal (once node 3 has recorded it)
+    wait_until(fun() ->
+                       #{nodes := Ns1} = call(Config, 3, hypermnesia, cluster_info, []),
+                       case maps:get(N3, Ns1) of
+                           #{last_heal := #{table := ?TAB, peer := _, duration_ms := _,
+                                            ops_received := _, time := _}} -> true;
+                           _ -> false
+                       end
+               end),
     %% logged with the hypermnesia domain, as a structured report
     Logged = [E || {log, #{msg := {report, #{hypermnesia_event := E}}}} <- events(Config, 3)],
     ?assert(lists:member(partition, Logged)),
