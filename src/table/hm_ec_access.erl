@@ -49,13 +49,13 @@ activity(Mode, Fun, Args) ->
 write(Tid, Ts, Tab, Val, LockKind) ->
     case ec(Tab) of
         false -> mnesia:write(Tid, Ts, Tab, Val, LockKind);
-        true ->
+        Opts ->
             %% mnesia:write/5 then mnesia_lib:validate_record/2, as in async_dirty (the lock
             %% kind is not checked there, and a record may hold '_' or '$1' as a value)
             case {is_record_tuple(Val), is_record_tuple(Val) andalso fits(Tab, Val)} of
                 {false, _} -> mnesia:abort({bad_type, Tab, Val, LockKind});
                 {true, false} -> mnesia:abort({bad_type, Val});
-                {true, true} -> submit(Tid, Tab, {element(2, Val), {write, Val}})
+                {true, true} -> submit(Tid, Tab, Opts, {element(2, Val), {write, Val}})
             end
     end.
 
@@ -63,19 +63,19 @@ write(Tid, Ts, Tab, Val, LockKind) ->
 delete(Tid, Ts, Tab, Key, LockKind) ->
     case ec(Tab) of
         false -> mnesia:delete(Tid, Ts, Tab, Key, LockKind);
-        true -> submit(Tid, Tab, {Key, delete})
+        Opts -> submit(Tid, Tab, Opts, {Key, delete})
     end.
 
 -spec delete_object(term(), term(), atom(), tuple(), atom()) -> ok.
 delete_object(Tid, Ts, Tab, Val, LockKind) ->
     case ec(Tab) of
         false -> mnesia:delete_object(Tid, Ts, Tab, Val, LockKind);
-        true ->
+        Opts ->
             %% mnesia:delete_object/5: a pattern is not an object
             case is_record_tuple(Val) andalso {mnesia:has_var(Val), fits(Tab, Val)} of
                 false -> mnesia:abort({bad_type, Tab});
                 {true, _} -> mnesia:abort({bad_type, Tab, Val});
-                {false, true} -> submit(Tid, Tab, {element(2, Val), {delete_object, Val}});
+                {false, true} -> submit(Tid, Tab, Opts, {element(2, Val), {delete_object, Val}});
                 {false, false} -> ok       % as in Mnesia: it matches nothing, anywhere, ever
             end
     end.
@@ -84,10 +84,17 @@ delete_object(Tid, Ts, Tab, Val, LockKind) ->
 clear_table(Tid, Ts, Tab, Obj) ->
     case ec(Tab) of
         false -> mnesia:clear_table(Tid, Ts, Tab, Obj);
-        true -> submit(Tid, Tab, {'$all', clear})
+        Opts -> submit(Tid, Tab, Opts, {'$all', clear})
     end.
 
-ec(Tab) -> is_atom(Tab) andalso hm_ec_registry:is_ec_table(Tab).
+%% The table's EC options, or false for a table that is not an EC table (looked up once per
+%% call: they also say where the key's fragment is).
+ec(Tab) when is_atom(Tab) ->
+    case hm_ec_registry:ec_options(Tab) of
+        {ok, Opts} -> Opts;
+        error -> false
+    end;
+ec(_) -> false.
 
 %% What mnesia:write/5 and mnesia:delete_object/5 accept at all.
 is_record_tuple(Val) -> is_tuple(Val) andalso tuple_size(Val) > 2.
@@ -99,11 +106,11 @@ fits(Tab, Val) ->
 
 %% Without the node's server (the hypermnesia application is not running here) a write aborts
 %% as Mnesia's activities do where Mnesia does not run: {node_not_running, Node}, at once.
-submit(Tid, Tab, {'$all', clear}) ->
+submit(Tid, Tab, Opts, {'$all', clear}) ->
     lists:foreach(fun(Frag) -> submit_to(Tid, Frag, {'$all', clear}) end,
-                  hm_ec_frag:fragments(Tab));
-submit(Tid, Tab, KeyOp = {Key, _}) ->
-    submit_to(Tid, hm_ec_frag:fragment_table(Tab, Key), KeyOp).
+                  hm_ec_frag:fragments(Tab, Opts));
+submit(Tid, Tab, Opts, KeyOp = {Key, _}) ->
+    submit_to(Tid, hm_ec_frag:fragment_table(Tab, Key, Opts), KeyOp).
 
 submit_to(Tid, Tab, KeyOp) ->
     Mode = case get(?MODE_KEY) of

@@ -23,7 +23,8 @@
 %% holds only records already read and the fragments still to read.
 -module(hm_ec_frag).
 
--export([route/1, fragments/1, fragment_table/2, fragment/2, fragment_name/2,
+-export([route/1, fragments/1, fragments/2, fragment_table/2, fragment_table/3, fragment/2,
+         fragment_name/2,
          fragment_names/2, is_local/1, holders/1, holder_order/3]).
 -export([read/5, select/5, select/6, select_cont/3, all_keys/4, index_read/6,
          index_match_object/6, foldl/6, foldr/6, first/3, last/3, next/4, prev/4,
@@ -56,17 +57,28 @@ route(Tab) ->
 -spec fragments(atom()) -> [atom()].
 fragments(Tab) ->
     case hm_ec_registry:ec_options(Tab) of
-        {ok, #{frag := #{n_fragments := F}}} -> fragment_names(Tab, F);
-        _ -> [Tab]
+        {ok, Opts} -> fragments(Tab, Opts);
+        error -> [Tab]
     end.
+
+%% @doc The fragments of EC table `Tab' whose EC options are `Opts'.
+-spec fragments(atom(), map()) -> [atom()].
+fragments(Tab, #{frag := #{n_fragments := F}}) -> fragment_names(Tab, F);
+fragments(Tab, _) -> [Tab].
 
 %% @doc The fragment (a table name) `Key' of `Tab' belongs to.
 -spec fragment_table(atom(), term()) -> atom().
 fragment_table(Tab, Key) ->
     case hm_ec_registry:ec_options(Tab) of
-        {ok, #{frag := #{n_fragments := F}}} when F > 1 -> fragment_name(Tab, fragment(Key, F));
-        _ -> Tab
+        {ok, Opts} -> fragment_table(Tab, Key, Opts);
+        error -> Tab
     end.
+
+%% @doc The fragment `Key' of EC table `Tab' (EC options `Opts') belongs to.
+-spec fragment_table(atom(), term(), map()) -> atom().
+fragment_table(Tab, Key, #{frag := #{n_fragments := F}}) when F > 1 ->
+    fragment_name(Tab, fragment(Key, F));
+fragment_table(Tab, _Key, _) -> Tab.
 
 %% @doc The fragment number (1..F) of a key.
 -spec fragment(term(), pos_integer()) -> pos_integer().
