@@ -3,7 +3,7 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned \
+.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring \
         bench-crdt bench bench-full bench-build sim sim-report faults clean
 
 all: compile
@@ -44,6 +44,17 @@ examples-build: compile
 ## make demo: three real nodes, an EC table, a real partition, writes on both sides, heal.
 demo: examples-build
 	$(EXAMPLES_ERL) -eval 'hm_demo:main(), halt().'
+
+## make bench-ring: partitioned EC tables against Mnesia's fragmented tables and fully
+## replicated EC tables, by node count (HM_RING_NODES, default 1,3,5,7; HM_RING_SECONDS per
+## point, default 3), and messages per write from the simulator
+## -> bench/results/ring-<date>.md
+bench-ring: bootstrap
+	$(REBAR) as test compile
+	mkdir -p _build/bench bench/results
+	erlc +debug_info -o _build/bench bench/ring_bench.erl test/hm_cluster.erl
+	erl -noshell -pa _build/test/lib/hypermnesia/ebin _build/test/lib/hypermnesia/sim _build/bench \
+	    -eval 'ring_bench:main(["bench/results/ring-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
 
 ## make demo-partitioned: five real nodes, a table in 8 fragments on a consistent-hash ring
 ## (3 copies each), writes from a node without most fragments, a partition with hints, a heal,
