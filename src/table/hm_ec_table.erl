@@ -49,6 +49,7 @@
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -define(SYNC_TIMEOUT_MS, 30000).
+-define(ACK_EVERY, 8).
 
 -type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear.
 -type event() :: {applied, hm_tcsb:message()} | {installed, hm_vv:vv()}
@@ -76,6 +77,9 @@
             %% sync_ec callers: Dot => {From, NodesStillToApply}
             waiters = #{} :: #{hm_vv:dot() => {term(), [node()]}},
             hlc = 0 :: integer(),
+            %% per member: the last acknowledgement sent there, and the tick it was sent at
+            acks_sent = #{} :: #{node() => {term(), non_neg_integer()}},
+            ticks = 0 :: non_neg_integer(),
             events = false :: boolean()}).
 -opaque state() :: #t{}.
 
@@ -297,9 +301,9 @@ set_members(Ms, T = #t{tcsb = B}) -> T#t{tcsb = hm_tcsb:set_members(Ms, B)}.
 %% @doc The periodic step (every 250 ms at run time): acknowledgements and retransmission
 %% to the reachable members `Up', a snapshot request while syncing, stabilization.
 -spec tick([node()], state()) -> {state(), [effect()]}.
-tick(Up0, T = #t{tcsb = B0}) ->
+tick(Up0, T0 = #t{tcsb = B0}) ->
     Up = Up0 -- [node_of(B0)],
-    Acks = [{send, M, Ack} || {M, Ack} <- hm_tcsb:acks(B0), lists:member(M, Up)],
+    {Acks, T} = acks_due([{M, Ack} || {M, Ack} <- hm_tcsb:acks(B0), lists:member(M, Up)], T0),
     Reach = [M || M <- hm_tcsb:members(B0), lists:member(M, Up)],
     {Resends, B} = lists:foldl(fun(M, {Acc, Bx}) ->
                                        {Msgs, By} = hm_tcsb:resend_due(M, Bx),
@@ -311,6 +315,19 @@ tick(Up0, T = #t{tcsb = B0}) ->
 
 syncing(#t{status = {syncing, _, _}}) -> true;
 syncing(_) -> false.
+
+%% An acknowledgement goes to a member when it says something new there (what this copy
+%% delivered, or the incarnations it heard of, changed since the last one sent), and at least
+%% every ?ACK_EVERY ticks otherwise: an idle table costs no message per tick, and a member
+%% whose acknowledgement was lost hears it again (its retransmissions stop) within 2 s.
+acks_due(Acks, T = #t{acks_sent = Sent, ticks = N}) ->
+    Due = [{M, Ack} || {M, Ack} <- Acks,
+                       case maps:get(M, Sent, none) of
+                           {Ack, At} -> N - At >= ?ACK_EVERY;
+                           _ -> true
+                       end],
+    Sent1 = lists:foldl(fun({M, Ack}, Acc) -> Acc#{M => {Ack, N}} end, Sent, Due),
+    {[{send, M, Ack} || {M, Ack} <- Due], T#t{acks_sent = Sent1, ticks = N + 1}}.
 
 %% Causal stability (§4.7): keys whose entries are all stable lose their timestamps, and
 %% their metadata row when storage alone says it all; stable logged operations and clears
