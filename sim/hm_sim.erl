@@ -924,7 +924,8 @@ totals(St, Tot) ->
               end, Tot, St).
 
 %% @doc Command line: `["seeds", N]' (table seeds 1..N, the same with copies added and
-%% removed, then CRDT seeds 1..N of {@link hm_sim_crdt}), `["seed", S]' (the three schedules
+%% removed, then CRDT seeds 1..N of {@link hm_sim_crdt}, then DottedDB group seeds 1..N of
+%% {@link hm_sim_dotted}), `["seed", S]' (the schedules
 %% of seed S), `["seed", S, TraceFile]'
 %% (a minimised trace of either kind), `["report", File]'. Halts with status 1 when a schedule
 %% failed.
@@ -958,8 +959,11 @@ main(["seeds", N]) ->
               [CP + CF, maps:get(ops, CTot, 0), maps:get(msgs, CTot, 0),
                maps:get(full_states, CTot, 0), fault_line(CTot)]),
     io:format("sim crdt: ~p passed, ~p failed~n", [CP, CF]),
-    io:format("sim: ~p passed, ~p failed~n", [P + MP + LP + CP, F + MF + LF + CF]),
-    halt(case F + MF + LF + CF of 0 -> 0; _ -> 1 end);
+    {DP, DF, DTot, DBad} = hm_sim_dotted:check_seeds({1, Count}, #{}),
+    [hm_sim_dotted:print_failure(Seed, Res) || {Seed, Res} <- DBad],
+    io:format("~s", [hm_sim_dotted:summary_line(DP, DF, DTot)]),
+    io:format("sim: ~p passed, ~p failed~n", [P + MP + LP + CP + DP, F + MF + LF + CF + DF]),
+    halt(case F + MF + LF + CF + DF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
@@ -970,11 +974,14 @@ main(["seed", S]) ->
     LOk = replay(Seed, LCfg, LTrace),
     {CCfg, CTrace} = hm_sim_crdt:gen(Seed, #{}),
     COk = hm_sim_crdt:replay(Seed, CCfg, CTrace),
-    halt(case Ok andalso MOk andalso LOk andalso COk of true -> 0; false -> 1 end);
+    {DCfg, DTrace} = hm_sim_dotted:gen(Seed, #{}),
+    DOk = hm_sim_dotted:replay(Seed, DCfg, DTrace),
+    halt(case Ok andalso MOk andalso LOk andalso COk andalso DOk of true -> 0; false -> 1 end);
 main(["seed", S, File]) ->
     Seed = list_to_integer(S),
     Ok = case file:consult(File) of
              {ok, [{crdt, Cfg, Trace}]} -> hm_sim_crdt:replay(Seed, Cfg, Trace);
+             {ok, [{dotted, Cfg, Trace}]} -> hm_sim_dotted:replay(Seed, Cfg, Trace);
              {ok, [{Cfg, Trace}]} -> replay(Seed, Cfg, Trace)
          end,
     halt(case Ok of true -> 0; false -> 1 end);

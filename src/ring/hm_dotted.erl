@@ -33,8 +33,9 @@
 %% key again.</li>
 %% <li>{@link timeout/2} of `anti_entropy' (Algorithm 3): send the node clock to a random
 %% other copy (`sync_clock'); it answers (`sync_repair') with only the objects of dots the
-%% sender lacks, found through its dot-key map, and names those dots; the receiver merges the
-%% objects, adds the named dots to its node clock (the paper adds the answering copy's own
+%% sender lacks, found through its dot-key map, and names those dots with their keys; the
+%% receiver merges the objects, adds the named dots to its node clock and its dot-key map, so
+%% it can answer for them in turn (the paper adds the answering copy's own
 %% entry; the copies of one group hold the same keys, so naming the dots closes the gaps of
 %% every id, superseded versions' included), updates the watermark and drops dot-key entries
 %% every copy has. With `{anti_entropy, merkle}' the periodic exchange is instead the
@@ -101,7 +102,7 @@
 -type msg() :: {replicate, id(), term(), obj()}
              | {sync_clock, id(), [id()], hm_node_clock:clock()}
              | {sync_repair, id(), [id()], hm_node_clock:clock(), [{term(), obj() | none}],
-                {resolved, hm_node_clock:clock()} | full}
+                {resolved, [{dot(), term()}]} | {full, [{dot(), term()}]}}
              | {transfer_req, id()}
              | {merkle, id(), [id()], hm_node_clock:clock(), hm_merkle:msg()}
              | {merkle_repair, id(), [id()], hm_node_clock:clock(), [{term(), obj() | none}],
@@ -380,11 +381,13 @@ remote({sync_clock, From, PPeers, NCp}, S = #d{nc = NC, dkm = DKM, st = St})
     %% the dots the peer lacks that the dot-key map knows, and their keys' objects
     Found = [{D, K} || D <- hm_node_clock:missing(NC, NCp), #{D := K} <- [DKM]],
     Objs = [{K, maps:get(K, St, none)} || K <- lists:usort([K || {_, K} <- Found])],
-    Resolved = hm_node_clock:from_dots([D || {D, _} <- Found]),
     S1 = heard(From, PPeers, NCp, S),
-    {S1, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, Objs, {resolved, Resolved}}}]};
+    {S1, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, Objs, {resolved, Found}}}]};
 remote({transfer_req, From}, S = #d{ready = true, st = St}) ->
-    {S, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, maps:to_list(St), full}}]};
+    %% a handoff: every object, the node clock and the dot-key map (the new copy must be
+    %% able to answer for the dots it takes on)
+    {S, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, maps:to_list(St),
+                       {full, maps:to_list(S#d.dkm)}}}]};
 remote({transfer_req, _From}, S) ->
     %% not caught up itself: the asking copy asks another one at its next anti-entropy round
     {S, []};
@@ -392,14 +395,22 @@ remote({sync_repair, From, PPeers, NCp, Objs, Mode}, S) when is_list(Objs) ->
     {S1, Effs} = repair(Objs, NCp, S),
     NC = case Mode of
              %% a handoff: every object of the peer is here now
-             full -> hm_node_clock:join(S1#d.nc, NCp);
+             {full, _} -> hm_node_clock:join(S1#d.nc, NCp);
              %% the dots the peer answered for: their keys' objects are merged here now,
              %% so they are reflected here even when no live version carries them (the
              %% paper closes only the peer's own entry, its dots being all in the peer's
              %% dot-key map; naming them closes the gaps of any id, retired ones included)
-             {resolved, Resolved} -> hm_node_clock:join(S1#d.nc, Resolved)
+             {resolved, Named} -> hm_node_clock:add_dots([D || {D, _} <- Named], S1#d.nc)
          end,
-    S2 = S1#d{nc = NC, ready = S1#d.ready orelse Mode =:= full},
+    S2 = case Mode of
+             {full, DotKeys} when S1#d.ae =:= node_clock ->
+                 S1#d{nc = NC, ready = true, dkm = maps:merge(maps:from_list(DotKeys), S1#d.dkm)};
+             {full, _} -> S1#d{nc = NC, ready = true};
+             %% and answers for them from now on, as the peer did
+             {resolved, Pairs} when S1#d.ae =:= node_clock ->
+                 S1#d{nc = NC, dkm = maps:merge(S1#d.dkm, maps:from_list(Pairs))};
+             _ -> S1#d{nc = NC}
+         end,
     {heard(From, PPeers, NCp, S2), Effs};
 remote({merkle, From, PPeers, NCp, Step}, S = #d{tree = T}) when T =/= undefined ->
     Me = S#d.id,
