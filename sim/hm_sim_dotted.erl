@@ -45,6 +45,7 @@
                  drop := float(), dup := float(), delay := pos_integer(),
                  duration := pos_integer(), seed := integer(), skew := map(),
                  measure => boolean(), strip_interval => pos_integer(),
+                 drop_replicate => float(), merkle => hm_merkle:shape(),
                  sync_interval => pos_integer(), keys => [term()]}.
 
 %%% ================================================================ schedules
@@ -92,7 +93,9 @@ run_seed(Seed, Opts) ->
     {Cfg, Trace} = gen(Seed, Opts),
     run(Cfg, Trace).
 
-%% @doc Run a configuration and trace to quiescence, then check. With `measure => true' the
+%% @doc Run a configuration and trace to quiescence, then check. Besides the generated
+%% actions a trace may hold `{op_i, I, Key, put | delete}' (the I-th copy of the group as it
+%% is then). With `measure => true' the
 %% result's stats also hold `samples': every store event as
 %% `{Time, Copy, Key, Info}' and every write as `{write, Time, Copy, Key, Dot}'.
 -spec run(cfg(), [hm_sim:action()]) -> hm_sim:result().
@@ -141,7 +144,20 @@ effects(Nd, Effs, S = #{inc := Inc}) ->
               ({drop, D}, Acc) -> hm_sim:fail({dropped, Nd, D}, Acc);
               (_, Acc) -> Acc
            end, S, Effs),
-    hm_sim:send_all(Nd, [{To, M} || {send, To, M} <- Effs], S1).
+    {Out, S2} = lose_replicate([{To, M} || {send, To, M} <- Effs], S1),
+    hm_sim:send_all(Nd, Out, S2).
+
+%% option `drop_replicate': the share of replicate-on-write messages lost (the paper's
+%% replication message loss: 10 %, or 100 % to leave everything to anti-entropy)
+lose_replicate(Out, S = #{cfg := #{drop_replicate := P}, faults := true}) ->
+    lists:foldl(fun(O = {_, M}, {Acc, Sx}) when element(1, M) =:= replicate ->
+                        case hm_sim:coin(P, Sx) of
+                            {true, Sy} -> {Acc, hm_sim:bump(dropped_replicate, Sy)};
+                            {false, Sy} -> {Acc ++ [O], Sy}
+                        end;
+                   (O, {Acc, Sx}) -> {Acc ++ [O], Sx}
+                end, {[], S}, Out);
+lose_replicate(Out, S) -> {Out, S}.
 
 stored(Nd, Key, Info = #{entries := E}, S = #{max_entries := Max, now := Now, cfg := Cfg}) ->
     S1 = S#{max_entries := max(Max, E)},
@@ -164,7 +180,8 @@ event({timer, Nd, I, M}, S = #{inc := Inc}) ->
 event({deliver, From, To, Msg, Epoch}, S) ->
     case hm_sim:deliverable(From, To, Epoch, S) of
         false -> hm_sim:bump(dropped_cut, S);
-        true -> step(To, fun(R) -> hm_dotted:handle(Msg, R) end, S)
+        true ->
+            step(To, fun(R) -> hm_dotted:handle(Msg, R) end, S)
     end;
 event({action, A}, S) ->
     action(A, hm_sim:bump(actions, S)).
@@ -180,6 +197,9 @@ nodeup(_At, _Peer, S) -> S.
 %% @doc A trace action: a client put or delete, a partition, a heal, a crash, a restart, a
 %% copy replaced.
 -spec action(term(), map()) -> map().
+action({op_i, I, Key, Op}, S = #{nodes := Nodes}) ->
+    %% the I-th copy of the group as it is now (the benchmark's workloads, under churn)
+    action({op, lists:nth(1 + (I - 1) rem length(Nodes), Nodes), Key, Op}, S);
 action({op, Nd, Key, Op}, S = #{now := Now, ops := Ops, cfg := Cfg}) ->
     case hm_sim:up(Nd, S) andalso lists:member(Nd, maps:get(nodes, S)) of
         false -> hm_sim:bump(ops_skipped, S);

@@ -88,7 +88,8 @@
 -export([new/1, put/4, delete/3, get/2, fetch/2, merge_replies/1, new_context/0,
          handle/2, timeout/2, set_peers/2, recover/1]).
 -export([id/1, peers/1, status/1, node_clock/1, objects/1, values/1, clock_entries/2,
-         metadata/1, non_stripped/1, dot_keys/1, tree/1, anti_entropy/1, object_bytes/1]).
+         metadata/1, metadata_bytes/1, non_stripped/1, dot_keys/1, tree/1, anti_entropy/1,
+         object_bytes/1]).
 -export_type([state/0, effect/0, msg/0, context/0, reply/0, opts/0, id/0]).
 
 -define(NULL, null).
@@ -244,12 +245,11 @@ fill(Ctx, Vers, #d{nc = NC, peers = Peers}) ->
 with_versions(Ctx, Vers) -> hm_node_clock:add_dots(maps:keys(Vers), Ctx).
 
 %% update (Algorithm 2): merge an incoming object (its context complete) with the local one
-%% (its context filled with every base of the node clock: a dot seen and not live here is
-%% obsolete) and store the result
+%% (its context filled with the whole node clock, gaps included: every dot in it is reflected
+%% here, so one seen and not live here is obsolete) and store the result
 update(Key, Obj, S = #d{nc = NC}) ->
     {Vers, Ctx} = stored(Key, S),
-    Local = {Vers, with_versions(hm_node_clock:join(Ctx, hm_node_clock:from_vv(
-                                                          hm_node_clock:base(NC))), Vers)},
+    Local = {Vers, with_versions(hm_node_clock:join(Ctx, NC), Vers)},
     Merged = merge(Local, Obj),
     %% an incoming version found obsolete is a dot of this key whose effect is here: in the
     %% node clock and the dot-key map, as a stored one
@@ -391,7 +391,14 @@ remote({transfer_req, From}, S = #d{ready = true, st = St}) ->
 remote({transfer_req, _From}, S) ->
     %% not caught up itself: the asking copy asks another one at its next anti-entropy round
     {S, []};
-remote({sync_repair, From, PPeers, NCp, Objs, Mode}, S) when is_list(Objs) ->
+remote({sync_repair, From, PPeers, NCp, Objs0, Mode}, S) when is_list(Objs0) ->
+    Objs = case Mode of
+               %% a handoff holds every object of the peer: a key stored here and not there
+               %% is one the peer deleted (or never had), and the peer's clock says which
+               {full, _} -> Objs0 ++ [{K, none} || K <- maps:keys(S#d.st),
+                                                   not lists:keymember(K, 1, Objs0)];
+               _ -> Objs0
+           end,
     {S1, Effs} = repair(Objs, NCp, S),
     NC = case Mode of
              %% a handoff: every object of the peer is here now
@@ -576,6 +583,15 @@ metadata(#d{nc = NC, dkm = DKM, wm = WM, nsk = NSK, tree = T, retired = R}) ->
       watermark => lists:sum([map_size(V) || V <- maps:values(WM)]),
       non_stripped => map_size(NSK), retired => map_size(R),
       merkle => case T of undefined -> 0; _ -> hm_merkle:size(T) end}.
+
+%% @doc Metadata sizes in bytes (external term format): what node-clock anti-entropy keeps
+%% (node clock, dot-key map, watermark, non-stripped keys) and what Merkle anti-entropy keeps
+%% (the tree).
+-spec metadata_bytes(state()) -> #{node_clock_ae := non_neg_integer(),
+                                   merkle_ae := non_neg_integer()}.
+metadata_bytes(#d{nc = NC, dkm = DKM, wm = WM, nsk = NSK, tree = T}) ->
+    #{node_clock_ae => erlang:external_size({NC, DKM, WM, NSK}),
+      merkle_ae => case T of undefined -> 0; _ -> erlang:external_size(T) end}.
 
 %% @doc The non-stripped keys.
 -spec non_stripped(state()) -> [term()].
