@@ -97,7 +97,7 @@ run_seed(Seed, Opts) ->
 %% actions a trace may hold `{op_i, I, Key, put | delete}' (the I-th copy of the group as it
 %% is then). With `measure => true' the
 %% result's stats also hold `samples': every store event as
-%% `{Time, Copy, Key, Info}' and every write as `{write, Time, Copy, Key, Dot}'.
+%% `{Time, Copy, Key, Info}' and every write as `{write, Time, Copy, Key, Dot, put | delete}'.
 -spec run(cfg(), [hm_sim:action()]) -> hm_sim:result().
 run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
     Nodes = hm_sim:nodes_of(N),
@@ -217,7 +217,7 @@ action({op, Nd, Key, Op}, S = #{now := Now, ops := Ops, cfg := Cfg}) ->
                      at => Now, node => Nd},
             S1 = S#{ops := Ops#{Dot => Info}},
             S2 = case maps:get(measure, Cfg, false) of
-                     true -> S1#{samples := [{write, Now, Nd, Key, Dot} | maps:get(samples, S1)]};
+                     true -> S1#{samples := [{write, Now, Nd, Key, Dot, Op} | maps:get(samples, S1)]};
                      false -> S1
                  end,
             effects(Nd, Effs, put_rep(Nd, R1, hm_sim:bump(ops, S2)))

@@ -33,9 +33,9 @@
 %% key again.</li>
 %% <li>{@link timeout/2} of `anti_entropy' (Algorithm 3): send the node clock to a random
 %% other copy (`sync_clock'); it answers (`sync_repair') with only the objects of dots the
-%% sender lacks, found through its dot-key map, and names those dots with their keys; the
-%% receiver merges the objects, adds the named dots to its node clock and its dot-key map, so
-%% it can answer for them in turn (the paper adds the answering copy's own
+%% sender lacks, found through its dot-key map, and names those dots (as a clock; with their
+%% keys only for dots no sent version carries); the receiver merges the objects, adds the
+%% named dots to its node clock and its dot-key map, so it can answer for them in turn (the paper adds the answering copy's own
 %% entry; the copies of one group hold the same keys, so naming the dots closes the gaps of
 %% every id, superseded versions' included), updates the watermark and drops dot-key entries
 %% every copy has. With `{anti_entropy, merkle}' the periodic exchange is instead the
@@ -103,7 +103,8 @@
 -type msg() :: {replicate, id(), term(), obj()}
              | {sync_clock, id(), [id()], hm_node_clock:clock()}
              | {sync_repair, id(), [id()], hm_node_clock:clock(), [{term(), obj() | none}],
-                {resolved, [{dot(), term()}]} | {full, [{dot(), term()}]}}
+                {resolved, hm_node_clock:clock(), [{dot(), term()}]}
+                | {full, [{dot(), term()}]}}
              | {transfer_req, id()}
              | {merkle, id(), [id()], hm_node_clock:clock(), hm_merkle:msg()}
              | {merkle_repair, id(), [id()], hm_node_clock:clock(), [{term(), obj() | none}],
@@ -381,8 +382,13 @@ remote({sync_clock, From, PPeers, NCp}, S = #d{nc = NC, dkm = DKM, st = St})
     %% the dots the peer lacks that the dot-key map knows, and their keys' objects
     Found = [{D, K} || D <- hm_node_clock:missing(NC, NCp), #{D := K} <- [DKM]],
     Objs = [{K, maps:get(K, St, none)} || K <- lists:usort([K || {_, K} <- Found])],
+    %% the dots, as a clock; their keys only for dots no sent version carries
+    Live = maps:from_list([{D, K} || {K, {Vers, _}} <- Objs, D <- maps:keys(Vers)]),
+    Extra = [P || P = {D, K} <- Found, maps:get(D, Live, none) =/= K],
+    Resolved = hm_node_clock:from_dots([D || {D, _} <- Found]),
     S1 = heard(From, PPeers, NCp, S),
-    {S1, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, Objs, {resolved, Found}}}]};
+    {S1, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, Objs,
+                        {resolved, Resolved, Extra}}}]};
 remote({transfer_req, From}, S = #d{ready = true, st = St}) ->
     %% a handoff: every object, the node clock and the dot-key map (the new copy must be
     %% able to answer for the dots it takes on)
@@ -407,18 +413,25 @@ remote({sync_repair, From, PPeers, NCp, Objs0, Mode}, S) when is_list(Objs0) ->
              %% so they are reflected here even when no live version carries them (the
              %% paper closes only the peer's own entry, its dots being all in the peer's
              %% dot-key map; naming them closes the gaps of any id, retired ones included)
-             {resolved, Named} -> hm_node_clock:add_dots([D || {D, _} <- Named], S1#d.nc)
+             {resolved, Clock, _} -> hm_node_clock:join(S1#d.nc, Clock)
          end,
     S2 = case Mode of
              {full, DotKeys} when S1#d.ae =:= node_clock ->
                  S1#d{nc = NC, ready = true, dkm = maps:merge(maps:from_list(DotKeys), S1#d.dkm)};
              {full, _} -> S1#d{nc = NC, ready = true};
              %% and answers for them from now on, as the peer did
-             {resolved, Pairs} when S1#d.ae =:= node_clock ->
+             {resolved, Named, Extra} when S1#d.ae =:= node_clock ->
+                 Pairs = [{D, K} || {K, {Vers, _}} <- Objs, D <- maps:keys(Vers),
+                                    hm_node_clock:contains(D, Named)] ++ Extra,
                  S1#d{nc = NC, dkm = maps:merge(S1#d.dkm, maps:from_list(Pairs))};
              _ -> S1#d{nc = NC}
          end,
-    {heard(From, PPeers, NCp, S2), Effs};
+    S3 = heard(From, PPeers, NCp, S2),
+    case Mode of
+        %% what the handoff's clock covers need not stay in the contexts just stored
+        {full, _} -> {S4, Effs1} = strip_causality(S3), {S4, Effs ++ Effs1};
+        _ -> {S3, Effs}
+    end;
 remote({merkle, From, PPeers, NCp, Step}, S = #d{tree = T}) when T =/= undefined ->
     Me = S#d.id,
     case hm_merkle:compare(Step, T) of
@@ -443,13 +456,20 @@ objects_of(Keys, #d{st = St}) -> [{K, maps:get(K, St, none)} || K <- Keys].
 
 %% sync_repair's update of every object received, filled from the sender's node clock
 repair(Objs, NCp, S) ->
-    Base = hm_node_clock:from_vv(hm_node_clock:base(NCp)),
+    Base = hm_node_clock:base(NCp),
     lists:foldl(fun({K, O}, {Sx, E}) ->
                         {Vers, Ctx} = case O of
                                           none -> {#{}, hm_node_clock:new()};
                                           {V, C} when is_map(V) -> {V, C}
                                       end,
-                        Full = with_versions(hm_node_clock:join(Ctx, Base), Vers),
+                        %% the bases of the ids that matter here: the group's, the object's,
+                        %% and those of the versions stored here
+                        Ids = Sx#d.peers ++ hm_node_clock:replicas(Ctx)
+                            ++ [R || {R, _} <- maps:keys(Vers)]
+                            ++ [R || {R, _} <- maps:keys(element(1, stored(K, Sx)))],
+                        Full = with_versions(hm_node_clock:join(Ctx, hm_node_clock:from_vv(
+                                                                      maps:with(Ids, Base))),
+                                             Vers),
                         {_, Sy, E1} = update(K, {Vers, Full}, Sx),
                         {Sy, E ++ E1}
                 end, {S, []}, Objs).
