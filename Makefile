@@ -4,7 +4,7 @@ PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
 .PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt \
-        bench-crdt bench bench-full bench-build sim sim-report faults clean
+        bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted
 
 all: compile
 
@@ -127,3 +127,13 @@ faults: bootstrap
 
 clean:
 	rm -rf _build
+
+## make bench-dotted: DottedDB's evaluation shapes (clock entries under churn, strip latency,
+## objects under 50 % deletes, anti-entropy bytes and metadata node clock vs Merkle, replication
+## latency with loss) on the pure cores and the simulator's network, in one VM ->
+## bench/results/dotted-<yyyymmdd-hhmm>.md. About a minute.
+bench-dotted: bootstrap
+	$(REBAR) as test compile
+	mkdir -p _build/bench bench/results
+	erlc -o _build/bench bench/dotted_bench.erl
+	$(SIM_ERL) _build/bench -eval 'dotted_bench:main(["bench/results"]), halt().'
