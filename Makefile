@@ -64,8 +64,10 @@ bench-crdt: compile
 ## make sim SEEDS=N: the deterministic simulator on seeds 1..N, every fault and workload: each
 ## seed runs EC-table schedules (sim/hm_sim.erl: faults; copies added and removed; full load
 ## with a partition and saturated links) and one CRDT schedule (sim/hm_sim_crdt.erl: a type x
-## flavor); prints failures (seed, minimised trace), `sim tables: ...', `sim membership: ...',
-## `sim load: ...', `sim crdt: ...' and `sim: P passed, F failed'.
+## flavor) and one DottedDB replica-group schedule (sim/hm_sim_dotted.erl: churn, loss,
+## partitions, crashes); prints failures (seed, minimised trace), `sim tables: ...',
+## `sim membership: ...', `sim load: ...', `sim crdt: ...', `sim dotted: ...' and
+## `sim: P passed, F failed'.
 ## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of
 ## either kind written by a failure).
 ## make sim-report: the scale table (10/50/100/200 replicas) into sim/REPORT.md.
