@@ -6,10 +6,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 seeds() ->
-    case os:getenv("HM_SIM_SEEDS") of
-        V when V =:= false; V =:= "" -> 300;
-        V -> list_to_integer(V)
-    end.
+    case string:trim(os:getenv("HM_SIM_SEEDS", "")) of "" -> 300; V -> list_to_integer(V) end.
 
 seeds_test_() ->
     {timeout, 300,
