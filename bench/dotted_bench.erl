@@ -53,7 +53,8 @@ main([Dir]) ->
              "machine. Byte counts are the external term format size of the messages.\n\n"
              "## Targets\n\n| target | measured | |\n|---|---|---|\n~s\n",
              [Id, erlang:system_info(otp_release), Secs,
-              [io_lib:format("| ~s | ~s | ~s |\n", [T, M, case Ok of true -> "met"; false -> "MISSED" end])
+              [io_lib:format("| ~s | ~s | ~s |\n",
+                             [T, M, case Ok of true -> "met"; false -> "MISSED" end])
                || {T, M, Ok} <- lists:append(Targets)]]),
     File = filename:join(Dir, Id ++ ".md"),
     ok = filelib:ensure_dir(File),
@@ -116,7 +117,8 @@ churn() ->
             "is quiescent; `per-key VV` is what a version vector per key that never drops an "
             "entry (MerkleDB's dotted version vectors) would hold at the end: every node id "
             "that ever wrote the key.\n\n"
-            "| N | replaced | stored clocks, mean per 2 s window | after: mean / max | per-key VV: mean / max | ids ever |\n"
+            "| N | replaced | stored clocks, mean per 2 s window | after: mean / max "
+            "| per-key VV: mean / max | ids ever |\n"
             "|---|---|---|---|---|---|\n",
             [io_lib:format("| ~p | ~p | ~s | ~s / ~p | ~s / ~p | ~p |\n",
                            [N, Rep, string:join([f1(W) || W <- Win], ", "), f1(AM), AX,
@@ -128,12 +130,12 @@ churn() ->
 
 churn_row(N) ->
     Keys = keys(200),
-    {Ws, R1} = writes(10, 20000, 10, Keys, 1.0, rand:seed_s(exsss, {N, 1, 1})),
+    {Ws, _} = writes(10, 20000, 10, Keys, 1.0, rand:seed_s(exsss, {N, 1, 1})),
     Churn = [{T, {replace, I}} || {T, I} <- lists:zip(lists:seq(1000, 20000, 1000),
                                                        [1 + (X rem N) || X <- lists:seq(1, 20)])],
-    _ = R1,
     Cfg = (base_cfg(N, 100 + N))#{duration => 20001, drop_replicate => 0.1},
-    Res = ok_run(io_lib:format("churn N=~p", [N]), hm_sim_dotted:run(Cfg, lists:keysort(1, Ws ++ Churn))),
+    Res = ok_run(io_lib:format("churn N=~p", [N]),
+                 hm_sim_dotted:run(Cfg, lists:keysort(1, Ws ++ Churn))),
     Sm = samples(Res),
     Stores = [{T, E} || {T, _, _, #{entries := E, removed := false}} <- Sm],
     Win = [mean([E || {T, E} <- Stores, T >= W, T < W + 2000]) || W <- lists:seq(0, 18000, 2000)],
@@ -145,7 +147,8 @@ churn_row(N) ->
                                            end;
                                       (_, M) -> M
                                    end, #{}, Sm)),
-    Writers = lists:foldl(fun({write, _, Nd, K, _, _}, M) -> M#{K => lists:usort([Nd | maps:get(K, M, [])])};
+    Writers = lists:foldl(fun({write, _, Nd, K, _, _}, M) ->
+                                  M#{K => lists:usort([Nd | maps:get(K, M, [])])};
                              (_, M) -> M
                           end, #{}, Sm),
     VV = [length(W) || W <- maps:values(Writers)],
@@ -177,12 +180,14 @@ strip_row(StripMs, Loss) ->
     Res = ok_run(io_lib:format("strip ~p ~p", [StripMs, Loss]), hm_sim_dotted:run(Cfg, Ws)),
     Sm = samples(Res),
     %% per copy and key, the store events in time order
-    ByCK = lists:foldl(fun({T, Nd, K, Info}, M) -> M#{{Nd, K} => [{T, Info} | maps:get({Nd, K}, M, [])]};
+    ByCK = lists:foldl(fun({T, Nd, K, Info}, M) ->
+                               M#{{Nd, K} => [{T, Info} | maps:get({Nd, K}, M, [])]};
                           (_, M) -> M
                        end, #{}, Sm),
     Nodes = lists:usort([Nd || {_, Nd, _, _} <- Sm]),
     lists:append(
-      [[T - T0 || Nd <- Nodes, T <- first_stripped(Dot, T0, lists:reverse(maps:get({Nd, K}, ByCK, [])))]
+      [[T - T0 || Nd <- Nodes,
+                  T <- first_stripped(Dot, T0, lists:reverse(maps:get({Nd, K}, ByCK, [])))]
        || {write, T0, _, K, Dot, _} <- Sm]).
 
 first_stripped(Dot, T0, Events) ->
@@ -285,7 +290,8 @@ exchange() ->
             "gets the other side's back (a key is hashed with the values reads show). "
             "Bytes are the external term format size of the messages: `objects` is the "
             "keys and objects, `sync` everything else.\n\n"
-            "| divergence | anti-entropy | messages | objects sent | bytes: objects | bytes: sync | bytes: total | total vs node clock |\n"
+            "| divergence | anti-entropy | messages | objects sent | bytes: objects "
+            "| bytes: sync | bytes: total | total vs node clock |\n"
             "|---|---|---|---|---|---|---|---|\n",
             [[row(Div, "node clock", N0, N0),
               [row(Div, io_lib:format("Merkle ~p-way, depth ~p (~s keys/leaf)",

@@ -35,13 +35,14 @@
 %% other copy (`sync_clock'); it answers (`sync_repair') with only the objects of dots the
 %% sender lacks, found through its dot-key map, and names those dots (as a clock; with their
 %% keys only for dots no sent version carries); the receiver merges the objects, adds the
-%% named dots to its node clock and its dot-key map, so it can answer for them in turn (the paper adds the answering copy's own
-%% entry; the copies of one group hold the same keys, so naming the dots closes the gaps of
-%% every id, superseded versions' included), updates the watermark and drops dot-key entries
-%% every copy has. With `{anti_entropy, merkle}' the periodic exchange is instead the
-%% Merkle-tree baseline of {@link hm_merkle} over the same objects (levels compared, then
-%% the differing keys' objects exchanged both ways; a copy whose root equals the sender's
-%% shows the same versions, so it takes the sender's node clock).</li>
+%% named dots to its node clock and its dot-key map, so it can answer for them in turn (the
+%% paper adds the answering copy's own entry; the copies of one group hold the same keys, so
+%% naming the dots closes the gaps of every id, superseded versions' included), updates the
+%% watermark and drops dot-key entries every copy has. With `{anti_entropy, merkle}' the
+%% periodic exchange is instead the Merkle-tree baseline of {@link hm_merkle} over the same
+%% objects (levels compared, then the differing keys' objects exchanged both ways; a copy
+%% whose root equals the sender's shows the same versions, so it takes the sender's node
+%% clock).</li>
 %% <li>`update' (Algorithm 2) also counts an incoming version found obsolete as seen: its
 %% dot goes to the node clock and the dot-key map, as its key's object reflects it.</li>
 %% </ul>
@@ -49,10 +50,12 @@
 %% == Churn ==
 %% A copy replaced by a new node id: {@link set_peers/2} on every copy. The old id leaves the
 %% watermark; a new copy (option `bootstrap') first asks a peer for all its objects and node
-%% clock (a handoff), and is `syncing' until it has them. A retired id's dots may stay in
-%% contexts with gaps no copy can fill (a write it made that reached nobody): once every
-%% remaining copy, having retired the id too, has shown in an exchange that it holds no dot of
-%% it this copy lacks, no dot of it can still arrive, and strip drops its entries. A context
+%% clock and dot-key map (a handoff; a key it holds that the peer does not is one the peer
+%% deleted, and is merged as such), and is `syncing' until it has them. A retired id's dots
+%% may stay in contexts with gaps no copy can fill (a write it made that reached nobody):
+%% once every remaining copy, having retired the id too, has shown in an exchange that it
+%% holds no dot of it this copy lacks, no dot of it can still arrive, and strip drops its
+%% entries. A context
 %% naming an id that is neither in the group nor retired (a copy that joined after the id
 %% left) retires it the same way. So per-key clocks never keep an entry for a node that is
 %% gone: they converge to the ids of the live versions' dots.
@@ -81,8 +84,10 @@
 %%
 %% Invariants: every live version's dot is in the node clock; a stored context holds no entry
 %% whose dots the node clock's base covers after a strip; a key with neither a value nor a
-%% context is not stored; a dot-key entry is dropped only when the watermark shows every
-%% current copy has the dot; what `show' last said for a key is the values of its versions.
+%% context is not stored; every dot in the node clock is reflected in the objects (live, or
+%% superseded by what is stored); a dot-key entry is dropped only when the watermark (for a
+%% retired id: the clocks last heard from every other copy) shows every current copy has the
+%% dot; what `show' last said for a key is the values of its versions.
 -module(hm_dotted).
 
 -export([new/1, put/4, delete/3, get/2, fetch/2, merge_replies/1, new_context/0,
@@ -293,7 +298,8 @@ store(Key, {Vers, Ctx}, S = #d{nc = NC0, st = St, dkm = DKM, nsk = NSK, ae = AE}
 %% strip (Algorithm 2), and the entries of retired ids whose every surviving dot is here
 strip(Ctx, NC, #d{closed = []}) -> hm_node_clock:strip_vv(Ctx, NC);
 strip(Ctx, NC, #d{closed = Closed}) ->
-    Cover = maps:from_list([{R, M} || R <- Closed, M <- [hm_node_clock:max_counter(R, Ctx)], M > 0]),
+    Cover = maps:from_list([{R, M} || R <- Closed, M <- [hm_node_clock:max_counter(R, Ctx)],
+                                      M > 0]),
     hm_node_clock:strip_vv(Ctx, hm_node_clock:join(NC, hm_node_clock:from_vv(Cover))).
 
 tree_update(_, _, #d{tree = undefined}) -> undefined;
@@ -499,15 +505,16 @@ gc_dot_keys(S = #d{dkm = DKM, wm = WM, peers = Peers, heard = H}) ->
     Known = maps:from_list([{N, Min(N)} || N <- lists:usort([N || {N, _} <- maps:keys(DKM)]),
                                            lists:member(N, Peers)]),
     Others = others(S),
+    Everywhere = fun(D) -> lists:all(fun(M) -> case H of
+                                                   #{M := NCm} -> hm_node_clock:contains(D, NCm);
+                                                   _ -> false
+                                               end
+                                     end, Others)
+                 end,
     S#d{dkm = maps:filter(fun(D = {N, C}, _) ->
                                   case Known of
                                       #{N := K} -> C > K;
-                                      _ -> not lists:all(fun(M) ->
-                                                                 case H of
-                                                                     #{M := NCm} -> hm_node_clock:contains(D, NCm);
-                                                                     _ -> false
-                                                                 end
-                                                         end, Others)
+                                      _ -> not Everywhere(D)
                                   end
                           end, DKM)}.
 
@@ -556,7 +563,8 @@ entry_leq(R, A, B) ->
     hm_node_clock:max_counter(R, A) =< hm_node_clock:base(R, B) orelse
         lists:all(fun(D) -> hm_node_clock:contains(D, B) end,
                   [{R, C} || C <- lists:seq(hm_node_clock:base(R, B) + 1,
-                                            max(hm_node_clock:base(R, B), hm_node_clock:base(R, A)))]
+                                            max(hm_node_clock:base(R, B),
+                                                hm_node_clock:base(R, A)))]
                   ++ entry_dots(R, A)).
 
 %%% ================================================================ inspection
