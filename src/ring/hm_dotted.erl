@@ -264,7 +264,11 @@ update(Key, Obj, S = #d{nc = NC}) ->
               node_clock -> lists:foldl(fun(D, M) -> M#{D => Key} end, S#d.dkm, In);
               merkle -> S#d.dkm
           end,
-    {S1, Effs} = store(Key, Merged, S#d{nc = hm_node_clock:add_dots(In, NC), dkm = DKM}),
+    %% what is stored of the context: the local and the incoming ones (the node clock's part
+    %% is the node clock's to remember, and fill gives it back)
+    {MVers, _} = Merged,
+    ToStore = {MVers, hm_node_clock:join(Ctx, element(2, Obj))},
+    {S1, Effs} = store(Key, ToStore, S#d{nc = hm_node_clock:add_dots(In, NC), dkm = DKM}),
     {Merged, S1, Effs}.
 
 %% store (Algorithm 2)
@@ -318,11 +322,16 @@ tree_update(Key, St, #d{tree = T}) ->
 entries(Vers, CC) ->
     length(lists:usort(hm_node_clock:replicas(CC) ++ [R || {R, _} <- maps:keys(Vers)])).
 
-%% strip_causality (Algorithm 3)
+%% strip_causality (Algorithm 3); an object whose context the node clock does not cover any
+%% better than when it was stored is left as it is (no write to storage)
 strip_causality(S = #d{nsk = NSK, st = St}) ->
     lists:foldl(fun(Key, {Sx, E}) ->
                         case St of
-                            #{Key := Obj} -> {Sy, E1} = store(Key, Obj, Sx), {Sy, E ++ E1};
+                            #{Key := {_, CC} = Obj} ->
+                                case strip(CC, Sx#d.nc, Sx) of
+                                    CC -> {Sx, E};
+                                    _ -> {Sy, E1} = store(Key, Obj, Sx), {Sy, E ++ E1}
+                                end;
                             _ -> {Sx#d{nsk = maps:remove(Key, Sx#d.nsk)}, E}
                         end
                 end, {S, []}, lists:sort(maps:keys(NSK))).
