@@ -24,7 +24,8 @@
 %% stabilization, gc). After the work phase: heal, restart every crashed replica, turn the
 %% random faults off, run until quiescent (or a time cap), then check. The CRDT workloads
 %% (issue 5: every hm_crdt type in every flavor) run on the same scheduler, network, faults,
-%% checkers 3-4 and minimiser as a driver module: {@link hm_sim_crdt}.
+%% checkers 3-4 and minimiser as a driver module: {@link hm_sim_crdt}; so do the replica
+%% groups under DottedDB replication: {@link hm_sim_dotted}.
 %%
 %% Checkers:
 %% <ol>
