@@ -4,7 +4,7 @@ PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
 .PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring \
-        bench-crdt bench bench-full bench-build sim sim-report faults clean
+        bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted
 
 all: compile
 
@@ -81,10 +81,11 @@ bench-crdt: compile
 ## make sim SEEDS=N: the deterministic simulator on seeds 1..N, every fault and workload: each
 ## seed runs EC-table schedules (sim/hm_sim.erl: faults; copies added and removed; full load
 ## with a partition and saturated links), one CRDT schedule (sim/hm_sim_crdt.erl: a type x
-## flavor) and one partitioned-table schedule (sim/hm_sim_frag.erl: fragments on a ring,
-## writes from any node, hints, nodes leaving and rejoining the pool); prints failures (seed,
+## flavor), one partitioned-table schedule (sim/hm_sim_frag.erl: fragments on a ring, writes
+## from any node, hints, nodes leaving and rejoining the pool) and one DottedDB replica-group
+## schedule (sim/hm_sim_dotted.erl: churn, loss, partitions, crashes); prints failures (seed,
 ## minimised trace), `sim tables: ...', `sim membership: ...', `sim load: ...',
-## `sim crdt: ...', `sim frag: ...' and `sim: P passed, F failed'.
+## `sim crdt: ...', `sim frag: ...', `sim dotted: ...' and `sim: P passed, F failed'.
 ## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of
 ## either kind written by a failure).
 ## make sim-report: the scale table (10/50/100/200 replicas) into sim/REPORT.md.
@@ -147,17 +148,5 @@ faults: bootstrap
 clean:
 	rm -rf _build
 
-.PHONY: cli status-page-test
-
-## make cli: the command-line tool, an escript -> _build/hmctl (status, members, tables,
-## wait-converged; `_build/hmctl' alone prints its usage). See docs/guide.md, "Operating a
-## cluster".
-cli: compile
-	scripts/build-hmctl _build/default/lib/hypermnesia/ebin _build/hmctl
-
-## make status-page-test: the HTTP status page in a real browser (Debian's chromium, installed
-## here only): 3 peer nodes, a partition and a heal (test/hm_ops_SUITE.erl). `make test' runs
-## the rest of that suite and skips this case when chromium is absent.
-status-page-test: bootstrap
-	@scripts/bootstrap chromium
-	$(REBAR) ct --suite test/hm_ops_SUITE --case status_page_in_browser
+.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring \
+        bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted

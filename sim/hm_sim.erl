@@ -24,7 +24,8 @@
 %% stabilization, gc). After the work phase: heal, restart every crashed replica, turn the
 %% random faults off, run until quiescent (or a time cap), then check. The CRDT workloads
 %% (issue 5: every hm_crdt type in every flavor) run on the same scheduler, network, faults,
-%% checkers 3-4 and minimiser as a driver module: {@link hm_sim_crdt}.
+%% checkers 3-4 and minimiser as a driver module: {@link hm_sim_crdt}; so do the replica
+%% groups under DottedDB replication: {@link hm_sim_dotted}.
 %%
 %% Checkers:
 %% <ol>
@@ -942,7 +943,8 @@ totals(St, Tot) ->
               end, Tot, St).
 
 %% @doc Command line: `["seeds", N]' (table seeds 1..N, the same with copies added and
-%% removed, then CRDT seeds 1..N of {@link hm_sim_crdt}), `["seed", S]' (the three schedules
+%% removed, then CRDT seeds 1..N of {@link hm_sim_crdt}, then DottedDB group seeds 1..N of
+%% {@link hm_sim_dotted}), `["seed", S]' (the schedules
 %% of seed S), `["seed", S, TraceFile]'
 %% (a minimised trace of either kind), `["report", File]'. Halts with status 1 when a schedule
 %% failed.
@@ -985,8 +987,12 @@ main(["seeds", N]) ->
                maps:get(hints_kept, FTot, 0), maps:get(copies_removed, FTot, 0),
                maps:get(msgs, FTot, 0)]),
     io:format("sim frag: ~p passed, ~p failed~n", [FP, FF]),
-    io:format("sim: ~p passed, ~p failed~n", [P + MP + LP + CP + FP, F + MF + LF + CF + FF]),
-    halt(case F + MF + LF + CF + FF of 0 -> 0; _ -> 1 end);
+    {DP, DF, DTot, DBad} = hm_sim_dotted:check_seeds({1, Count}, #{}),
+    [hm_sim_dotted:print_failure(Seed, Res) || {Seed, Res} <- DBad],
+    io:format("~s", [hm_sim_dotted:summary_line(DP, DF, DTot)]),
+    io:format("sim: ~p passed, ~p failed~n",
+              [P + MP + LP + CP + FP + DP, F + MF + LF + CF + FF + DF]),
+    halt(case F + MF + LF + CF + FF + DF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
@@ -1000,11 +1006,17 @@ main(["seed", S]) ->
     FRes = hm_sim_frag:run_seed(Seed, #{}),
     io:format("partitioned-table seed ~p: ~p~n", [Seed, maps:get(failures, FRes)]),
     FOk = maps:get(ok, FRes),
-    halt(case Ok andalso MOk andalso LOk andalso COk andalso FOk of true -> 0; false -> 1 end);
+    {DCfg, DTrace} = hm_sim_dotted:gen(Seed, #{}),
+    DOk = hm_sim_dotted:replay(Seed, DCfg, DTrace),
+    halt(case Ok andalso MOk andalso LOk andalso COk andalso FOk andalso DOk of
+             true -> 0;
+             false -> 1
+         end);
 main(["seed", S, File]) ->
     Seed = list_to_integer(S),
     Ok = case file:consult(File) of
              {ok, [{crdt, Cfg, Trace}]} -> hm_sim_crdt:replay(Seed, Cfg, Trace);
+             {ok, [{dotted, Cfg, Trace}]} -> hm_sim_dotted:replay(Seed, Cfg, Trace);
              {ok, [{Cfg, Trace}]} -> replay(Seed, Cfg, Trace)
          end,
     halt(case Ok of true -> 0; false -> 1 end);
