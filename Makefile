@@ -127,3 +127,9 @@ faults: bootstrap
 
 clean:
 	rm -rf _build
+
+## make docs: EEP-48 doc chunks into doc/chunks (every compile builds them too), read by
+## Erlang's h(hypermnesia), h(hypermnesia, async_ec) and Elixir's h :hypermnesia.async_ec.
+.PHONY: docs
+docs: bootstrap
+	$(REBAR) edoc

@@ -65,6 +65,8 @@ restore(Opaque, Args) -> hm_ec_registry:restore(Opaque, Args).
 -spec async_ec(fun(() -> R)) -> R.
 async_ec(Fun) -> activity(async_ec, Fun, []).
 
+%% @doc {@link async_ec/1} with arguments: runs `apply(Fun, Args)', as `mnesia:activity/3'
+%% does.
 -spec async_ec(fun((...) -> R), list()) -> R.
 async_ec(Fun, Args) -> activity(async_ec, Fun, Args).
 
@@ -73,6 +75,7 @@ async_ec(Fun, Args) -> activity(async_ec, Fun, Args).
 -spec sync_ec(fun(() -> R)) -> R.
 sync_ec(Fun) -> activity(sync_ec, Fun, []).
 
+%% @doc {@link sync_ec/1} with arguments: runs `apply(Fun, Args)'.
 -spec sync_ec(fun((...) -> R), list()) -> R.
 sync_ec(Fun, Args) -> activity(sync_ec, Fun, Args).
 
@@ -80,6 +83,9 @@ sync_ec(Fun, Args) -> activity(sync_ec, Fun, Args).
 -spec activity(atom() | tuple(), fun(() -> R)) -> R.
 activity(Kind, Fun) -> activity(Kind, Fun, []).
 
+%% @doc `mnesia:activity/3' with the EC contexts added: `Kind' `async_ec' or `sync_ec' runs
+%% `apply(Fun, Args)' as {@link async_ec/2} or {@link sync_ec/2} do; any other kind
+%% (`transaction', `async_dirty', `{transaction, Retries}', ...) goes to Mnesia unchanged.
 -spec activity(atom() | tuple(), fun((...) -> R), list()) -> R.
 activity(async_ec, Fun, Args) -> with_mode(async, Fun, Args);
 activity(sync_ec, Fun, Args) -> with_mode(sync, Fun, Args);
