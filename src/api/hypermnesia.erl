@@ -25,13 +25,19 @@
 -type policy() :: term_order | lww | siblings.
 
 
-%% @doc Start Mnesia if it is not running, then Hypermnesia.
+%% @doc Start Mnesia if it is not running, then Hypermnesia. The `hypermnesia' application
+%% itself never starts Mnesia: an application that depends on it creates its disc schema
+%% first and starts Mnesia when it is ready; EC tables are taken up once Mnesia has loaded
+%% them (see "Using Hypermnesia in your application" in docs/guide.md).
 -spec start() -> ok | {error, term()}.
 start() ->
-    case application:ensure_all_started(hypermnesia) of
-        {ok, _} -> ok;
+    case application:ensure_all_started(mnesia) of
+        {ok, _} -> started(application:ensure_all_started(hypermnesia));
         {error, _} = E -> E
     end.
+
+started({ok, _}) -> ok;
+started({error, _} = E) -> E.
 
 %% @doc Create a table. With `{type, pawset | prwset}' it is an EC table; other options are
 %% Mnesia's own (`attributes', `record_name', `index', `ram_copies', `disc_copies', ...),
