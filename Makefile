@@ -133,3 +133,17 @@ clean:
 .PHONY: docs
 docs: bootstrap
 	$(REBAR) edoc
+
+## make elixir-example: the Elixir project in examples/elixir (Mix, Hypermnesia as a path
+## dependency built by rebar3 through MIX_REBAR3) creates a disc schema after Hypermnesia has
+## started, an EC table, writes, deletes and reads, and checks the result and that Elixir's h
+## shows the docs. Installs Debian's elixir first (only this target needs it).
+ELIXIR_ENV = MIX_HOME=$(CURDIR)/_build/mix MIX_REBAR3=$$(command -v $(REBAR))
+.PHONY: elixir-example
+elixir-example: bootstrap
+	@scripts/bootstrap elixir
+	mkdir -p _build
+	cd examples/elixir && $(ELIXIR_ENV) mix run -e HmExample.main | tee $(CURDIR)/_build/elixir-example.out
+	grep -q '^hm_example: ok' _build/elixir-example.out
+	cd examples/elixir && $(ELIXIR_ENV) mix run --no-start \
+	    -e 'require IEx.Helpers; IEx.Helpers.h(:hypermnesia.async_ec)' | grep 'async_ec. access context'
