@@ -147,3 +147,25 @@ elixir-example: bootstrap
 	grep -q '^hm_example: ok' _build/elixir-example.out
 	cd examples/elixir && $(ELIXIR_ENV) mix run --no-start \
 	    -e 'require IEx.Helpers; IEx.Helpers.h(:hypermnesia.async_ec)' | grep 'async_ec. access context'
+
+## make mnesia-examples: Mnesia's own `company' example (Mnesia User's Guide; Debian's
+## erlang-examples, installed here) copied into _build/mnesia-examples, patched by
+## scripts/mnesia-examples (mnesia:transaction -> hypermnesia:async_ec per call site, set
+## tables created as EC tables), run through the Guide's steps, QLC queries included, next to
+## the program as shipped on transaction; fails unless every answer is the same.
+MNESIA_EX = _build/mnesia-examples
+MNESIA_EX_ERL = erl -noshell -pa _build/default/lib/hypermnesia/ebin $(MNESIA_EX)
+.PHONY: mnesia-examples mnesia-examples-build
+mnesia-examples-build: compile
+	@scripts/bootstrap erlang-examples
+	scripts/mnesia-examples
+	erlc -o $(MNESIA_EX) examples/mnesia/hm_company_check.erl
+
+mnesia-examples: mnesia-examples-build
+	for ctx in transaction async_ec; do \
+	    (cd $(MNESIA_EX)/company/$$ctx && erlc company.erl) || exit 1; \
+	    $(MNESIA_EX_ERL) $(MNESIA_EX)/company/$$ctx -mnesia dir '"$(MNESIA_EX)/company/$$ctx/db"' \
+	        -run hm_company_check main run $(MNESIA_EX)/company/$$ctx.answers || exit 1; \
+	done
+	$(MNESIA_EX_ERL) -run hm_company_check main compare $(MNESIA_EX)/company/transaction.answers \
+	    $(MNESIA_EX)/company/async_ec.answers
