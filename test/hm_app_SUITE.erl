@@ -15,14 +15,12 @@
 
 all() -> [disc_schema_then_dependent_app, join_with_extra_db_nodes].
 
-%% The application (its .app and its module, compiled from the data directory) in an ebin
-%% directory of the test case's own.
+%% The application's .app in an ebin directory of the test case's own (its module,
+%% test/hm_app_demo.erl, is compiled with the tests).
 init_per_testcase(Case, Config) ->
     Dir = filename:join(?config(priv_dir, Config), Case),
     Ebin = filename:join(Dir, "ebin"),
     ok = filelib:ensure_dir(filename:join(Ebin, "x")),
-    {ok, hm_app_demo} = compile:file(filename:join(?config(data_dir, Config), "hm_app_demo.erl"),
-                                     [{outdir, Ebin}, report]),
     App = {application, hm_app_demo,
            [{description, "an application that depends on hypermnesia"}, {vsn, "1"},
             {modules, [hm_app_demo]}, {registered, []},
@@ -82,6 +80,7 @@ boot(Config, I, Args) ->
     Name = list_to_atom(lists:concat(["pkg_app", I, "_", os:getpid()])),
     {ok, P, _} = peer:start(#{name => Name, connection => standard_io,
                               args => ["-pa", filename:dirname(code:which(hypermnesia)),
+                                       "-pa", filename:dirname(code:which(hm_app_demo)),
                                        "-pa", filename:join(Dir, "ebin"),
                                        "-mnesia", "dir",
                                        "\"" ++ filename:join(Dir, Name) ++ "\"" | Args]}),
