@@ -150,3 +150,83 @@ clean:
 
 .PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring \
         bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted
+## make docs: EEP-48 doc chunks into doc/chunks (every compile builds them too), read by
+## Erlang's h(hypermnesia), h(hypermnesia, async_ec) and Elixir's h :hypermnesia.async_ec.
+.PHONY: docs
+docs: bootstrap
+	$(REBAR) edoc
+
+## make elixir-example: the Elixir project in examples/elixir (Mix, Hypermnesia as a path
+## dependency built by rebar3 through MIX_REBAR3) creates a disc schema after Hypermnesia has
+## started, an EC table, writes, deletes and reads, and checks the result and that Elixir's h
+## shows the docs. Installs Debian's elixir first (only this target needs it).
+ELIXIR_ENV = MIX_HOME=$(CURDIR)/_build/mix MIX_REBAR3=$$(command -v $(REBAR))
+.PHONY: elixir-example
+elixir-example: bootstrap
+	@scripts/bootstrap elixir
+	mkdir -p _build
+	cd examples/elixir && $(ELIXIR_ENV) mix run -e HmExample.main | tee $(CURDIR)/_build/elixir-example.out
+	grep -q '^hm_example: ok' _build/elixir-example.out
+	cd examples/elixir && $(ELIXIR_ENV) mix run --no-start \
+	    -e 'require IEx.Helpers; IEx.Helpers.h(:hypermnesia.async_ec)' | grep 'async_ec. access context'
+
+## make mnesia-examples: Mnesia's own `company' example (Mnesia User's Guide; Debian's
+## erlang-examples, installed here) copied into _build/mnesia-examples, patched by
+## scripts/mnesia-examples (mnesia:transaction -> hypermnesia:async_ec per call site, set
+## tables created as EC tables), run through the Guide's steps, QLC queries included, next to
+## the program as shipped on transaction; fails unless every answer is the same.
+MNESIA_EX = _build/mnesia-examples
+MNESIA_EX_ERL = erl -noshell -pa _build/default/lib/hypermnesia/ebin $(MNESIA_EX)
+.PHONY: mnesia-examples mnesia-examples-build
+mnesia-examples-build: compile
+	@scripts/bootstrap erlang-examples
+	scripts/mnesia-examples
+	erlc -o $(MNESIA_EX) examples/mnesia/hm_company_check.erl
+
+mnesia-examples: mnesia-examples-build
+	for ctx in transaction async_ec; do \
+	    (cd $(MNESIA_EX)/company/$$ctx && erlc company.erl) || exit 1; \
+	    $(MNESIA_EX_ERL) $(MNESIA_EX)/company/$$ctx -mnesia dir '"$(MNESIA_EX)/company/$$ctx/db"' \
+	        -run hm_company_check main run $(MNESIA_EX)/company/$$ctx.answers || exit 1; \
+	done
+	$(MNESIA_EX_ERL) -run hm_company_check main compare $(MNESIA_EX)/company/transaction.answers \
+	    $(MNESIA_EX)/company/async_ec.answers
+
+## make bench-mnesia: Mnesia's own bench program (lib/mnesia/examples/bench, from Debian's
+## erlang-examples) on 3 peer nodes, as shipped (transaction), and patched by
+## scripts/mnesia-examples to run every request in async_dirty and under async_ec on EC
+## tables; n_fragments 1; with the program's own request routing, then with every request on
+## the node that generated it (always_try_nearest_node). Writes
+## bench/results/mnesia-bench-<yyyymmdd-hhmm>.md with the TPS of each and the ratios, and
+## whether the copies are equal after the run (about 4 minutes).
+MBENCH = $(MNESIA_EX)/bench
+MBENCH_ERL = erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/mnesia-bench
+MBENCH_OPTS = +nowarn_deprecated_function +nowarn_deprecated_module +nowarn_unused_vars
+.PHONY: bench-mnesia
+bench-mnesia: mnesia-examples-build
+	mkdir -p _build/mnesia-bench/results bench/results
+	erlc +debug_info -o _build/mnesia-bench bench/hm_mnesia_bench.erl bench/hm_mnesia_bench_ec.erl \
+	    test/hm_cluster.erl
+	cd $(MBENCH)/transaction && erlc $(MBENCH_OPTS) *.erl
+	mkdir -p $(MBENCH)/async_dirty $(MBENCH)/async_ec
+	cd $(MBENCH)/patched && erlc $(MBENCH_OPTS) -o ../async_dirty -DBENCH_ACTIVITY=async_dirty \
+	    -DBENCH_ACCESS=mnesia_frag -DBENCH_POPULATE=sync_dirty -DBENCH_CREATE=mnesia *.erl
+	cd $(MBENCH)/patched && erlc $(MBENCH_OPTS) -o ../async_ec -DBENCH_ACTIVITY=async_dirty \
+	    -DBENCH_ACCESS=hm_mnesia_bench_ec -DBENCH_POPULATE=async_dirty \
+	    -DBENCH_CREATE=hm_mnesia_bench_ec *.erl
+	for routing in default nearest; do for ctx in transaction async_dirty async_ec; do \
+	    $(MBENCH_ERL) -pa $(MBENCH)/$$ctx -run hm_mnesia_bench main run $$ctx $$routing \
+	        _build/mnesia-bench/results/$$ctx-$$routing.result || exit 1; \
+	done; done
+	$(MBENCH_ERL) -run hm_mnesia_bench main report _build/mnesia-bench/results \
+	    bench/results/mnesia-bench-$$(date -u +%Y%m%d-%H%M).md
+
+## make bench-partition-memory: what a partition costs in memory (docs/production.md): 2 peer
+## nodes, one cut off, 100,000 writes of 100-byte records over 10,000 keys on the other; the
+## log and metadata after every 20,000, then the time until both logs are empty after the heal.
+.PHONY: bench-partition-memory
+bench-partition-memory: compile
+	mkdir -p _build/bench
+	erlc +debug_info -o _build/bench bench/hm_partition_memory.erl test/hm_cluster.erl
+	erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench \
+	    -run hm_partition_memory main 100000 10000

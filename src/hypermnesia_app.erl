@@ -1,5 +1,8 @@
 %% @doc The hypermnesia application: starts the supervisor of the node's EC server and
-%% membership server.
+%% membership server. It never starts Mnesia (Mnesia is not among its `applications'):
+%% the application that uses Hypermnesia creates its schema, on disc if it wants one, and
+%% starts Mnesia before or after Hypermnesia; the EC server takes the EC tables up once
+%% Mnesia has loaded them. `hypermnesia:start/0' starts both, for shells and scripts.
 -module(hypermnesia_app).
 -behaviour(application).
 -export([start/2, stop/1]).

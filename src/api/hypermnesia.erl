@@ -27,13 +27,19 @@
 -type policy() :: term_order | lww | siblings.
 
 
-%% @doc Start Mnesia if it is not running, then Hypermnesia.
+%% @doc Start Mnesia if it is not running, then Hypermnesia. The `hypermnesia' application
+%% itself never starts Mnesia: an application that depends on it creates its disc schema
+%% first and starts Mnesia when it is ready; EC tables are taken up once Mnesia has loaded
+%% them (see "Using Hypermnesia in your application" in docs/guide.md).
 -spec start() -> ok | {error, term()}.
 start() ->
-    case application:ensure_all_started(hypermnesia) of
-        {ok, _} -> ok;
+    case application:ensure_all_started(mnesia) of
+        {ok, _} -> started(application:ensure_all_started(hypermnesia));
         {error, _} = E -> E
     end.
+
+started({ok, _}) -> ok;
+started({error, _} = E) -> E.
 
 %% @doc Create a table. With `{type, pawset | prwset}' it is an EC table; other options are
 %% Mnesia's own (`attributes', `record_name', `index', `ram_copies', `disc_copies', ...),
@@ -100,6 +106,8 @@ restore(Opaque, Args) -> hm_ec_registry:restore(Opaque, Args).
 -spec async_ec(fun(() -> R)) -> R.
 async_ec(Fun) -> activity(async_ec, Fun, []).
 
+%% @doc {@link async_ec/1} with arguments: runs `apply(Fun, Args)', as `mnesia:activity/3'
+%% does.
 -spec async_ec(fun((...) -> R), list()) -> R.
 async_ec(Fun, Args) -> activity(async_ec, Fun, Args).
 
@@ -108,6 +116,7 @@ async_ec(Fun, Args) -> activity(async_ec, Fun, Args).
 -spec sync_ec(fun(() -> R)) -> R.
 sync_ec(Fun) -> activity(sync_ec, Fun, []).
 
+%% @doc {@link sync_ec/1} with arguments: runs `apply(Fun, Args)'.
 -spec sync_ec(fun((...) -> R), list()) -> R.
 sync_ec(Fun, Args) -> activity(sync_ec, Fun, Args).
 
@@ -115,6 +124,9 @@ sync_ec(Fun, Args) -> activity(sync_ec, Fun, Args).
 -spec activity(atom() | tuple(), fun(() -> R)) -> R.
 activity(Kind, Fun) -> activity(Kind, Fun, []).
 
+%% @doc `mnesia:activity/3' with the EC contexts added: `Kind' `async_ec' or `sync_ec' runs
+%% `apply(Fun, Args)' as {@link async_ec/2} or {@link sync_ec/2} do; any other kind
+%% (`transaction', `async_dirty', `{transaction, Retries}', ...) goes to Mnesia unchanged.
 -spec activity(atom() | tuple(), fun((...) -> R), list()) -> R.
 activity(async_ec, Fun, Args) -> hm_ec_access:activity(async, Fun, Args);
 activity(sync_ec, Fun, Args) -> hm_ec_access:activity(sync, Fun, Args);
