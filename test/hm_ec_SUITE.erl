@@ -714,6 +714,7 @@ transactions_refused_across_events(Config) ->
     ok = call(3, Config, mnesia, start, []),
     ok = call(3, Config, mnesia, wait_for_tables, [Tabs, 30000]),
     wait_running(Config, [1, 2, 3], All),
+    settled(Config, Tabs),
     Refused(mnesia_restarted, [1, 2, 3]),
     %% Mnesia crashes on node 2, then starts again
     _ = call(2, Config, mnesia, lkill, []),
@@ -722,6 +723,7 @@ transactions_refused_across_events(Config) ->
     ok = call(2, Config, mnesia, start, []),
     ok = call(2, Config, mnesia, wait_for_tables, [Tabs, 30000]),
     wait_running(Config, [1, 2, 3], All),
+    settled(Config, Tabs),
     Refused(mnesia_started_after_kill, [1, 2, 3]),
     %% a partition, on both sides, and its heal
     partition([1], [2, 3], Config),
@@ -748,6 +750,15 @@ transactions_refused_across_events(Config) ->
                     end)
      end || T <- Tabs, I <- [1, 2, 3]],
     {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Disc]),
+    ok.
+
+%% A restarted copy has caught up (a ram copy comes back empty and takes a state transfer):
+%% every copy ready and the same, so what the next checks read does not change under them.
+settled(Config, Tabs) ->
+    [begin
+         wait_until(fun() -> lists:all(fun(I) -> ready(I, Config, T) end, [1, 2, 3]) end),
+         converged(Config, T)
+     end || T <- Tabs],
     ok.
 
 %% On each node of `Is': every way a transaction writes `Tab' aborts with {no_exists, Tab} and
