@@ -74,7 +74,7 @@ watch_catch_up_test() ->
     %% a partition: each side writes, nothing gets through
     Net1 = link(fun hm_ec_watch:link_down/4, n2, n1, link(fun hm_ec_watch:link_down/4, n1, n2, Net0)),
     Net2 = drop_all(lists:foldl(fun({N, K}, Acc) -> write(N, K, Acc) end, Net1,
-                                [{n1, 1}, {n1, 2}, {n1, 3}, {n2, 10}, {n2, 11}])),
+                                [{n1, 1}, {n1, 2}, {n1, 3}, {n2, 10}, {n2, 11}, {n2, 1}])),
     #{n1 := {T1, W1}} = Net2,
     {R1, _} = hm_ec_watch:report([], T1, W1),
     ?assertMatch(#{partitions_seen := 1, last_partition := #{peer := n2}, catching_up := []}, R1),
@@ -84,9 +84,10 @@ watch_catch_up_test() ->
     ?assertMatch(#{catching_up := [n2]}, report(n1, Net3)),
     Net4 = ticks(6, Net3),
     Evs = maps:get(events, Net4),
-    ?assertMatch([#{peer := n2, ops_received := 2, ops_sent := 3}],
+    %% key 1, written on both sides, is the one conflict each side settled
+    ?assertMatch([#{peer := n2, ops_received := 3, ops_sent := 3, conflicts_resolved := 1}],
                  [I || {n1, {catch_up, I}} <- Evs]),
-    ?assertMatch([#{peer := n1, ops_received := 3, ops_sent := 2}],
+    ?assertMatch([#{peer := n1, ops_received := 3, ops_sent := 3, conflicts_resolved := 1}],
                  [I || {n2, {catch_up, I}} <- Evs]),
     [#{duration_ms := D}] = [I || {n1, {catch_up, I}} <- Evs],
     ?assert(D > 0),
@@ -357,10 +358,11 @@ http_token_test() ->
 
 events_format_test() ->
     Line = fun(R) -> {F, A} = hm_events:format(R), lists:flatten(io_lib:format(F, A)) end,
-    ?assertEqual("hypermnesia: t caught up with b in 40 ms (5 operations received, 2 sent)",
+    ?assertEqual("hypermnesia: t caught up with b in 40 ms (5 operations received, 2 sent, "
+                 "1 conflicts resolved)",
                  Line(#{hypermnesia_event => catch_up,
                         info => #{table => t, peer => b, duration_ms => 40, ops_received => 5,
-                                  ops_sent => 2}})),
+                                  ops_sent => 2, conflicts_resolved => 1}})),
     ?assertEqual("hypermnesia: b is unreachable (partition seen)",
                  Line(#{hypermnesia_event => partition, info => #{peer => b}})),
     [?assertMatch("hypermnesia: " ++ _, Line(#{hypermnesia_event => E, info => #{}}))

@@ -11,7 +11,8 @@
 %% <li>`mnesia_rejoin': Mnesia, split after a partition, runs with these members again.
 %% `#{peers}'.</li>
 %% <li>`catch_up': after a member came back, an EC table copy here and the member's copy have
-%% exchanged what each lacked. `#{table, peer, duration_ms, ops_received, ops_sent}':
+%% exchanged what each lacked. `#{table, peer, duration_ms, ops_received, ops_sent,
+%% conflicts_resolved}':
 %% operations this copy applied from others during the catch-up, and operations of other
 %% origins the member acknowledged during it (both include writes made meanwhile).</li>
 %% <li>`state_transfer': a copy without state (added, or restarted empty) installed a
@@ -82,8 +83,10 @@ format(#{hypermnesia_event := reconnect, info := #{peer := P, down_ms := Ms}}) -
 format(#{hypermnesia_event := mnesia_rejoin, info := #{peers := Ps}}) ->
     {"hypermnesia: Mnesia runs with ~p again", [Ps]};
 format(#{hypermnesia_event := catch_up, info := I = #{table := T, peer := P}}) ->
-    {"hypermnesia: ~p caught up with ~p in ~p ms (~p operations received, ~p sent)",
-     [T, P, maps:get(duration_ms, I), maps:get(ops_received, I), maps:get(ops_sent, I)]};
+    {"hypermnesia: ~p caught up with ~p in ~p ms (~p operations received, ~p sent, ~p "
+     "conflicts resolved)",
+     [T, P, maps:get(duration_ms, I), maps:get(ops_received, I), maps:get(ops_sent, I),
+      maps:get(conflicts_resolved, I, 0)]};
 format(#{hypermnesia_event := state_transfer, info := I = #{table := T}}) ->
     {"hypermnesia: ~p installed a state transfer (~p rows) in ~p ms",
      [T, maps:get(rows, I), maps:get(duration_ms, I)]};

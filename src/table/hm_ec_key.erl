@@ -28,7 +28,7 @@
 %% delivered after a version became stable causally follows it and pruned it).
 -module(hm_ec_key).
 
--export([new/0, new/1, effect/5, stabilize/3, compact/3, live/2, view/3, timestamps/1,
+-export([concurrent/2, new/0, new/1, effect/5, stabilize/3, compact/3, live/2, view/3, timestamps/1,
          is_empty/1]).
 -export_type([key_state/0, op/0, ec_type/0, policy/0]).
 
@@ -50,6 +50,11 @@ new() -> {[], []}.
 %% @doc A key whose stable versions are what storage shows (no metadata row).
 -spec new([tuple()]) -> key_state().
 new(Stable) -> {[{R, stable} || R <- Stable], []}.
+
+%% @doc Whether an operation with timestamp `Ts' meets a concurrent one on the key: an
+%% unstable entry it has not seen (the conflicts the table's policy resolves).
+-spec concurrent(hm_vv:vv(), key_state()) -> boolean().
+concurrent(Ts, {_Seq, Log}) -> lists:any(fun({D, _, _}) -> not hm_vv:contains(D, Ts) end, Log).
 
 %% @doc Apply a causally delivered operation (the Hypermnesia paper, Algorithm 2 `add'/`delete' with
 %% `remove_redundant').

@@ -45,7 +45,7 @@
 
 -export([new/1, submit/5, handle/4, tick/2, nodeup/2, nodedown/2, set_members/2, timeout/2,
          info/2]).
--export([tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
+-export([conflicts/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -define(SYNC_TIMEOUT_MS, 30000).
@@ -79,6 +79,8 @@
             hlc = 0 :: integer(),
             %% per member: the last acknowledgement sent there, and the tick it was sent at
             acks_sent = #{} :: #{node() => {term(), non_neg_integer()}},
+            %% operations applied that met a concurrent one on their key (policy resolved)
+            conflicts = 0 :: non_neg_integer(),
             ticks = 0 :: non_neg_integer(),
             events = false :: boolean()}).
 -opaque state() :: #t{}.
@@ -455,7 +457,8 @@ apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op) ->
                       none -> Rows = hm_ec_store:read(Key, St), {hm_ec_key:new(Rows), Rows}
                   end,
     KS1 = hm_ec_key:effect(Type, Op, {Origin, maps:get(Origin, Ts)}, Ts, KS),
-    T#t{store = store_meta(T, Key, KS1, show(T, Key, KS1, Shown, St))}.
+    N = T#t.conflicts + case hm_ec_key:concurrent(Ts, KS) of true -> 1; false -> 0 end,
+    T#t{store = store_meta(T, Key, KS1, show(T, Key, KS1, Shown, St)), conflicts = N}.
 
 %% What reads show for a key, written only when it changed.
 show(T, Key, KS, unknown, St) ->
@@ -491,7 +494,13 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       unstable_keys => hm_ec_store:meta_size(St),
       metadata_words => hm_ec_store:meta_words(St),
       size => hm_ec_store:size(St),
-      sync_waiting => map_size(W)}.
+      sync_waiting => map_size(W),
+      conflicts => T#t.conflicts}.
+
+%% @doc How many operations this copy applied that met a concurrent one on their key (and
+%% were resolved by the table's type and conflict policy).
+-spec conflicts(state()) -> non_neg_integer().
+conflicts(#t{conflicts = N}) -> N.
 
 -spec tab(state()) -> atom().
 tab(#t{tab = Tab}) -> Tab.

@@ -24,7 +24,8 @@
 -export_type([state/0, clock/0]).
 
 -type clock() :: {Monotonic :: integer(), System :: integer()}.
--type catch_up() :: #{since := integer(), mine := hm_vv:vv(), theirs := hm_vv:vv() | undefined}.
+-type catch_up() :: #{since := integer(), mine := hm_vv:vv(), theirs := hm_vv:vv() | undefined,
+                      conflicts := non_neg_integer()}.
 -opaque state() :: #{tab := atom(),
                      syncing_since := integer() | undefined,
                      partitions := non_neg_integer(),
@@ -56,7 +57,8 @@ link_down(N, {_, Sys}, T, W = #{partitions := P, catching_up := C}) ->
 link_up(N, {Mono, _}, T, W = #{catching_up := C}) ->
     case is_peer(N, T) of
         true -> W#{catching_up := C#{N => #{since => Mono, mine => delivered(T),
-                                             theirs => undefined}}};
+                                             theirs => undefined,
+                                             conflicts => hm_ec_table:conflicts(T)}}};
         false -> W
     end.
 
@@ -97,7 +99,9 @@ catch_ups({Mono, Sys}, T, W = #{catching_up := C, tab := Tab}) ->
                           true ->
                               Info = #{table => Tab, peer => N, duration_ms => Mono - Since,
                                        ops_received => gain(Mine, Delivered, Self),
-                                       ops_sent => gain(Theirs0, K, N)},
+                                       ops_sent => gain(Theirs0, K, N),
+                                       conflicts_resolved =>
+                                           hm_ec_table:conflicts(T) - maps:get(conflicts, CU)},
                               {Wx#{catching_up := maps:remove(N, Cx),
                                    last_heal := Info#{time => Sys}},
                                [{catch_up, Info} | Ev]};
