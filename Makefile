@@ -148,8 +148,31 @@ faults: bootstrap
 clean:
 	rm -rf _build
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring \
-        bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted
+.PHONY: cli status-page-test
+
+## make cli: the command-line tool, an escript -> _build/hmctl (status, members, tables,
+## wait-converged; `_build/hmctl' alone prints its usage). See docs/guide.md, "Operating a
+## cluster".
+cli: compile
+	scripts/build-hmctl _build/default/lib/hypermnesia/ebin _build/hmctl
+
+## make status-page-test: the HTTP status page in a real browser (Debian's chromium, installed
+## here only): 3 peer nodes, a partition and a heal (test/hm_ops_SUITE.erl). `make test' runs
+## the rest of that suite and skips this case when chromium is absent.
+status-page-test: bootstrap
+	@scripts/bootstrap chromium
+	$(REBAR) ct --suite test/hm_ops_SUITE --case status_page_in_browser
+
+## make bench-dotted: DottedDB's evaluation shapes (clock entries under churn, strip latency,
+## objects under 50 % deletes, anti-entropy bytes and metadata node clock vs Merkle, replication
+## latency with loss) on the pure cores and the simulator's network, in one VM ->
+## bench/results/dotted-<yyyymmdd-hhmm>.md. About a minute.
+bench-dotted: bootstrap
+	$(REBAR) as test compile
+	mkdir -p _build/bench bench/results
+	erlc -o _build/bench bench/dotted_bench.erl
+	$(SIM_ERL) _build/bench -eval 'dotted_bench:main(["bench/results"]), halt().'
+
 ## make docs: EEP-48 doc chunks into doc/chunks (every compile builds them too), read by
 ## Erlang's h(hypermnesia), h(hypermnesia, async_ec) and Elixir's h :hypermnesia.async_ec.
 .PHONY: docs
