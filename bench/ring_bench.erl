@@ -21,7 +21,7 @@
 %% nodes share the cores: the figures then show the cost per operation more than scaling.
 -module(ring_bench).
 
--export([main/1, gen_loop/5]).
+-export([main/1, gen_loop/5, msgs_per_write/2]).
 
 -define(F, 32).
 -define(KEYS, 10000).
