@@ -43,6 +43,7 @@ create(Config, Opts) ->
     Tab = ?config(tab, Config),
     {atomic, ok} = call(1, Config, hypermnesia, create_table,
                         [Tab, [{type, pawset}, {attributes, [id, val]}, {replication, dotted},
+                               {strip_interval, 300}, {sync_interval, 300},
                                {frag_properties, [{n_fragments, ?F}, {n_ram_copies, 3},
                                                   {node_pool, pool(Config)}]} | Opts]]),
     Tab.
@@ -91,6 +92,9 @@ bad_options(Config) ->
     {aborted, {bad_ec_option, Tab, {conflict, lww}}} =
         Create([{replication, dotted}, {conflict, lww}, FP]),
     {aborted, {bad_ec_option, Tab, {replication, dotted}}} = Create([{replication, dotted}]),
+    {aborted, {bad_ec_option, Tab, {sync_interval, 0}}} =
+        Create([{replication, dotted}, {sync_interval, 0}, FP]),
+    {aborted, {bad_ec_option, Tab, {strip_interval, 10}}} = Create([{strip_interval, 10}, FP]),
     {aborted, {not_supported, Tab, {dotted_replication, prwset}}} =
         call(1, Config, hypermnesia, create_table,
              [Tab, [{type, prwset}, {attributes, [id, val]}, {replication, dotted}, FP]]),
@@ -123,6 +127,9 @@ write_everywhere(Config) ->
      || O <- Owners],
     [#{replication := dotted, status := ready} = copy_info(id_of(Config, O), Config, Tab, Key)
      || O <- Owners],
+    %% the cluster-wide status compares dotted copies too
+    wait_until(fun() -> maps:get(converged, call(2, Config, hypermnesia, cluster_info, [Frag]))
+               end),
     %% an async_ec write replaces what the copy has seen; a key-value get sees it everywhere
     ok = ec(4, Config, fun() -> mnesia:write({Tab, Key, again}) end),
     kv_converged(Config, Tab, Key, [{Tab, Key, again}]),

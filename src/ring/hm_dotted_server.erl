@@ -168,8 +168,13 @@ handle_call({fetch, Key}, _From, S = #{d := D}) ->
     end;
 handle_call(info, _From, S) ->
     {reply, info(S), S};
-handle_call(status, _From, S) ->
-    {reply, (info(S))#{queued_ops => 0}, S};
+handle_call(status, _From, S = #{d := D}) ->
+    %% the shape of an EC table copy's status (hm_status compares copies by it): the node
+    %% clock's bases stand for the delivered vector, and the digest is of the rows shown
+    Base = hm_node_clock:base(hm_dotted:node_clock(D)),
+    Rows = lists:append(maps:values(hm_dotted:values(D))),
+    {reply, (info(S))#{queued_ops => 0, buffered_ops => 0, delivered => Base, stable => Base,
+                       digest => hm_ec_watch:digest(Rows)}, S};
 handle_call(queued, _From, S) ->
     {reply, 0, S};
 handle_call(Req, _From, S) ->

@@ -33,6 +33,7 @@
 -export([caught_up/3]).
 
 -define(READY_TIMEOUT_MS, 120000).
+-define(DOTTED_OPTS, [replication, anti_entropy, strip_interval, sync_interval]).
 -define(CAUGHT_UP_TIMEOUT_MS, 60000).
 
 -type change() :: {add_node, node()} | {del_node, node()}.
@@ -46,6 +47,12 @@
 %% "Too few nodes in node_pool"}', and those of `hypermnesia:create_table/2'. Without an EC
 %% type this is `mnesia:create_table/2' (a Mnesia fragmented table), and without
 %% `frag_properties' it is {@link hm_ec_registry:create_table/2}.
+%%
+%% `{replication, tcsb | dotted}' (default `tcsb'): how the copies of each fragment
+%% replicate, by the tagged causal stable broadcast as any EC table, or by DottedDB
+%% ({@link hm_dotted_server}, with `{anti_entropy, node_clock | merkle}', `{strip_interval,
+%% Ms}', `{sync_interval, Ms}'; only `pawset', `ram_copies', siblings). Errors for these:
+%% `{bad_ec_option, Tab, Option}', `{not_supported, Tab, {dotted_replication, What}}'.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
     case {partitioned(Opts), replication_opts(Opts)} of
@@ -69,7 +76,7 @@ create_table_(Tab, Opts) ->
 %% The replication options given (only partitioned tables take them).
 replication_opts(Opts) ->
     [O || O <- Opts, is_tuple(O), tuple_size(O) >= 1,
-          element(1, O) =:= replication orelse element(1, O) =:= anti_entropy].
+          lists:member(element(1, O), ?DOTTED_OPTS)].
 
 %% With a `frag_properties' option (and a proper list: anything else is the registry's to
 %% refuse).
@@ -111,14 +118,19 @@ parse(Tab, Opts) ->
                        pool => lists:usort(Pool)}).
 
 %% `{replication, tcsb | dotted}' (default `tcsb') and, with `dotted', `{anti_entropy,
-%% node_clock | merkle}' (default `node_clock'). Dotted fragments are `ram_copies', of type
-%% `pawset', and show concurrent writes as siblings.
+%% node_clock | merkle}' (default `node_clock'), `{strip_interval, Ms}' and `{sync_interval,
+%% Ms}' (default 1000 each). Dotted fragments are `ram_copies', of type `pawset', and show
+%% concurrent writes as siblings.
 replication(Tab, Opts, Storage) ->
     Type = proplists:get_value(type, Opts),
     Conflict = proplists:get_value(conflict, Opts, siblings),
+    Intervals = [{K, V} || {K, V} <- Opts, K =:= strip_interval orelse K =:= sync_interval],
+    [throw({aborted, {bad_ec_option, Tab, I}})
+     || I = {_, V} <- Intervals, not is_integer(V) orelse V < 1],
     case {proplists:get_value(replication, Opts, tcsb),
           proplists:get_value(anti_entropy, Opts, none)} of
-        {tcsb, none} -> #{replication => tcsb};
+        {tcsb, none} when Intervals =:= [] -> #{replication => tcsb};
+        {tcsb, none} -> throw({aborted, {bad_ec_option, Tab, hd(Intervals)}});
         {tcsb, AE} -> throw({aborted, {bad_ec_option, Tab, {anti_entropy, AE}}});
         {dotted, AE0} when AE0 =:= none; AE0 =:= node_clock; AE0 =:= merkle ->
             Storage =:= ram_copies
@@ -127,8 +139,9 @@ replication(Tab, Opts, Storage) ->
                 orelse throw({aborted, {not_supported, Tab, {dotted_replication, Type}}}),
             Conflict =:= siblings
                 orelse throw({aborted, {bad_ec_option, Tab, {conflict, Conflict}}}),
-            #{replication => dotted,
-              anti_entropy => case AE0 of none -> node_clock; _ -> AE0 end};
+            maps:merge(maps:from_list(Intervals),
+                       #{replication => dotted,
+                         anti_entropy => case AE0 of none -> node_clock; _ -> AE0 end});
         {dotted, AE} -> throw({aborted, {bad_ec_option, Tab, {anti_entropy, AE}}});
         {R, _} -> throw({aborted, {bad_ec_option, Tab, {replication, R}}})
     end.
@@ -141,15 +154,15 @@ check_active(Tab, Nodes) ->
 create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}) ->
     Placement = placement(Props),
     %% every fragment holds records named as the table's
-    Dropped = [frag_properties, record_name, replication, anti_entropy, conflict],
+    Dropped = [frag_properties, record_name, conflict | ?DOTTED_OPTS],
     Common = [{record_name, proplists:get_value(record_name, Opts, Tab)}
               | [{conflict, siblings} || maps:get(replication, Props) =:= dotted]]
         ++ [O || O <- Opts, not (is_tuple(O) andalso lists:member(element(1, O), Dropped))]
         ++ [O || O = {conflict, _} <- Opts, maps:get(replication, Props) =/= dotted],
     %% a dotted fragment's copies are hm_dotted_server processes
     Server = case Props of
-                 #{replication := dotted, anti_entropy := AE} ->
-                     #{server => hm_dotted_server, replication => dotted, anti_entropy => AE};
+                 #{replication := dotted} ->
+                     (maps:with(?DOTTED_OPTS, Props))#{server => hm_dotted_server};
                  _ -> #{}
              end,
     %% the fragments first, `Tab' itself last (it is what makes the table partitioned)
@@ -227,7 +240,9 @@ properties(Tab) ->
 %% Mnesia does not run, or removing one that is down),
 %% `{already_exists, Tab, Node}', `{no_exists, Tab, Node}', `{combine_error, Tab, "Too few
 %% nodes in node_pool"}', `{not_ready, Fragment, Node}' (a new copy that did not catch up in
-%% 2 minutes: the old copies are kept, and the change can be made again).
+%% 2 minutes: the old copies are kept, and the change can be made again),
+%% `{not_supported, Tab, dotted_replication}' (a table with `{replication, dotted}': its pool
+%% does not change yet).
 -spec change_table_frag(atom(), change() | term()) -> {atomic, ok} | {aborted, term()}.
 change_table_frag(Tab, Change) ->
     case {properties(Tab), Change} of
