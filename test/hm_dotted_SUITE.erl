@@ -8,12 +8,13 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([bad_options/1, write_everywhere/1, partition_siblings/1, deletes_strip/1,
-         merkle_partition/1]).
+         merkle_partition/1, copy_restarted/1]).
 
 -define(NODES, 4).
 -define(F, 4).
 
-all() -> [bad_options, write_everywhere, partition_siblings, deletes_strip, merkle_partition].
+all() -> [bad_options, write_everywhere, partition_siblings, deletes_strip, merkle_partition,
+          copy_restarted].
 
 init_per_suite(Config) ->
     C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "dr",
@@ -210,3 +211,33 @@ merkle_partition(Config) ->
     ok = hm_cluster:heal(C),
     converged(Config, Tab, lists:sort([{Tab, {a, K}, 1} || K <- lists:seq(1, 20)]
                                       ++ [{Tab, {b, K}, 4} || K <- lists:seq(1, 20)])).
+
+%% A copy's process killed: the EC server starts it again, it takes a peer's state before it
+%% takes writes, its Mnesia mirror shows the rows again, and its next writes are new dots.
+copy_restarted(Config) ->
+    Tab = create(Config, []),
+    Rows = [{Tab, K, v} || K <- lists:seq(1, 20)],
+    [O | _] = call(1, Config, hypermnesia, owners, [Tab, 1]),
+    I = id_of(Config, O),
+    %% written at the copy that is killed: its dots are in every copy of the fragment
+    ok = ec(I, Config, fun() -> [mnesia:write(R) || R <- Rows], ok end),
+    converged(Config, Tab, Rows),
+    Frag = call(I, Config, hm_ec_frag, fragment_table, [Tab, 1]),
+    Name = hm_ec_table_server:name(Frag),
+    Old = call(I, Config, erlang, whereis, [Name]),
+    true = call(I, Config, erlang, exit, [Old, kill]),
+    wait_until(fun() ->
+                       case call(I, Config, erlang, whereis, [Name]) of
+                           P when is_pid(P), P =/= Old ->
+                               maps:get(status, call(I, Config, gen_server, call, [Name, info]))
+                                   =:= ready;
+                           _ -> false
+                       end
+               end),
+    Local = [R || R = {_, K, _} <- Rows,
+                  call(I, Config, hm_ec_frag, fragment_table, [Tab, K]) =:= Frag],
+    wait_until(fun() -> lists:sort(call(I, Config, mnesia, dirty_select,
+                                        [Frag, [{'_', [], ['$_']}]])) =:= Local end),
+    %% a write at the restarted copy supersedes what it took over, everywhere
+    ok = call(I, Config, hypermnesia, put, [Tab, {Tab, 1, after_restart}, undefined, []]),
+    kv_converged(Config, Tab, 1, [{Tab, 1, after_restart}]).
