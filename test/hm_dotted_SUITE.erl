@@ -156,6 +156,9 @@ partition_siblings(Config) ->
     kv_converged(Config, Tab, k, [{Tab, k, v0}]),
     {ok, [{Tab, k, v0}], Ctx} = call(2, Config, hypermnesia, get, [Tab, k, [{r, 3}]]),
     ok = hm_cluster:cut(C, [O1], ids(Config) -- [O1]),
+    %% a write quorum the side cannot reach is refused before writing
+    {error, {insufficient_replicas, 2, 1}} =
+        call(O1, Config, hypermnesia, put, [Tab, {Tab, k, refused}, Ctx, [{w, 2}]]),
     ok = call(O1, Config, hypermnesia, put, [Tab, {Tab, k, left}, Ctx, []]),
     ok = call(O2, Config, hypermnesia, put, [Tab, {Tab, k, right}, Ctx, []]),
     %% each side shows its own write
@@ -167,7 +170,12 @@ partition_siblings(Config) ->
     converged(Config, Tab, Both),
     %% a put with the context of a get that saw both replaces them
     {ok, Both, Ctx2} = call(Other, Config, hypermnesia, get, [Tab, k, [{r, 2}]]),
-    ok = call(Other, Config, hypermnesia, put, [Tab, {Tab, k, merged}, Ctx2, []]),
+    ok = call(Other, Config, hypermnesia, put, [Tab, {Tab, k, merged}, Ctx2, [{w, 3}]]),
+    %% acknowledged with w = 3: every copy holds it already
+    Frag = call(1, Config, hm_ec_frag, fragment_table, [Tab, k]),
+    [{ok, [{Tab, k, merged}], _} = call(O, Config, hypermnesia, get, [Tab, k, []])
+     || O <- [O1, O2, O3]],
+    [[{Tab, k, merged}] = call(O, Config, mnesia, dirty_read, [Frag, k]) || O <- [O1, O2, O3]],
     kv_converged(Config, Tab, k, [{Tab, k, merged}]),
     converged(Config, Tab, [{Tab, k, merged}]),
     %% a put with a stale context leaves the newer write as a sibling

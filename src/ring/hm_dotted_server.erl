@@ -66,10 +66,12 @@ get(Tab, Key, R) ->
 
 %% @doc PUT (Algorithm 1) on a dotted table, at the first reachable copy of the key's
 %% fragment (this node's first): `Record' supersedes the versions `Context' names
-%% (`undefined': every version that copy has seen). `W' copies must be reachable
-%% (`{insufficient_replicas, W, Reachable}'); the write is acknowledged once that copy has
-%% applied it and sent it to the others. Errors: `{bad_context, Context}',
-%% `{insufficient_replicas, W, Reachable}'.
+%% (`undefined': every version that copy has seen). `W' copies must be reachable, and the
+%% write is acknowledged once `W' copies hold its dot (that copy applied it and sent it to
+%% the others; with `W' > 1 the other copies are asked until `W' hold it, for 10 s at
+%% most). Errors: `{bad_context, Context}', `{insufficient_replicas, W, Reachable}' (before
+%% writing), `{insufficient_replicas, W, Holding}' (the write is applied, but only
+%% `Holding' copies were seen to hold it in time).
 -spec put(atom(), tuple(), binary() | undefined, pos_integer()) -> ok | {error, term()}.
 put(Tab, Record, Context, W) ->
     write(Tab, element(2, Record), {v, Record}, Context, W).
@@ -84,13 +86,36 @@ write(Tab, Key, What, Context, W) ->
     Frag = hm_ec_frag:fragment_table(Tab, Key),
     case sources(Frag) of
         Ss when length(Ss) < W -> {error, {insufficient_replicas, W, length(Ss)}};
-        Ss -> write_at(Ss, Frag, {kv, Key, What, Context}, none)
+        Ss ->
+            case write_at(Ss, Frag, {kv, Key, What, Context}, none) of
+                {ok, _Dot} when W =< 1 -> ok;
+                {ok, Dot} -> wait_holding(Frag, Dot, W, deadline());
+                {error, _} = E -> E
+            end
     end.
+
+deadline() -> erlang:monotonic_time(millisecond) + ?TIMEOUT.
+
+%% Until `W' reachable copies hold `Dot' (each asked again every 20 ms, until `Deadline').
+wait_holding(Frag, Dot, W, Deadline) ->
+    Holding = length([N || N <- sources(Frag), holds(N, Frag, Dot)]),
+    case Holding >= W of
+        true -> ok;
+        false ->
+            case erlang:monotonic_time(millisecond) < Deadline of
+                true -> timer:sleep(20), wait_holding(Frag, Dot, W, Deadline);
+                false -> {error, {insufficient_replicas, W, Holding}}
+            end
+    end.
+
+holds(N, Frag, Dot) ->
+    (catch gen_server:call({hm_ec_table_server:name(Frag), N}, {holds, Dot}, ?TIMEOUT))
+        =:= true.
 
 write_at([], _Frag, _Req, Last) -> {error, {unavailable, Last}};
 write_at([N | Ns], Frag, Req, _Last) ->
     try gen_server:call({hm_ec_table_server:name(Frag), N}, Req, ?TIMEOUT) of
-        ok -> ok;
+        {ok, Dot} -> {ok, Dot};
         {error, {bad_context, _}} = E -> E;
         {error, Why} -> write_at(Ns, Frag, Req, Why)
     catch exit:Why -> write_at(Ns, Frag, Req, Why)
@@ -159,8 +184,13 @@ handle_call({kv, Key, What, Ctx0}, _From, S = #{tab := Tab, d := D}) ->
     case Result of
         {error, bad_context} -> {reply, {error, {bad_context, Ctx0}}, S};
         {error, _} = E -> {reply, E, S};
-        {D1, Effs} -> {reply, ok, run(Effs, S#{d := D1})}
+        {D1, Effs} ->
+            %% the write's dot: the next one of this copy
+            {Dot, _} = hm_node_clock:next_dot(node(), hm_dotted:node_clock(D)),
+            {reply, {ok, Dot}, run(Effs, S#{d := D1})}
     end;
+handle_call({holds, Dot}, _From, S = #{d := D}) ->
+    {reply, hm_node_clock:contains(Dot, hm_dotted:node_clock(D)), S};
 handle_call({fetch, Key}, _From, S = #{d := D}) ->
     case hm_dotted:status(D) of
         ready -> {reply, {ok, hm_dotted:fetch(Key, D)}, S};
