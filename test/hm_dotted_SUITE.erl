@@ -2,19 +2,21 @@
 %% the shared harness {@link hm_cluster}): creation and its refusals, `async_ec' and
 %% key-value writes from every node read back everywhere, a real partition with puts on
 %% both sides giving siblings that a put with the get's context resolves, deletes leaving
-%% nothing on any copy once stripped, and the Merkle anti-entropy baseline converging too.
+%% nothing on any copy once stripped, the Merkle anti-entropy baseline converging too, a
+%% copy's process killed and taken up again, and nodes leaving and joining the pool while
+%% two nodes write, with nothing acknowledged lost.
 -module(hm_dotted_SUITE).
 -include_lib("common_test/include/ct.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([bad_options/1, write_everywhere/1, partition_siblings/1, deletes_strip/1,
-         merkle_partition/1, copy_restarted/1]).
+         merkle_partition/1, copy_restarted/1, pool_change_under_load/1]).
 
 -define(NODES, 4).
 -define(F, 4).
 
 all() -> [bad_options, write_everywhere, partition_siblings, deletes_strip, merkle_partition,
-          copy_restarted].
+          copy_restarted, pool_change_under_load].
 
 init_per_suite(Config) ->
     C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "dr",
@@ -100,9 +102,7 @@ bad_options(Config) ->
         call(1, Config, hypermnesia, create_table,
              [Tab, [{type, prwset}, {attributes, [id, val]}, {replication, dotted}, FP]]),
     false = call(1, Config, hypermnesia, is_ec_table, [Tab]),
-    Tab = create(Config, []),
-    {aborted, {not_supported, Tab, dotted_replication}} =
-        call(1, Config, hypermnesia, change_table_frag, [Tab, {del_node, hd(pool(Config))}]).
+    Tab = create(Config, []).
 
 write_everywhere(Config) ->
     Tab = create(Config, []),
@@ -249,3 +249,46 @@ copy_restarted(Config) ->
     %% a write at the restarted copy supersedes what it took over, everywhere
     ok = call(I, Config, hypermnesia, put, [Tab, {Tab, 1, after_restart}, undefined, []]),
     kv_converged(Config, Tab, 1, [{Tab, 1, after_restart}]).
+
+%% Nodes leave and join the pool while two nodes write: the fragments that move are copied
+%% by handoff, a copy is removed once the others hold its dots, and nothing acknowledged is
+%% lost.
+pool_change_under_load(Config) ->
+    Tab = create(Config, []),
+    C = ?config(cluster, Config),
+    Writers = [spawn_writer(Config, Tab, I) || I <- [2, 3]],
+    Change = fun(Ch) -> {atomic, ok} = call(3, Config, hypermnesia, change_table_frag, [Tab, Ch])
+             end,
+    Change({del_node, hm_cluster:node(C, 4)}),
+    Change({add_node, hm_cluster:node(C, 4)}),
+    Change({del_node, hm_cluster:node(C, 1)}),
+    Change({add_node, hm_cluster:node(C, 1)}),
+    Change({del_node, hm_cluster:node(C, 3)}),
+    Change({add_node, hm_cluster:node(C, 3)}),
+    Results = [begin W ! {stop, self()},
+                     receive {acked, W, Ks, Fs} -> {Ks, Fs} after 60000 -> error(writer_stuck)
+                     end
+               end || W <- Writers],
+    Acked = lists:append([Ks || {Ks, _} <- Results]),
+    ct:pal("acknowledged writes during the moves: ~p", [length(Acked)]),
+    true = length(Acked) > 0,
+    [] = lists:append([Fs || {_, Fs} <- Results]),
+    converged(Config, Tab, lists:sort([{Tab, K, v} || K <- Acked])),
+    %% every key's copies are on its owners again
+    [[{Tab, K, v}] = call(id_of(Config, O), Config, mnesia, dirty_read,
+                          [call(1, Config, hm_ec_frag, fragment_table, [Tab, K]), K])
+     || K <- lists:sublist(Acked, 20), O <- call(2, Config, hypermnesia, owners, [Tab, K])].
+
+%% A writer from this node through node I (a node that leaves the pool meanwhile too): unique keys, acknowledged ones kept.
+spawn_writer(Config, Tab, I) ->
+    spawn_link(fun() -> write_loop(Config, Tab, I, 1, [], []) end).
+
+write_loop(Config, Tab, I, N, Acked, Failed) ->
+    receive {stop, Parent} -> Parent ! {acked, self(), Acked, Failed}
+    after 0 ->
+            K = {I, N},
+            case catch ec(I, Config, fun() -> mnesia:write({Tab, K, v}) end) of
+                ok -> write_loop(Config, Tab, I, N + 1, [K | Acked], Failed);
+                Other -> write_loop(Config, Tab, I, N + 1, Acked, [{K, Other} | Failed])
+            end
+    end.

@@ -59,3 +59,12 @@ mirror_test() ->
                                          {timer, 5, strip}, {show, j, []}])),
     {_, Effs} = hm_dotted_table:apply_op({k, {write, {t, k, 1}}}, copy(a)),
     ?assertEqual([{delete, k}, {write, {t, k, 1}}], hm_dotted_table:mirror(Effs)).
+
+%% a copy whose node leaves the group and comes back is a live id again, not a retired one
+id_back_in_the_group_is_not_retired_test() ->
+    {S0, _} = hm_dotted:new(#{id => a, peers => [a, b, c]}),
+    {S1, _} = hm_dotted:set_peers([a, c], S0),
+    ?assertEqual(1, maps:get(retired, hm_dotted:metadata(S1))),
+    {S2, _} = hm_dotted:set_peers([a, b, c], S1),
+    ?assertEqual(0, maps:get(retired, hm_dotted:metadata(S2))),
+    ?assertEqual([a, b, c], hm_dotted:peers(S2)).

@@ -15,10 +15,13 @@
 %% ones: the reply comes once the write is applied here and sent to the other copies.
 %%
 %% The copy's id is its node. A copy starting while another holder's copy is ready (a
-%% restart, Mnesia restarted on this node) starts as `bootstrap' and takes the state of a
-%% peer before it accepts writes (they are passed to another holder meanwhile): its own
-%% dots then continue after those the group has seen of it. The state lives in this
-%% process only: a copy is a `ram_copies' copy.
+%% restart, Mnesia restarted on this node, a new copy of a fragment that moves) starts as
+%% `bootstrap' and takes the state of a peer before it accepts writes (they are passed to
+%% another holder meanwhile): its own dots then continue after those the group has seen of
+%% it. The copy holders the EC server reports become the group ({@link hm_dotted:set_peers/2});
+%% `info' gives the node clock's bases as `delivered', keyed `{Node, dotted}', so that a pool
+%% change removes a copy only once the others hold every dot it made. The state lives in
+%% this process only: a copy is a `ram_copies' copy.
 %%
 %% Peers' messages are `{hm_dotted, Cookie, Msg}' with the fragment's Mnesia cookie, so that
 %% a table deleted and created again under the same name never takes the old one's
@@ -161,14 +164,15 @@ peer_ready(N, Frag) ->
             _ -> false
         end.
 
--spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
+-spec handle_call(term(), gen_server:from(), map()) ->
+          {reply, term(), map()} | {stop, normal, term(), map()}.
 handle_call({submit, KeyOp, _Mode}, _From, S = #{tab := Tab, d := D}) ->
     case hm_dotted:status(D) of
         syncing -> {reply, {error, {syncing, Tab}}, S};
         ready ->
             case hm_dotted_table:apply_op(KeyOp, D) of
                 {error, _} = E -> {reply, E, S};
-                {D1, Effs} -> {reply, ok, run(Effs, S#{d := D1})}
+                {D1, Effs} -> applied(ok, Effs, S#{d := D1})
             end
     end;
 handle_call({kv, Key, What, Ctx0}, _From, S = #{tab := Tab, d := D}) ->
@@ -187,7 +191,7 @@ handle_call({kv, Key, What, Ctx0}, _From, S = #{tab := Tab, d := D}) ->
         {D1, Effs} ->
             %% the write's dot: the next one of this copy
             {Dot, _} = hm_node_clock:next_dot(node(), hm_dotted:node_clock(D)),
-            {reply, {ok, Dot}, run(Effs, S#{d := D1})}
+            applied({ok, Dot}, Effs, S#{d := D1})
     end;
 handle_call({holds, Dot}, _From, S = #{d := D}) ->
     {reply, hm_node_clock:contains(Dot, hm_dotted:node_clock(D)), S};
@@ -199,12 +203,11 @@ handle_call({fetch, Key}, _From, S = #{d := D}) ->
 handle_call(info, _From, S) ->
     {reply, info(S), S};
 handle_call(status, _From, S = #{d := D}) ->
-    %% the shape of an EC table copy's status (hm_status compares copies by it): the node
-    %% clock's bases stand for the delivered vector, and the digest is of the rows shown
-    Base = hm_node_clock:base(hm_dotted:node_clock(D)),
+    %% the shape of an EC table copy's status (hm_status compares copies by it), the digest
+    %% of the rows shown
     Rows = lists:append(maps:values(hm_dotted:values(D))),
-    {reply, (info(S))#{queued_ops => 0, buffered_ops => 0, delivered => Base, stable => Base,
-                       digest => hm_ec_watch:digest(Rows)}, S};
+    {reply, (info(S))#{queued_ops => 0, buffered_ops => 0, digest => hm_ec_watch:digest(Rows)},
+     S};
 handle_call(queued, _From, S) ->
     {reply, 0, S};
 handle_call(Req, _From, S) ->
@@ -221,10 +224,13 @@ handle_cast({members, Ms}, S = #{d := D}) when is_list(Ms) ->
 handle_cast(Msg, S) ->
     {noreply, drop({unknown_cast, Msg}, S)}.
 
--spec handle_info(term(), map()) -> {noreply, map()}.
+-spec handle_info(term(), map()) -> {noreply, map()} | {stop, normal, map()}.
 handle_info({hm_dotted, Cookie, Msg}, S = #{cookie := Cookie, d := D}) ->
     {D1, Effs} = hm_dotted:handle(Msg, D),
-    {noreply, run(Effs, S#{d := D1})};
+    case applied(ok, Effs, S#{d := D1}) of
+        {reply, ok, S1} -> {noreply, S1};
+        {stop, normal, _, S1} -> {stop, normal, S1}
+    end;
 handle_info({hm_dotted, _OtherCookie, _Msg}, S = #{tab := Tab}) ->
     {noreply, drop({other_instance, Tab}, S)};
 handle_info({hm_dotted_timer, What}, S = #{d := D}) ->
@@ -234,6 +240,18 @@ handle_info(Msg, S) ->
     {noreply, drop({unknown_message, Msg}, S)}.
 
 %%% ---------------------------------------------------------------- effects
+
+%% A request applied to the state: its effects carried out and `Reply' given; when the
+%% mirror cannot be written (the copy is being removed from this node, or Mnesia stops) the
+%% request counts as not applied (a write is then passed to another copy) and the process
+%% ends: the EC server starts it again if the copy is still here.
+applied(Reply, Effs, S = #{tab := Tab}) ->
+    try run(Effs, S) of
+        S1 -> {reply, Reply, S1}
+    catch Class:Reason ->
+            logger:notice("hypermnesia: dotted copy of ~p stops: ~0p:~0p", [Tab, Class, Reason]),
+            {stop, normal, {error, {not_applied, Reason}}, S}
+    end.
 
 run(Effs, S = #{tab := Tab, cookie := Cookie}) ->
     lists:foreach(fun({delete, Key}) -> ok = hm_ec_mnesia:delete(Tab, Key);
@@ -252,12 +270,18 @@ run(Effs, S = #{tab := Tab, cookie := Cookie}) ->
 
 drop(What, S = #{drops := Ds}) -> S#{drops := hm_ec_table_server:log_drop(What, Ds)}.
 
+%% `delivered' (and `stable'): the node clock's bases, each copy's entry keyed `{Node,
+%% dotted}' as the broadcast keys its replicas, so that a pool change waits, before it
+%% removes a copy, until the others hold every dot that copy made (hm_partition:caught_up/3)
+%% and the cluster view compares copies as it does any EC table's.
 info(#{tab := Tab, d := D}) ->
     Meta = hm_dotted:metadata(D),
+    Base = maps:from_list([{{N, dotted}, C}
+                           || {N, C} <- maps:to_list(hm_node_clock:base(hm_dotted:node_clock(D)))]),
     #{table => Tab, type => pawset, conflict => siblings, replication => dotted,
       anti_entropy => hm_dotted:anti_entropy(D), status => hm_dotted:status(D),
       members => hm_dotted:peers(D),
       reachable => [N || N <- hm_dotted:peers(D), N =:= node() orelse lists:member(N, nodes())],
       size => maps:size(hm_dotted:values(D)), objects => maps:size(hm_dotted:objects(D)),
       non_stripped => length(hm_dotted:non_stripped(D)), metadata => Meta,
-      node_clock => hm_dotted:node_clock(D)}.
+      node_clock => hm_dotted:node_clock(D), delivered => Base, stable => Base}.

@@ -240,9 +240,7 @@ properties(Tab) ->
 %% Mnesia does not run, or removing one that is down),
 %% `{already_exists, Tab, Node}', `{no_exists, Tab, Node}', `{combine_error, Tab, "Too few
 %% nodes in node_pool"}', `{not_ready, Fragment, Node}' (a new copy that did not catch up in
-%% 2 minutes: the old copies are kept, and the change can be made again),
-%% `{not_supported, Tab, dotted_replication}' (a table with `{replication, dotted}': its pool
-%% does not change yet).
+%% 2 minutes: the old copies are kept, and the change can be made again).
 -spec change_table_frag(atom(), change() | term()) -> {atomic, ok} | {aborted, term()}.
 change_table_frag(Tab, Change) ->
     case {properties(Tab), Change} of
@@ -251,7 +249,6 @@ change_table_frag(Tab, Change) ->
                 true -> {aborted, {not_partitioned, Tab}};
                 false -> mnesia:change_table_frag(Tab, Change)
             end;
-        {{ok, #{replication := dotted}}, _} -> {aborted, {not_supported, Tab, dotted_replication}};
         {{ok, Props}, {add_node, Node}} when is_atom(Node) ->
             try
                 check_active(Tab, [Node]),
