@@ -101,6 +101,9 @@ bad_options(Config) ->
     {aborted, {not_supported, Tab, {dotted_replication, prwset}}} =
         call(1, Config, hypermnesia, create_table,
              [Tab, [{type, prwset}, {attributes, [id, val]}, {replication, dotted}, FP]]),
+    {aborted, {bad_ec_option, Tab, {replication, dotted}}} =
+        call(1, Config, hypermnesia, create_table,
+             [Tab, [{type, set}, {attributes, [id, val]}, {replication, dotted}, FP]]),
     false = call(1, Config, hypermnesia, is_ec_table, [Tab]),
     Tab = create(Config, []).
 

@@ -55,8 +55,9 @@
 %% `{bad_ec_option, Tab, Option}', `{not_supported, Tab, {dotted_replication, What}}'.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
-    case {partitioned(Opts), replication_opts(Opts)} of
-        {false, [{replication, tcsb}]} ->
+    EcType = lists:member(proplists:get_value(type, Opts), [pawset, prwset]),
+    case {partitioned(Opts) andalso EcType, replication_opts(Opts)} of
+        {false, [{replication, tcsb}]} when EcType ->
             create_table(Tab, [O || O <- Opts, not is_tuple(O) orelse element(1, O) =/= replication]);
         {false, [Bad | _]} -> {aborted, {bad_ec_option, Tab, Bad}};
         _ -> create_table_(Tab, Opts)
