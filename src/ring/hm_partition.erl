@@ -55,14 +55,25 @@
 %% `{bad_ec_option, Tab, Option}', `{not_supported, Tab, {dotted_replication, What}}'.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
+    case is_proper(Opts) of
+        true -> create_table_checked(Tab, Opts);
+        false -> hm_ec_registry:create_table(Tab, Opts)      % which refuses it
+    end;
+create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
+
+is_proper(L) ->
+    try length(L) of _ -> true
+    catch error:badarg -> false
+    end.
+
+create_table_checked(Tab, Opts) ->
     EcType = lists:member(proplists:get_value(type, Opts), [pawset, prwset]),
     case {partitioned(Opts) andalso EcType, replication_opts(Opts)} of
         {false, [{replication, tcsb}]} when EcType ->
             create_table(Tab, [O || O <- Opts, not is_tuple(O) orelse element(1, O) =/= replication]);
         {false, [Bad | _]} -> {aborted, {bad_ec_option, Tab, Bad}};
         _ -> create_table_(Tab, Opts)
-    end;
-create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
+    end.
 
 create_table_(Tab, Opts) ->
     case partitioned(Opts) andalso proplists:get_value(type, Opts) of
