@@ -74,7 +74,8 @@ get(Tab, Key, R) ->
 %% the others; with `W' > 1 the other copies are asked until `W' hold it, for 10 s at
 %% most). Errors: `{bad_context, Context}', `{insufficient_replicas, W, Reachable}' (before
 %% writing), `{insufficient_replicas, W, Holding}' (the write is applied, but only
-%% `Holding' copies were seen to hold it in time).
+%% `Holding' copies were seen to hold it in time), `{unavailable, Reason}' (no reachable
+%% copy took the write: each was catching up, or did not answer; `Reason' is the last one's).
 -spec put(atom(), tuple(), binary() | undefined, pos_integer()) -> ok | {error, term()}.
 put(Tab, Record, Context, W) ->
     write(Tab, element(2, Record), {v, Record}, Context, W).
@@ -126,7 +127,7 @@ write_at([N | Ns], Frag, Req, _Last) ->
 
 %% This node first when it holds a copy, then the reachable holders.
 sources(Frag) ->
-    lists:usort([node() || hm_ec_frag:is_local(Frag)]) ++ (hm_ec_frag:holders(Frag) -- [node()]).
+    [node() || hm_ec_frag:is_local(Frag)] ++ (hm_ec_frag:holders(Frag) -- [node()]).
 
 fetch(_Sources, _Frag, _Key, R, Acc) when length(Acc) >= R -> {ok, Acc};
 fetch([], _Frag, _Key, R, Acc) -> {error, {insufficient_replicas, R, length(Acc)}};
