@@ -21,7 +21,9 @@
 %% it. The copy holders the EC server reports become the group ({@link hm_dotted:set_peers/2});
 %% `info' gives the node clock's bases as `delivered', keyed `{Node, dotted}', so that a pool
 %% change removes a copy only once the others hold every dot it made. The state lives in
-%% this process only: a copy is a `ram_copies' copy.
+%% this process only: a copy is a `ram_copies' copy. A copy that starts while no other copy
+%% is reachable and ready starts empty under its node's id, so its next dots may be ones the
+%% others hold from its previous life (see docs/dotted.md, "Not there yet").
 %%
 %% Peers' messages are `{hm_dotted, Cookie, Msg}' with the fragment's Mnesia cookie, so that
 %% a table deleted and created again under the same name never takes the old one's
