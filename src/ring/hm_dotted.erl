@@ -57,7 +57,9 @@
 %% holds no dot of it this copy lacks, no dot of it can still arrive, and strip drops its
 %% entries. A context
 %% naming an id that is neither in the group nor retired (a copy that joined after the id
-%% left) retires it the same way. So per-key clocks never keep an entry for a node that is
+%% left) retires it the same way. An id back in the group (a node holding a copy of the group
+%% again: it starts with `bootstrap', so its dots continue after its old ones) is live again
+%% and leaves the retired ids. So per-key clocks never keep an entry for a node that is
 %% gone: they converge to the ids of the live versions' dots.
 %%
 %% == Effects ==
@@ -539,8 +541,10 @@ set_peers(Peers0, S = #d{id = Id, peers = Old, wm = WM, retired = Ret}) ->
     Ret1 = lists:foldl(fun(G, Acc) -> Acc#{G => Peers -- [Id]} end,
                        maps:map(fun(_, Ps) -> [P || P <- Ps, lists:member(P, Peers)] end, Ret),
                        Gone),
-    S1 = S#d{peers = Peers, wm = maps:with(Peers, WM), retired = Ret1,
-             heard = maps:with(Peers, S#d.heard)},
+    %% an id back in the group (a node that left the group and holds a copy again, its dots
+    %% continuing after its old ones) is a live id again, not a retired one
+    S1 = S#d{peers = Peers, wm = maps:with(Peers, WM), retired = maps:without(Peers, Ret1),
+             closed = S#d.closed -- Peers, heard = maps:with(Peers, S#d.heard)},
     {gc_dot_keys(close_retired(S1)), []}.
 
 %% A context naming an id that is not in the group and was never retired here (a copy that

@@ -15,6 +15,10 @@
 %% copy reads and writes through the holders, and with `R' = `W' = 1 falls back on its hints
 %% when none is reachable (see {@link hm_ec_hints}).
 %%
+%% On a partitioned table created with `{replication, dotted}' the three calls are
+%% DottedDB's own ({@link hm_dotted_server}): the context is the merged causal context of
+%% the copies that answered, and a put or delete supersedes exactly the versions it covers.
+%%
 %% Invariants: a context names the table, the key and the records its `get' returned (by
 %% their SHA-256 digests); a `put' or `delete' with it removes those records and no other.
 -module(hm_kv).
@@ -31,22 +35,29 @@
 -spec get(atom(), term(), [{r, pos_integer()}]) ->
           {ok, [tuple()], context()} | {error, term()}.
 get(Tab, Key, Opts) ->
-    with_checks(Tab, Opts, r, fun(R) ->
-        Frag = hm_ec_frag:fragment_table(Tab, Key),
-        Sources = sources(Frag),
-        case read_from(Sources, Frag, Key, R, 0, []) of
-            {ok, Records} ->
-                Shown = lists:usort(hm_ec_hints:apply_key(Frag, Key, Records)),
-                {ok, Shown, context(Tab, Key, Shown)};
-            {error, _} = E ->
-                case {R, hm_ec_hints:pending(Frag)} of
-                    {1, [_ | _]} ->
-                        Shown = lists:usort(hm_ec_hints:apply_key(Frag, Key, [])),
-                        {ok, Shown, context(Tab, Key, Shown)};
-                    _ -> E
-                end
-        end
-    end).
+    with_checks(Tab, Opts, r, fun(R) -> get_(Tab, Key, R) end).
+
+get_(Tab, Key, R) ->
+    case hm_dotted_server:is_dotted(Tab) of
+        true -> hm_dotted_server:get(Tab, Key, R);
+        false -> get_tcsb(Tab, Key, R)
+    end.
+
+get_tcsb(Tab, Key, R) ->
+    Frag = hm_ec_frag:fragment_table(Tab, Key),
+    Sources = sources(Frag),
+    case read_from(Sources, Frag, Key, R, 0, []) of
+        {ok, Records} ->
+            Shown = lists:usort(hm_ec_hints:apply_key(Frag, Key, Records)),
+            {ok, Shown, context(Tab, Key, Shown)};
+        {error, _} = E ->
+            case {R, hm_ec_hints:pending(Frag)} of
+                {1, [_ | _]} ->
+                    Shown = lists:usort(hm_ec_hints:apply_key(Frag, Key, [])),
+                    {ok, Shown, context(Tab, Key, Shown)};
+                _ -> E
+            end
+    end.
 
 %% @doc Write `Record', superseding the records `Context' names (`undefined': none but what
 %% the holder has seen). Errors: those of {@link get/3}, `{bad_context, Context}',
@@ -58,26 +69,36 @@ put(Tab, Record, Context, Opts) ->
             andalso tuple_size(Record) =:= mnesia:table_info(Tab, arity)
             andalso element(1, Record) =:= mnesia:table_info(Tab, record_name) of
             false -> {error, {bad_type, Record}};
-            true ->
-                Key = element(2, Record),
-                with_context(Tab, Key, Context, W, fun(Seen) ->
-                    [mnesia:delete_object(R) || R <- Seen, R =/= Record],
-                    mnesia:write(Record)
-                end)
+            true -> put_(Tab, Record, Context, W)
         end
     end).
+
+put_(Tab, Record, Context, W) ->
+    case hm_dotted_server:is_dotted(Tab) of
+        true -> hm_dotted_server:put(Tab, Record, Context, W);
+        false ->
+            Key = element(2, Record),
+            with_context(Tab, Key, Context, W, fun(Seen) ->
+                [mnesia:delete_object(R) || R <- Seen, R =/= Record],
+                mnesia:write(Record)
+            end)
+    end.
 
 %% @doc Delete the records of `Key' that `Context' names (`undefined': every record the
 %% holder has seen). Errors: as {@link put/4}.
 -spec delete(atom(), term(), context() | undefined, [{w, pos_integer()}]) -> ok | {error, term()}.
 delete(Tab, Key, Context, Opts) ->
     with_checks(Tab, Opts, w, fun(W) ->
-        with_context(Tab, Key, Context, W, fun(Seen) ->
-            case Context of
-                undefined -> mnesia:delete({Tab, Key});
-                _ -> [mnesia:delete_object(R) || R <- Seen], ok
-            end
-        end)
+        case hm_dotted_server:is_dotted(Tab) of
+            true -> hm_dotted_server:delete(Tab, Key, Context, W);
+            false ->
+                with_context(Tab, Key, Context, W, fun(Seen) ->
+                    case Context of
+                        undefined -> mnesia:delete({Tab, Key});
+                        _ -> [mnesia:delete_object(R) || R <- Seen], ok
+                    end
+                end)
+        end
     end).
 
 %%% ---------------------------------------------------------------- internal

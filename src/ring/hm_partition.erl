@@ -33,6 +33,7 @@
 -export([caught_up/3]).
 
 -define(READY_TIMEOUT_MS, 120000).
+-define(DOTTED_OPTS, [replication, anti_entropy, strip_interval, sync_interval]).
 -define(CAUGHT_UP_TIMEOUT_MS, 60000).
 
 -type change() :: {add_node, node()} | {del_node, node()}.
@@ -46,8 +47,35 @@
 %% "Too few nodes in node_pool"}', and those of `hypermnesia:create_table/2'. Without an EC
 %% type this is `mnesia:create_table/2' (a Mnesia fragmented table), and without
 %% `frag_properties' it is {@link hm_ec_registry:create_table/2}.
+%%
+%% `{replication, tcsb | dotted}' (default `tcsb'): how the copies of each fragment
+%% replicate, by the tagged causal stable broadcast as any EC table, or by DottedDB
+%% ({@link hm_dotted_server}, with `{anti_entropy, node_clock | merkle}', `{strip_interval,
+%% Ms}', `{sync_interval, Ms}'; only `pawset', `ram_copies', siblings). Errors for these:
+%% `{bad_ec_option, Tab, Option}', `{not_supported, Tab, {dotted_replication, What}}'.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
+    case is_proper(Opts) of
+        true -> create_table_checked(Tab, Opts);
+        false -> hm_ec_registry:create_table(Tab, Opts)      % which refuses it
+    end;
+create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
+
+is_proper(L) ->
+    try length(L) of _ -> true
+    catch error:badarg -> false
+    end.
+
+create_table_checked(Tab, Opts) ->
+    EcType = lists:member(proplists:get_value(type, Opts), [pawset, prwset]),
+    case {partitioned(Opts) andalso EcType, replication_opts(Opts)} of
+        {false, [{replication, tcsb}]} when EcType ->
+            create_table(Tab, [O || O <- Opts, not is_tuple(O) orelse element(1, O) =/= replication]);
+        {false, [Bad | _]} -> {aborted, {bad_ec_option, Tab, Bad}};
+        _ -> create_table_(Tab, Opts)
+    end.
+
+create_table_(Tab, Opts) ->
     case partitioned(Opts) andalso proplists:get_value(type, Opts) of
         T when T =:= pawset; T =:= prwset ->
             try parse(Tab, Opts) of
@@ -55,8 +83,12 @@ create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
             catch throw:{aborted, _} = Aborted -> Aborted
             end;
         _ -> hm_ec_registry:create_table(Tab, Opts)
-    end;
-create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
+    end.
+
+%% The replication options given (only partitioned tables take them).
+replication_opts(Opts) ->
+    [O || O <- Opts, is_tuple(O), tuple_size(O) >= 1,
+          lists:member(element(1, O), ?DOTTED_OPTS)].
 
 %% With a `frag_properties' option (and a proper list: anything else is the registry's to
 %% refuse).
@@ -93,7 +125,38 @@ parse(Tab, Opts) ->
     check_active(Tab, Pool),
     length(lists:usort(Pool)) >= N
         orelse throw({aborted, {combine_error, Tab, "Too few nodes in node_pool"}}),
-    #{n_fragments => F, n_copies => N, storage => Storage, pool => lists:usort(Pool)}.
+    Repl = replication(Tab, Opts, Storage),
+    maps:merge(Repl, #{n_fragments => F, n_copies => N, storage => Storage,
+                       pool => lists:usort(Pool)}).
+
+%% `{replication, tcsb | dotted}' (default `tcsb') and, with `dotted', `{anti_entropy,
+%% node_clock | merkle}' (default `node_clock'), `{strip_interval, Ms}' and `{sync_interval,
+%% Ms}' (default 1000 each). Dotted fragments are `ram_copies', of type `pawset', and show
+%% concurrent writes as siblings.
+replication(Tab, Opts, Storage) ->
+    Type = proplists:get_value(type, Opts),
+    Conflict = proplists:get_value(conflict, Opts, siblings),
+    Intervals = [{K, V} || {K, V} <- Opts, K =:= strip_interval orelse K =:= sync_interval],
+    [throw({aborted, {bad_ec_option, Tab, I}})
+     || I = {_, V} <- Intervals, not is_integer(V) orelse V < 1],
+    case {proplists:get_value(replication, Opts, tcsb),
+          proplists:get_value(anti_entropy, Opts, none)} of
+        {tcsb, none} when Intervals =:= [] -> #{replication => tcsb};
+        {tcsb, none} -> throw({aborted, {bad_ec_option, Tab, hd(Intervals)}});
+        {tcsb, AE} -> throw({aborted, {bad_ec_option, Tab, {anti_entropy, AE}}});
+        {dotted, AE0} when AE0 =:= none; AE0 =:= node_clock; AE0 =:= merkle ->
+            Storage =:= ram_copies
+                orelse throw({aborted, {not_supported, Tab, {dotted_replication, n_disc_copies}}}),
+            Type =:= pawset
+                orelse throw({aborted, {not_supported, Tab, {dotted_replication, Type}}}),
+            Conflict =:= siblings
+                orelse throw({aborted, {bad_ec_option, Tab, {conflict, Conflict}}}),
+            maps:merge(maps:from_list(Intervals),
+                       #{replication => dotted,
+                         anti_entropy => case AE0 of none -> node_clock; _ -> AE0 end});
+        {dotted, AE} -> throw({aborted, {bad_ec_option, Tab, {anti_entropy, AE}}});
+        {R, _} -> throw({aborted, {bad_ec_option, Tab, {replication, R}}})
+    end.
 
 check_active(Tab, Nodes) ->
     Running = mnesia:system_info(running_db_nodes),
@@ -103,15 +166,23 @@ check_active(Tab, Nodes) ->
 create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}) ->
     Placement = placement(Props),
     %% every fragment holds records named as the table's
+    Dropped = [frag_properties, record_name, conflict | ?DOTTED_OPTS],
     Common = [{record_name, proplists:get_value(record_name, Opts, Tab)}
-              | [O || O <- Opts, not (is_tuple(O) andalso (element(1, O) =:= frag_properties
-                                                           orelse element(1, O) =:= record_name))]],
+              | [{conflict, siblings} || maps:get(replication, Props) =:= dotted]]
+        ++ [O || O <- Opts, not (is_tuple(O) andalso lists:member(element(1, O), Dropped))]
+        ++ [O || O = {conflict, _} <- Opts, maps:get(replication, Props) =/= dotted],
+    %% a dotted fragment's copies are hm_dotted_server processes
+    Server = case Props of
+                 #{replication := dotted} ->
+                     (maps:with(?DOTTED_OPTS, Props))#{server => hm_dotted_server};
+                 _ -> #{}
+             end,
     %% the fragments first, `Tab' itself last (it is what makes the table partitioned)
     Create = fun(K, {atomic, ok}) ->
                      Frag = hm_ec_frag:fragment_name(Tab, K),
                      Extra = case K of
-                                 1 -> #{frag => Props};
-                                 _ -> #{frag => #{base => Tab, number => K}}
+                                 1 -> Server#{frag => Props};
+                                 _ -> Server#{frag => #{base => Tab, number => K}}
                              end,
                      case hm_ec_registry:create_table(
                             Frag, [{Storage, maps:get(K, Placement)} | Common], Extra) of

@@ -1,0 +1,290 @@
+%% @doc The process of one copy of a fragment of a partitioned EC table created with
+%% `{replication, dotted}': a thin shell around the DottedDB core {@link hm_dotted} (*DottedDB:
+%% Anti-Entropy without Merkle Trees, Deletes without Tombstones*, §IV), with the table
+%% operations of {@link hm_dotted_table}. It holds the copy's state, feeds it client
+%% requests, peers' messages and its own timers, and carries out the effects: sends to the
+%% other copies' processes, timers, and `show' mirrored into the fragment's Mnesia table (a
+%% `bag', written through {@link hm_ec_mnesia} like every EC table), so that `async_ec'
+%% reads and Mnesia's dirty reads work unchanged.
+%%
+%% It stands in for {@link hm_ec_table_server} on dotted fragments: the table's EC options
+%% name this module (`server'), {@link hm_ec_table_sup} starts it, {@link hm_ec_server}
+%% tracks it, tells it the copy holders and passes writes to it; it is registered under
+%% {@link hm_ec_table_server:name/1} of the fragment and answers the same calls (`submit',
+%% `info', `status', `queued', the `members' cast). `sync' writes are treated as `async'
+%% ones: the reply comes once the write is applied here and sent to the other copies.
+%%
+%% The copy's id is its node. A copy starting while another holder's copy is ready (a
+%% restart, Mnesia restarted on this node, a new copy of a fragment that moves) starts as
+%% `bootstrap' and takes the state of a peer before it accepts writes (they are passed to
+%% another holder meanwhile): its own dots then continue after those the group has seen of
+%% it. The copy holders the EC server reports become the group ({@link hm_dotted:set_peers/2});
+%% `info' gives the node clock's bases as `delivered', keyed `{Node, dotted}', so that a pool
+%% change removes a copy only once the others hold every dot it made. The state lives in
+%% this process only: a copy is a `ram_copies' copy. A copy that starts while no other copy
+%% is reachable and ready starts empty under its node's id, so its next dots may be ones the
+%% others hold from its previous life (see docs/dotted.md, "Not there yet").
+%%
+%% Peers' messages are `{hm_dotted, Cookie, Msg}' with the fragment's Mnesia cookie, so that
+%% a table deleted and created again under the same name never takes the old one's
+%% messages; they are sent without connecting (anti-entropy repairs what a cut lost).
+%%
+%% Invariants: every `show' effect is in the Mnesia mirror before the next request is taken;
+%% a write is refused (`{error, {syncing, Frag}}') until the copy is ready.
+-module(hm_dotted_server).
+-behaviour(gen_server).
+
+-export([start_link/2, get/3, put/4, delete/4, is_dotted/1]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+-define(TIMEOUT, 10000).
+-define(PROBE_MS, 2000).
+
+%%% ---------------------------------------------------------------- API
+
+%% @doc Start the process of dotted fragment `Frag' (its EC options, which name its
+%% `anti_entropy' and intervals).
+-spec start_link(atom(), map()) -> {ok, pid()} | {error, term()}.
+start_link(Frag, EcOpts) ->
+    gen_server:start_link({local, hm_ec_table_server:name(Frag)}, ?MODULE, {Frag, EcOpts}, []).
+
+%% @doc Whether `Tab' is a partitioned table with `{replication, dotted}'.
+-spec is_dotted(atom()) -> boolean().
+is_dotted(Tab) ->
+    case hm_partition:properties(Tab) of
+        {ok, #{replication := dotted}} -> true;
+        _ -> false
+    end.
+
+%% @doc GET (Algorithm 1) of a dotted table: the replies of `R' copies of the key's
+%% fragment (this node's first) merged into the records and an opaque context. Errors:
+%% `{insufficient_replicas, R, Answered}'.
+-spec get(atom(), term(), pos_integer()) -> {ok, [tuple()], binary()} | {error, term()}.
+get(Tab, Key, R) ->
+    Frag = hm_ec_frag:fragment_table(Tab, Key),
+    case fetch(sources(Frag), Frag, Key, R, []) of
+        {ok, Replies} ->
+            {Values, Ctx} = hm_dotted:merge_replies(Replies),
+            {ok, Values, Ctx};
+        {error, _} = E -> E
+    end.
+
+%% @doc PUT (Algorithm 1) on a dotted table, at the first reachable copy of the key's
+%% fragment (this node's first): `Record' supersedes the versions `Context' names
+%% (`undefined': every version that copy has seen). `W' copies must be reachable, and the
+%% write is acknowledged once `W' copies hold its dot (that copy applied it and sent it to
+%% the others; with `W' > 1 the other copies are asked until `W' hold it, for 10 s at
+%% most). Errors: `{bad_context, Context}', `{insufficient_replicas, W, Reachable}' (before
+%% writing), `{insufficient_replicas, W, Holding}' (the write is applied, but only
+%% `Holding' copies were seen to hold it in time), `{unavailable, Reason}' (no reachable
+%% copy took the write: each was catching up, or did not answer; `Reason' is the last one's).
+-spec put(atom(), tuple(), binary() | undefined, pos_integer()) -> ok | {error, term()}.
+put(Tab, Record, Context, W) ->
+    write(Tab, element(2, Record), {v, Record}, Context, W).
+
+%% @doc DELETE (Algorithm 1) on a dotted table: the versions `Context' names go (versions it
+%% does not name stay); nothing is left of the key once the delete is stripped. As
+%% {@link put/4}.
+-spec delete(atom(), term(), binary() | undefined, pos_integer()) -> ok | {error, term()}.
+delete(Tab, Key, Context, W) -> write(Tab, Key, delete, Context, W).
+
+write(Tab, Key, What, Context, W) ->
+    Frag = hm_ec_frag:fragment_table(Tab, Key),
+    case sources(Frag) of
+        Ss when length(Ss) < W -> {error, {insufficient_replicas, W, length(Ss)}};
+        Ss ->
+            case write_at(Ss, Frag, {kv, Key, What, Context}, none) of
+                {ok, _Dot} when W =< 1 -> ok;
+                {ok, Dot} -> wait_holding(Frag, Dot, W, deadline());
+                {error, _} = E -> E
+            end
+    end.
+
+deadline() -> erlang:monotonic_time(millisecond) + ?TIMEOUT.
+
+%% Until `W' reachable copies hold `Dot' (each asked again every 20 ms, until `Deadline').
+wait_holding(Frag, Dot, W, Deadline) ->
+    Holding = length([N || N <- sources(Frag), holds(N, Frag, Dot)]),
+    case Holding >= W of
+        true -> ok;
+        false ->
+            case erlang:monotonic_time(millisecond) < Deadline of
+                true -> timer:sleep(20), wait_holding(Frag, Dot, W, Deadline);
+                false -> {error, {insufficient_replicas, W, Holding}}
+            end
+    end.
+
+holds(N, Frag, Dot) ->
+    (catch gen_server:call({hm_ec_table_server:name(Frag), N}, {holds, Dot}, ?TIMEOUT))
+        =:= true.
+
+write_at([], _Frag, _Req, Last) -> {error, {unavailable, Last}};
+write_at([N | Ns], Frag, Req, _Last) ->
+    try gen_server:call({hm_ec_table_server:name(Frag), N}, Req, ?TIMEOUT) of
+        {ok, Dot} -> {ok, Dot};
+        {error, {bad_context, _}} = E -> E;
+        {error, Why} -> write_at(Ns, Frag, Req, Why)
+    catch exit:Why -> write_at(Ns, Frag, Req, Why)
+    end.
+
+%% This node first when it holds a copy, then the reachable holders.
+sources(Frag) ->
+    [node() || hm_ec_frag:is_local(Frag)] ++ (hm_ec_frag:holders(Frag) -- [node()]).
+
+fetch(_Sources, _Frag, _Key, R, Acc) when length(Acc) >= R -> {ok, Acc};
+fetch([], _Frag, _Key, R, Acc) -> {error, {insufficient_replicas, R, length(Acc)}};
+fetch([N | Ns], Frag, Key, R, Acc) ->
+    try gen_server:call({hm_ec_table_server:name(Frag), N}, {fetch, Key}, ?TIMEOUT) of
+        {ok, Reply} -> fetch(Ns, Frag, Key, R, [Reply | Acc]);
+        _ -> fetch(Ns, Frag, Key, R, Acc)
+    catch exit:_ -> fetch(Ns, Frag, Key, R, Acc)
+    end.
+
+%%% ---------------------------------------------------------------- gen_server
+
+-spec init({atom(), map()}) -> {ok, map()}.
+init({Frag, EcOpts}) ->
+    ok = hm_ec_mnesia:open(Frag),
+    %% the mirror of a copy that starts holds nothing yet: what the state shows is written
+    %% back as the copy learns it
+    _ = [ok = hm_ec_mnesia:delete(Frag, K) || K <- mnesia:dirty_all_keys(Frag)],
+    Members = hm_ec_server:copy_holders(Frag),
+    Cookie = mnesia:table_info(Frag, cookie),
+    Bootstrap = lists:any(fun(N) -> peer_ready(N, Frag) end, Members -- [node()]),
+    Opts = maps:merge(maps:with([anti_entropy, strip_interval, sync_interval], EcOpts),
+                      #{id => node(), peers => Members, bootstrap => Bootstrap,
+                        seed => erlang:phash2({node(), erlang:unique_integer(),
+                                               erlang:system_time()})}),
+    {D, Effs} = hm_dotted:new(Opts),
+    logger:info("hypermnesia: dotted copy of ~p on this node (bootstrap: ~p)",
+                [Frag, Bootstrap]),
+    {ok, run(Effs, #{tab => Frag, d => D, cookie => Cookie, drops => #{}})}.
+
+peer_ready(N, Frag) ->
+    lists:member(N, nodes()) andalso
+        case catch gen_server:call({hm_ec_table_server:name(Frag), N}, info, ?PROBE_MS) of
+            #{replication := dotted, status := ready} -> true;
+            _ -> false
+        end.
+
+-spec handle_call(term(), gen_server:from(), map()) ->
+          {reply, term(), map()} | {stop, normal, term(), map()}.
+handle_call({submit, KeyOp, _Mode}, _From, S = #{tab := Tab, d := D}) ->
+    case hm_dotted:status(D) of
+        syncing -> {reply, {error, {syncing, Tab}}, S};
+        ready ->
+            case hm_dotted_table:apply_op(KeyOp, D) of
+                {error, _} = E -> {reply, E, S};
+                {D1, Effs} -> applied(ok, Effs, S#{d := D1})
+            end
+    end;
+handle_call({kv, Key, What, Ctx0}, _From, S = #{tab := Tab, d := D}) ->
+    Ctx = case Ctx0 of
+              undefined -> element(2, hm_dotted:get(Key, D));
+              _ -> Ctx0
+          end,
+    Result = case {hm_dotted:status(D), What} of
+                 {syncing, _} -> {error, {syncing, Tab}};
+                 {ready, {v, Rec}} -> hm_dotted:put(Key, Rec, Ctx, D);
+                 {ready, delete} -> hm_dotted:delete(Key, Ctx, D)
+             end,
+    case Result of
+        {error, bad_context} -> {reply, {error, {bad_context, Ctx0}}, S};
+        {error, _} = E -> {reply, E, S};
+        {D1, Effs} ->
+            %% the write's dot: the next one of this copy
+            {Dot, _} = hm_node_clock:next_dot(node(), hm_dotted:node_clock(D)),
+            applied({ok, Dot}, Effs, S#{d := D1})
+    end;
+handle_call({holds, Dot}, _From, S = #{d := D}) ->
+    {reply, hm_node_clock:contains(Dot, hm_dotted:node_clock(D)), S};
+handle_call({fetch, Key}, _From, S = #{d := D}) ->
+    case hm_dotted:status(D) of
+        ready -> {reply, {ok, hm_dotted:fetch(Key, D)}, S};
+        syncing -> {reply, {error, syncing}, S}
+    end;
+handle_call(info, _From, S) ->
+    {reply, info(S), S};
+handle_call(status, _From, S = #{d := D}) ->
+    %% the shape of an EC table copy's status (hm_status compares copies by it), the digest
+    %% of the rows shown
+    Rows = lists:append(maps:values(hm_dotted:values(D))),
+    {reply, (info(S))#{queued_ops => 0, buffered_ops => 0, digest => hm_ec_watch:digest(Rows)},
+     S};
+handle_call(queued, _From, S) ->
+    {reply, 0, S};
+handle_call(Req, _From, S) ->
+    {reply, {error, {unknown_request, Req}}, S}.
+
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast({members, Ms}, S = #{d := D}) when is_list(Ms) ->
+    case lists:usort(Ms) =:= hm_dotted:peers(D) orelse not lists:member(node(), Ms) of
+        true -> {noreply, S};
+        false ->
+            {D1, Effs} = hm_dotted:set_peers(Ms, D),
+            {noreply, run(Effs, S#{d := D1})}
+    end;
+handle_cast(Msg, S) ->
+    {noreply, drop({unknown_cast, Msg}, S)}.
+
+-spec handle_info(term(), map()) -> {noreply, map()} | {stop, normal, map()}.
+handle_info({hm_dotted, Cookie, Msg}, S = #{cookie := Cookie, d := D}) ->
+    {D1, Effs} = hm_dotted:handle(Msg, D),
+    case applied(ok, Effs, S#{d := D1}) of
+        {reply, ok, S1} -> {noreply, S1};
+        {stop, normal, _, S1} -> {stop, normal, S1}
+    end;
+handle_info({hm_dotted, _OtherCookie, _Msg}, S = #{tab := Tab}) ->
+    {noreply, drop({other_instance, Tab}, S)};
+handle_info({hm_dotted_timer, What}, S = #{d := D}) ->
+    {D1, Effs} = hm_dotted:timeout(What, D),
+    {noreply, run(Effs, S#{d := D1})};
+handle_info(Msg, S) ->
+    {noreply, drop({unknown_message, Msg}, S)}.
+
+%%% ---------------------------------------------------------------- effects
+
+%% A request applied to the state: its effects carried out and `Reply' given; when the
+%% mirror cannot be written (the copy is being removed from this node, or Mnesia stops) the
+%% request counts as not applied (a write is then passed to another copy) and the process
+%% ends: the EC server starts it again if the copy is still here.
+applied(Reply, Effs, S = #{tab := Tab}) ->
+    try run(Effs, S) of
+        S1 -> {reply, Reply, S1}
+    catch Class:Reason ->
+            logger:notice("hypermnesia: dotted copy of ~p stops: ~0p:~0p", [Tab, Class, Reason]),
+            {stop, normal, {error, {not_applied, Reason}}, S}
+    end.
+
+run(Effs, S = #{tab := Tab, cookie := Cookie}) ->
+    lists:foreach(fun({delete, Key}) -> ok = hm_ec_mnesia:delete(Tab, Key);
+                     ({write, Rec}) -> ok = hm_ec_mnesia:write(Tab, Rec)
+                  end, hm_dotted_table:mirror(Effs)),
+    lists:foldl(fun({send, Peer, Msg}, Acc) when is_atom(Peer) ->
+                        _ = erlang:send({hm_ec_table_server:name(Tab), Peer},
+                                        {hm_dotted, Cookie, Msg}, [noconnect, nosuspend]),
+                        Acc;
+                   ({timer, Ms, What}, Acc) ->
+                        _ = erlang:send_after(Ms, self(), {hm_dotted_timer, What}),
+                        Acc;
+                   ({drop, Why}, Acc) -> drop({dotted, Why}, Acc);
+                   (_, Acc) -> Acc
+                end, S, Effs).
+
+drop(What, S = #{drops := Ds}) -> S#{drops := hm_ec_table_server:log_drop(What, Ds)}.
+
+%% `delivered' (and `stable'): the node clock's bases, each copy's entry keyed `{Node,
+%% dotted}' as the broadcast keys its replicas, so that a pool change waits, before it
+%% removes a copy, until the others hold every dot that copy made (hm_partition:caught_up/3)
+%% and the cluster view compares copies as it does any EC table's.
+info(#{tab := Tab, d := D}) ->
+    Meta = hm_dotted:metadata(D),
+    Base = maps:from_list([{{N, dotted}, C}
+                           || {N, C} <- maps:to_list(hm_node_clock:base(hm_dotted:node_clock(D)))]),
+    #{table => Tab, type => pawset, conflict => siblings, replication => dotted,
+      anti_entropy => hm_dotted:anti_entropy(D), status => hm_dotted:status(D),
+      members => hm_dotted:peers(D),
+      reachable => [N || N <- hm_dotted:peers(D), N =:= node() orelse lists:member(N, nodes())],
+      size => maps:size(hm_dotted:values(D)), objects => maps:size(hm_dotted:objects(D)),
+      non_stripped => length(hm_dotted:non_stripped(D)), metadata => Meta,
+      node_clock => hm_dotted:node_clock(D), delivered => Base, stable => Base}.
