@@ -65,7 +65,9 @@ bench-crdt: compile
 ## seed runs EC-table schedules (sim/hm_sim.erl: faults; copies added and removed; full load
 ## with a partition and saturated links) and one CRDT schedule (sim/hm_sim_crdt.erl: a type x
 ## flavor); prints failures (seed, minimised trace), `sim tables: ...', `sim membership: ...',
-## `sim load: ...', `sim crdt: ...' and `sim: P passed, F failed'.
+## `sim load: ...', `sim crdt: ...' and `sim: P passed, F failed'; then the sessions family
+## (sim/hm_sim_mrdt.erl: sessions over mergeable types on 3-5 nodes, partitions, crashes,
+## history collection), its line `sim sessions: P passed, F failed (...)'.
 ## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of
 ## either kind written by a failure).
 ## make sim-report: the scale table (10/50/100/200 replicas) into sim/REPORT.md.
@@ -78,6 +80,7 @@ ifdef SEED
 	$(SIM_ERL) -eval 'hm_sim:main(["seed", "$(SEED)" $(if $(TRACE),$(comma) "$(TRACE)")]).'
 else
 	$(SIM_ERL) -eval 'hm_sim:main(["seeds", "$(SEEDS)"]).'
+	$(SIM_ERL) -eval 'halt(case hm_sim_mrdt:main(["seeds", "$(SEEDS)"]) of ok -> 0; _ -> 1 end).'
 endif
 
 sim-report: bootstrap

@@ -12,4 +12,4 @@ init([]) ->
     Child = fun(M, Type) -> #{id => M, start => {M, start_link, []}, type => Type} end,
     {ok, {#{strategy => rest_for_one, intensity => 10, period => 10},
           [Child(hm_ec_table_sup, supervisor), Child(hm_ec_server, worker),
-           Child(hm_membership, worker)]}}.
+           Child(hm_membership, worker), Child(hm_mrdt_sup, supervisor)]}}.

@@ -446,12 +446,15 @@ max_graft(#{max_graft := H}) -> H.
 %% without passing `B' is a descendant of `B'. Deletes `B''s strict ancestors, the cache
 %% entries naming one of them (and the merge commits only they named), and the trees, leaves
 %% and blobs only those reach. `graft' must be written before `delete'. Nothing when a root
-%% is missing or there is no such floor.
+%% is missing or `none' (a node whose branch is empty may merge any commit next), or there
+%% is no such floor.
 -spec gc_plan(store(), [commit()], [{[hash()], hash()}]) -> gc_plan().
 gc_plan(St, Roots0, Cache) ->
-    Roots = lists:usort([R || R <- Roots0, R =/= none]),
+    Roots = lists:usort(Roots0),
     None = #{floor => none, delete => [], graft => []},
-    case Roots =/= [] andalso lists:all(fun(R) -> commit_info(St, R) =/= not_found end, Roots) of
+    %% a root `none' (a node with an empty branch) may merge any old commit next: keep all
+    case Roots =/= [] andalso not lists:member(none, Roots) andalso
+        lists:all(fun(R) -> commit_info(St, R) =/= not_found end, Roots) of
         false -> None;
         true ->
             try plan(St, Roots, Cache, None)
