@@ -4,7 +4,7 @@ PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
 .PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt \
-        bench-crdt bench bench-full bench-build sim sim-report faults clean
+        bench-crdt bench bench-full bench-build sim sim-report faults clean bench-sessions
 
 all: compile
 
@@ -127,6 +127,19 @@ HM_FAULTS_SECONDS ?= 180
 faults: bootstrap
 	HM_FAULTS_SECONDS=$(HM_FAULTS_SECONDS) $(REBAR) ct --suite test/hm_faults_SUITE
 	HM_LOAD=full $(REBAR) ct --suite test/hm_ec_SUITE --case partition_under_full_load
+
+## make bench-sessions: sessions over mergeable types against plain EC tables
+## (bench/mrdt_bench.erl): 3 nodes, 1 to 128 clients, 80 % reads, every write published;
+## repository size after collection; log append time, blob log against linked log
+## -> bench/results/sessions-<date>.md. BENCH_PROFILE=full for 8 client counts and 32k
+## operations.
+BENCH_PROFILE ?= quick
+bench-sessions: compile
+	mkdir -p _build/bench bench/results
+	erlc +debug_info -pa _build/default/lib/hypermnesia/ebin -o _build/bench \
+	    bench/mrdt_bench.erl test/hm_cluster.erl
+	$(BENCH_ERL) -eval 'mrdt_bench:main(["$(BENCH_PROFILE)", \
+	    "bench/results/sessions-$(shell date +%Y%m%d-%H%M).md"]), halt().'
 
 clean:
 	rm -rf _build

@@ -14,7 +14,8 @@
 %%
 %% == Workload ==
 %% Sessions connect, increment two counters `x' and `y' by the same amount in one session
-%% (two writes, one publish), add fresh elements to a set, publish, refresh, close; nodes run
+%% (two writes, one publish), add fresh elements to a set, publish (alone, or every session
+%% of a node at once: the group commit), refresh, close; nodes run
 %% remote refresh and history collection on ticks. At the end every cut heals, every node
 %% restarts, and the nodes exchange and refresh until quiet.
 %%
@@ -232,6 +233,32 @@ publish(S0 = #{sessions := Ss}, Id) ->
             end
     end.
 
+%% Every session of node N publishes at once (the server's group commit).
+publish_group(S0 = #{sessions := Ss0}, N) ->
+    Ids = lists:sort([Id || {Id, #{node := M}} <- maps:to_list(Ss0), M =:= N]),
+    {Commits, S1} = lists:foldl(
+                      fun(Id, {Cs, Acc = #{sessions := Ss}}) ->
+                              Ses = #{sess := Sess} = maps:get(Id, Ss),
+                              case hm_mrdt_session:squash(Sess, store(Acc, N)) of
+                                  {unchanged, _, _} -> {Cs, Acc};
+                                  {C, Sess1, St} ->
+                                      Acc1 = write(Acc, N, hm_mrdt_history:writes(St), []),
+                                      {[{Id, C} | Cs], Acc1#{sessions := Ss#{Id := Ses#{sess := Sess1}}}}
+                              end
+                      end, {[], S0}, Ids),
+    #{nodest := NS} = S1,
+    {NSt, St2, Results} = hm_mrdt_node:publish_many(maps:get(N, NS), store(S1, N), lists:reverse(Commits)),
+    Head = hm_mrdt_node:head(NSt),
+    S2 = save(S1#{nodest := NS#{N := NSt}}, N, St2),
+    lists:foldl(fun({Id, ok}, Acc = #{sessions := Ss, published := P, elems := Es}) ->
+                        Ses = #{sess := Sess} = maps:get(Id, Ss),
+                        bump(Acc#{sessions := Ss#{Id := Ses#{sess := hm_mrdt_session:published(Sess, Head),
+                                                             incr := 0, elems := []}},
+                                  published := P + maps:get(incr, Ses),
+                                  elems := maps:get(elems, Ses) ++ Es}, publishes, 1);
+                   ({_, {conflict, R}}, _) -> throw({check, {publish_conflict, R}})
+                end, S2, Results).
+
 refresh(S0, Id) ->
     #{node := N} = maps:get(Id, maps:get(sessions, S0)),
     S = remote_refresh(S0, N),
@@ -261,11 +288,12 @@ pick(List, S = #{rand := R}) ->
 up_nodes(#{nodes := Ns, up := Up}) -> [N || N <- Ns, maps:get(N, Up)].
 
 step(S0) ->
-    {Action, S} = pick([connect, incr, incr, add, publish, publish, refresh, close, read,
+    {Action, S} = pick([connect, incr, incr, add, publish, publish, group, refresh, close, read,
                         deliver, deliver, deliver, deliver, deliver, tick, tick, fault], S0),
     Live = lists:sort(maps:keys(maps:get(sessions, S))),
     case {Action, Live} of
         {connect, _} -> {N, S1} = pick(up_nodes(S), S), connect(S1, N);
+        {group, _} -> {N, S1} = pick(up_nodes(S), S), publish_group(S1, N);
         {deliver, _} -> deliver_one(S);
         {tick, _} -> {N, S1} = pick(up_nodes(S), S), gc(remote_refresh(S1, N), N);
         {fault, _} -> fault(S);

@@ -15,7 +15,8 @@
 %% a graft is already part of the head and is not merged again.
 -module(hm_mrdt_node).
 
--export([new/2, head/1, bases/1, open/3, close/2, publish/4, remote_refresh/3, record/2,
+-export([new/2, head/1, bases/1, open/3, close/2, publish/4, publish_many/3, remote_refresh/3,
+         record/2,
          gc/4]).
 -export_type([state/0, record/0]).
 
@@ -54,6 +55,41 @@ publish(N = #{head := H, sessions := Ss}, St, Id, C) ->
         {conflict, _} = Conflict -> Conflict
     end.
 
+%% @doc Publish several sessions' commits at once (group commit): each squashed commit `C_i'
+%% on base `B_i' is merged into the tree so far with `B_i''s tree as the LCA (every base is an
+%% ancestor of the head), and one commit with the head and every `C_i' as parents becomes the
+%% new head (a single commit on the head is a fast-forward). A commit whose merge conflicts is
+%% left out and reported. Every session published is then based on the new head.
+-spec publish_many(state(), hm_mrdt_history:store(), [{term(), hm_mrdt_history:hash()}]) ->
+          {state(), hm_mrdt_history:store(), [{term(), ok | {conflict, term()}}]}.
+publish_many(N, St, [{Id, C}]) ->
+    case publish(N, St, Id, C) of
+        {ok, N1, St1} -> {N1, St1, [{Id, ok}]};
+        {conflict, _} = Conflict -> {N, St, [{Id, Conflict}]}
+    end;
+publish_many(N = #{head := H, sessions := Ss}, St0, Commits) ->
+    Nonce = hm_mrdt_history:nonce(St0),
+    St1 = hm_mrdt_history:set_nonce(St0, {group, H, [C || {_, C} <- Commits]}),
+    {Tree, Parents, St2, Results} =
+        lists:foldl(
+          fun({Id, C}, {T, Ps, St, Rs}) ->
+                  L = hm_mrdt_history:tree_of(St, maps:get(Id, Ss, none)),
+                  case hm_mrdt_history:merge_trees(St, L, T, hm_mrdt_history:tree_of(St, C)) of
+                      {ok, T1, StM} -> {T1, [C | Ps], StM, [{Id, ok} | Rs]};
+                      {conflict, _} = Conflict -> {T, Ps, St, [{Id, Conflict} | Rs]}
+                  end
+          end, {hm_mrdt_history:tree_of(St1, H), [], St1, []}, Commits),
+    case Parents of
+        [] -> {N, St0, lists:reverse(Results)};
+        _ ->
+            {M, St3} = hm_mrdt_history:commit(St2, [P || P <- [H | Parents], P =/= none], Tree),
+            Ss1 = lists:foldl(fun({Id, ok}, Acc) -> Acc#{Id => M};
+                                 (_, Acc) -> Acc
+                              end, Ss, Results),
+            {N#{head := M, sessions := Ss1}, hm_mrdt_history:set_nonce(St3, Nonce),
+             lists:reverse(Results)}
+    end.
+
 %% @doc Remote refresh: merge into the head every other node's head (`Records': node to
 %% branch record) that is new, fully received and not already included. Returns the state,
 %% the store and the nodes skipped with the reason (`{missing, Key}' or `{conflict, R}').
@@ -67,7 +103,7 @@ remote_refresh(N0 = #{node := Me}, St0, Records) ->
          ({Node, {RH, RHeight, _}}, {N = #{head := H, merged := Mg}, St, Skipped}) ->
               case maps:get(Node, Mg, none) of
                   RH -> {N, St, Skipped};
-                  _ when RHeight =< MaxGraft, RH =/= H ->
+                  _ when RHeight >= 0, RHeight =< MaxGraft, RH =/= H ->
                       {N#{merged := Mg#{Node => RH}}, St, Skipped};
                   _ ->
                       case hm_mrdt_history:complete(St, RH) of

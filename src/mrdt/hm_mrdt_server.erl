@@ -4,13 +4,15 @@
 %% Distributed Transactions over Mergeable Types", sections 3 and 4.2: it is the node-local
 %% lock of the public branch (its mailbox orders publishes, refreshes and collections; no
 %% other node takes part), and it pulls the other nodes' public branches periodically (remote
-%% refresh) as well as on every session refresh and connect.
+%% refresh) as well as on every session refresh and connect. Publishes waiting in its mailbox
+%% are merged together into one commit of the public branch (group commit,
+%% {@link hm_mrdt_node:publish_many/3}).
 %%
 %% Every `interval' milliseconds (application environment `mrdt_interval_ms', default 1000)
 %% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/4}). A
 %% session whose process dies is closed. After a restart the public branch is read back from
 %% the node's branch record; the sessions of before are gone, so the record is rewritten
-%% without their bases.
+%% without their bases. It stops when the repository's table is deleted.
 -module(hm_mrdt_server).
 -behaviour(gen_server).
 
@@ -49,6 +51,11 @@ rebased(Server, Id, Base) -> gen_server:call(Server, {rebased, Id, Base}, infini
 -spec close(pid(), reference()) -> ok.
 close(Server, Id) -> gen_server:call(Server, {close, Id}, infinity).
 
+waiting_publishes() ->
+    receive {'$gen_call', From, {publish, Id, C}} -> [{From, Id, C} | waiting_publishes()]
+    after 0 -> []
+    end.
+
 %% @doc Run a remote refresh and history collection now; returns what collection deleted.
 -spec gc(pid()) -> #{deleted := non_neg_integer(), floor := hm_mrdt_history:hash() | none} |
           not_ready.
@@ -60,10 +67,15 @@ info(Server) -> gen_server:call(Server, info, infinity).
 
 %%% ------------------------------------------------------------------ callbacks
 
--spec init(atom()) -> {ok, map()}.
+-spec init(atom()) -> {ok, map()} | ignore.
 init(Repo) ->
     Tab = hm_mrdt_store:table(Repo),
-    ok = mnesia:wait_for_tables([Tab], ?WAIT_MS),
+    case hm_mrdt_store:exists(Repo) andalso mnesia:wait_for_tables([Tab], ?WAIT_MS) of
+        ok -> init(Repo, Tab);
+        _ -> ignore
+    end.
+
+init(Repo, Tab) ->
     Head = case (hm_mrdt_store:fetch(Tab))({branch, node()}) of
                {ok, {H, _, _}} -> H;
                not_found -> none
@@ -74,7 +86,8 @@ init(Repo) ->
     _ = erlang:send_after(Interval, self(), tick),
     {ok, save(S, [])}.
 
--spec handle_call(term(), {pid(), term()}, map()) -> {reply, term(), map()}.
+-spec handle_call(term(), {pid(), term()}, map()) -> {reply, term(), map()} |
+          {noreply, map()}.
 handle_call({connect, Owner}, _, S0) ->
     S = #{node := N, monitors := Ms} = remote_refresh(S0),
     Id = make_ref(),
@@ -82,11 +95,16 @@ handle_call({connect, Owner}, _, S0) ->
     Head = hm_mrdt_node:head(N),
     {reply, {ok, Id, Head},
      save(S#{node := hm_mrdt_node:open(N, Id, Head), monitors := Ms#{MRef => Id}}, [])};
-handle_call({publish, Id, C}, _, S = #{node := N, tab := Tab}) ->
-    case hm_mrdt_node:publish(N, hm_mrdt_store:store(Tab, none), Id, C) of
-        {ok, N1, St} -> {reply, {ok, hm_mrdt_node:head(N1)}, save(S#{node := N1}, St)};
-        {conflict, _} = Conflict -> {reply, Conflict, S}
-    end;
+handle_call({publish, Id, C}, From, S = #{node := N, tab := Tab}) ->
+    %% group commit: every publish already waiting is merged with this one, in one commit
+    Batch = [{From, Id, C} | waiting_publishes()],
+    {N1, St, Results} = hm_mrdt_node:publish_many(N, hm_mrdt_store:store(Tab, none),
+                                                  [{I, Cm} || {_, I, Cm} <- Batch]),
+    S1 = save(S#{node := N1}, St),
+    Head = hm_mrdt_node:head(N1),
+    [gen_server:reply(F, case R of ok -> {ok, Head}; Conflict -> Conflict end)
+     || {{F, _, _}, {_, R}} <- lists:zip(Batch, Results)],
+    {noreply, S1};
 handle_call({refresh, _Id}, _, S0) ->
     S = #{node := N} = remote_refresh(S0),
     {reply, {ok, hm_mrdt_node:head(N)}, S};
@@ -98,18 +116,25 @@ handle_call(gc, _, S0) ->
     {Result, S} = collect(remote_refresh(S0)),
     {reply, Result, S};
 handle_call(info, _, S = #{node := N, tab := Tab, monitors := Ms, skipped := Sk}) ->
-    {reply, #{head => hm_mrdt_node:head(N), sessions => map_size(Ms),
+    St = hm_mrdt_store:store(Tab, none),
+    {_, Height, _} = hm_mrdt_node:record(N, St),
+    {reply, #{head => hm_mrdt_node:head(N), height => Height, sessions => map_size(Ms),
+              floor_height => hm_mrdt_history:max_graft(St),
               bases => hm_mrdt_node:bases(N), skipped => Sk,
               table => hm_mrdt_store:size(Tab)}, S}.
 
 -spec handle_cast(term(), map()) -> {noreply, map()}.
 handle_cast(_, S) -> {noreply, S}.
 
--spec handle_info(term(), map()) -> {noreply, map()}.
-handle_info(tick, S0 = #{interval := I}) ->
-    {_, S} = collect(remote_refresh(S0)),
-    _ = erlang:send_after(I, self(), tick),
-    {noreply, S};
+-spec handle_info(term(), map()) -> {noreply, map()} | {stop, normal, map()}.
+handle_info(tick, S0 = #{interval := I, repo := Repo}) ->
+    case hm_mrdt_store:exists(Repo) of
+        true ->
+            {_, S} = collect(remote_refresh(S0)),
+            _ = erlang:send_after(I, self(), tick),
+            {noreply, S};
+        false -> {stop, normal, S0}          % the repository was deleted
+    end;
 handle_info({'DOWN', MRef, process, _, _}, S = #{monitors := Ms}) ->
     case maps:take(MRef, Ms) of
         {Id, Ms1} -> {noreply, close_session(S#{monitors := Ms1}, Id)};
@@ -136,11 +161,12 @@ save(S = #{tab := Tab, node := N, written := Old}, St) ->
                [] -> [];
                _ -> hm_mrdt_history:writes(St)
            end,
-    Record = hm_mrdt_node:record(N, hm_mrdt_store:store(Tab, none)),
-    case Record of
-        Old -> ok = hm_mrdt_store:write(Tab, Puts, []), S;
-        _ -> ok = hm_mrdt_store:write(Tab, Puts ++ [{{branch, node()}, Record}], []),
-             S#{written := Record}
+    ok = hm_mrdt_store:write(Tab, Puts, []),
+    %% the record names the head's height: computed once the head's commit is written
+    case hm_mrdt_node:record(N, hm_mrdt_store:store(Tab, none)) of
+        Old -> S;
+        Record -> ok = hm_mrdt_store:write(Tab, [{{branch, node()}, Record}], []),
+                  S#{written := Record}
     end.
 
 collect(S = #{tab := Tab, repo := Repo, node := N}) ->
