@@ -134,12 +134,12 @@ faults: bootstrap
 ## -> bench/results/sessions-<date>.md. BENCH_PROFILE=full for 8 client counts and 32k
 ## operations.
 BENCH_PROFILE ?= quick
+SESSIONS_RESULTS = bench/results/sessions-$(shell date +%Y%m%d-%H%M).md
 bench-sessions: compile
 	mkdir -p _build/bench bench/results
 	erlc +debug_info -pa _build/default/lib/hypermnesia/ebin -o _build/bench \
 	    bench/mrdt_bench.erl test/hm_cluster.erl
-	$(BENCH_ERL) -eval 'mrdt_bench:main(["$(BENCH_PROFILE)", \
-	    "bench/results/sessions-$(shell date +%Y%m%d-%H%M).md"]), halt().'
+	$(BENCH_ERL) -eval 'mrdt_bench:main(["$(BENCH_PROFILE)", "$(SESSIONS_RESULTS)"]), halt().'
 
 clean:
 	rm -rf _build

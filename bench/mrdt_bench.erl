@@ -141,7 +141,7 @@ write_results(File, Profile, Ops, Rows, PlainBytes, Logs) ->
                            "80 % reads)~n~n", [Profile, Ops]),
              "| clients | EC ops/s | session ops/s | EC / session | repo records after | repo bytes after |\n",
              "|---|---|---|---|---|---|\n",
-             [io_lib:format("| ~p | ~.0f | ~.0f | ~.2f | ~p | ~p |~n",
+             [io_lib:format("| ~p | ~.1f | ~.1f | ~.2f | ~p | ~p |~n",
                             [N, Ec, Ses, Ratio, Recs, Bytes])
               || #{clients := N, ec := Ec, session := Ses, ratio := Ratio, records := Recs,
                    bytes := Bytes} <- Rows],

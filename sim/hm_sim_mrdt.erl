@@ -99,10 +99,9 @@ final_state(Seed) ->
 
 fetch(Map) -> fun(K) -> case Map of #{K := V} -> {ok, V}; _ -> not_found end end.
 
-store(S, N) ->
-    Map = copy(S, N),
-    MaxGraft = lists:max([-1 | [H || {{graft, _}, H} <- maps:to_list(Map)]]),
-    hm_mrdt_history:set_max_graft(hm_mrdt_history:store(fetch(Map)), MaxGraft).
+store(S = #{nodes := Nodes}, N) ->
+    Fetch = fetch(copy(S, N)),
+    hm_mrdt_history:set_max_graft(hm_mrdt_history:store(Fetch), hm_mrdt_node:max_graft(Fetch, Nodes)).
 
 copy(#{copy := C}, N) -> maps:get(N, C).
 
@@ -169,7 +168,7 @@ gc(S = #{nodest := NS, nodes := Nodes}, N) ->
     St = store(S, N),
     Records = (records(S, N))#{N => hm_mrdt_node:record(maps:get(N, NS), St)},
     Cache = [{Ls, V} || {{cache, Ls}, V} <- maps:to_list(copy(S, N))],
-    case hm_mrdt_node:gc(St, Nodes, Records, Cache) of
+    case hm_mrdt_node:gc(maps:get(N, NS), St, Nodes, Records, Cache) of
         not_ready -> S;
         #{graft := G, delete := Dl} -> bump(write(S, N, G, Dl), deleted, length(Dl))
     end.

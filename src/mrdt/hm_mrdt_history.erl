@@ -463,16 +463,61 @@ gc_plan(St, Roots0, Cache) ->
     end.
 
 plan(St, Roots, Cache, None) ->
+    %% fast path: the lowest root is often the floor (a session's base, a lagging branch);
+    %% one walk down to its height decides
+    {_, Low} = lists:min([{element(3, element(2, commit_info(St, R))), R} || R <- Roots]),
+    plan_from(St, Low, Roots, Cache, None, 20).
+
+%% Try candidate B; a walk that escapes below it (a commit reaching older history, such as
+%% a publish on an old session base) proposes the lowest commit it escaped to.
+plan_from(St, B, Roots, Cache, None, Tries) ->
+    case above(St, B, Roots) of
+        {ok, Above} -> plan_below(St, B, Above, Cache, None);
+        {escaped, X} when Tries > 0, X =/= B -> plan_from(St, X, Roots, Cache, None, Tries - 1);
+        _ when length(Roots) =< 8 -> plan_general(St, Roots, Cache, None);
+        _ -> None
+    end.
+
+plan_general(St, Roots, Cache, None) ->
     case maximal(common([ancestors(St, [R], none) || R <- Roots])) of
         [B] ->
             Above = ancestors(St, Roots, B),
             Below = maps:remove(B, ancestors(St, [B], none)),
             case lists:any(fun(C) -> is_map_key(C, Below) end, maps:keys(Above)) of
                 true -> None;
-                false when map_size(Below) =:= 0 -> None;
-                false -> plan(St, B, Above, Below, Cache)
+                false -> plan_below(St, B, Above, Cache, None)
             end;
         _ -> None
+    end.
+
+plan_below(St, B, Above, Cache, None) ->
+    Below = maps:remove(B, ancestors(St, [B], none)),
+    case map_size(Below) of
+        0 -> None;
+        _ -> plan(St, B, Above, Below, Cache)
+    end.
+
+%% {ok, commits reachable from Roots down to B} if every path from every root reaches B
+%% (B is a common ancestor that every reachable commit is comparable with); else
+%% {escaped, X}, X the lowest commit a path reached instead (not above B), or false.
+above(St, B, Roots) ->
+    {ok, {_, _, HB}} = commit_info(St, B),
+    above(St, B, HB, Roots, #{}, none).
+
+above(_, _, _, [], Acc, none) -> {ok, Acc};
+above(_, _, _, [], _, {_, X}) -> {escaped, X};
+above(St, B, HB, [B | Cs], Acc, Esc) -> above(St, B, HB, Cs, Acc#{B => []}, Esc);
+above(St, B, HB, [C | Cs], Acc, Esc) when is_map_key(C, Acc) -> above(St, B, HB, Cs, Acc, Esc);
+above(St, B, HB, [C | Cs], Acc, Esc) ->
+    case commit_info(St, C) of
+        {ok, {Ps0, _, H}} when H > HB ->
+            case parents(St, C, Ps0) of
+                [] -> false;                     % a root of history (or a graft) not above B
+                Ps -> above(St, B, HB, Ps ++ Cs, Acc#{C => Ps}, Esc)
+            end;
+        {ok, {_, _, H}} when Esc =:= none -> above(St, B, HB, Cs, Acc#{C => []}, {H, C});
+        {ok, {_, _, H}} -> above(St, B, HB, Cs, Acc#{C => []}, min(Esc, {H, C}));
+        not_found -> false
     end.
 
 plan(St, B, Above, Below, Cache) ->

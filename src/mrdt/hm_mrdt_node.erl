@@ -16,8 +16,7 @@
 -module(hm_mrdt_node).
 
 -export([new/2, head/1, bases/1, open/3, close/2, publish/4, publish_many/3, remote_refresh/3,
-         record/2,
-         gc/4]).
+         record/2, gc/5, max_graft/2]).
 -export_type([state/0, record/0]).
 
 -opaque state() :: #{node := term(), head := hm_mrdt_history:commit(),
@@ -133,12 +132,25 @@ record(N = #{head := H}, St) ->
 %% @doc History collection from this node's view: the roots are every node's head and
 %% session bases (`Records', which must hold a record of each of `Nodes', this node's
 %% included); `not_ready' when one is missing.
--spec gc(hm_mrdt_history:store(), [term()], #{term() => record()}, [{[hm_mrdt_history:hash()], hm_mrdt_history:hash()}]) ->
+%% The plan's grafts include `{floor, Node} => Height', the height of this node's latest
+%% floor: {@link max_graft/2} reads these keys instead of scanning the grafts.
+-spec gc(state(), hm_mrdt_history:store(), [term()], #{term() => record()},
+         [{[hm_mrdt_history:hash()], hm_mrdt_history:hash()}]) ->
           hm_mrdt_history:gc_plan() | not_ready.
-gc(St, Nodes, Records, Cache) ->
+gc(#{node := Me}, St, Nodes, Records, Cache) ->
     case lists:all(fun(Nd) -> is_map_key(Nd, Records) end, Nodes) of
         false -> not_ready;
         true ->
             Roots = lists:append([[H | Bs] || {H, _, Bs} <- maps:values(Records)]),
-            hm_mrdt_history:gc_plan(St, Roots, Cache)
+            case hm_mrdt_history:gc_plan(St, Roots, Cache) of
+                Plan = #{graft := [{_, HB}]} ->
+                    Plan#{graft := maps:get(graft, Plan) ++ [{{floor, Me}, HB}]};
+                Plan -> Plan
+            end
     end.
+
+%% @doc The height of the highest floor any of `Nodes' collected up to (-1 if none), from
+%% their `{floor, Node}' keys read with `Fetch'.
+-spec max_graft(fun((term()) -> {ok, term()} | not_found), [term()]) -> integer().
+max_graft(Fetch, Nodes) ->
+    lists:max([-1 | [H || Nd <- Nodes, {ok, H} <- [Fetch({floor, Nd})]]]).

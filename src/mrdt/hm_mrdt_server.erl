@@ -98,7 +98,7 @@ handle_call({connect, Owner}, _, S0) ->
 handle_call({publish, Id, C}, From, S = #{node := N, tab := Tab}) ->
     %% group commit: every publish already waiting is merged with this one, in one commit
     Batch = [{From, Id, C} | waiting_publishes()],
-    {N1, St, Results} = hm_mrdt_node:publish_many(N, hm_mrdt_store:store(Tab, none),
+    {N1, St, Results} = hm_mrdt_node:publish_many(N, hm_mrdt_store:reader(Tab),
                                                   [{I, Cm} || {_, I, Cm} <- Batch]),
     S1 = save(S#{node := N1}, St),
     Head = hm_mrdt_node:head(N1),
@@ -116,7 +116,7 @@ handle_call(gc, _, S0) ->
     {Result, S} = collect(remote_refresh(S0)),
     {reply, Result, S};
 handle_call(info, _, S = #{node := N, tab := Tab, monitors := Ms, skipped := Sk}) ->
-    St = hm_mrdt_store:store(Tab, none),
+    St = hm_mrdt_store:store(Tab, repo_nodes(S)),
     {_, Height, _} = hm_mrdt_node:record(N, St),
     {reply, #{head => hm_mrdt_node:head(N), height => Height, sessions => map_size(Ms),
               floor_height => hm_mrdt_history:max_graft(St),
@@ -144,6 +144,8 @@ handle_info(_, S) -> {noreply, S}.
 
 %%% ------------------------------------------------------------------ internals
 
+repo_nodes(#{repo := Repo}) -> hm_mrdt_store:nodes(Repo).
+
 close_session(S = #{node := N, monitors := Ms}, Id) ->
     Ms1 = maps:filter(fun(MRef, I) when I =:= Id -> demonitor(MRef, [flush]), false;
                          (_, _) -> true
@@ -151,8 +153,9 @@ close_session(S = #{node := N, monitors := Ms}, Id) ->
     save(S#{node := hm_mrdt_node:close(N, Id), monitors := Ms1}, []).
 
 remote_refresh(S = #{tab := Tab, node := N}) ->
-    {N1, St, Skipped} = hm_mrdt_node:remote_refresh(N, hm_mrdt_store:store(Tab, none),
-                                                    hm_mrdt_store:records(Tab)),
+    Nodes = repo_nodes(S),
+    {N1, St, Skipped} = hm_mrdt_node:remote_refresh(N, hm_mrdt_store:store(Tab, Nodes),
+                                                    hm_mrdt_store:records(Tab, Nodes)),
     save(S#{node := N1, skipped := Skipped}, St).
 
 %% Write the step's blocks, then this node's branch record if it changed.
@@ -163,16 +166,17 @@ save(S = #{tab := Tab, node := N, written := Old}, St) ->
            end,
     ok = hm_mrdt_store:write(Tab, Puts, []),
     %% the record names the head's height: computed once the head's commit is written
-    case hm_mrdt_node:record(N, hm_mrdt_store:store(Tab, none)) of
+    case hm_mrdt_node:record(N, hm_mrdt_store:reader(Tab)) of
         Old -> S;
         Record -> ok = hm_mrdt_store:write(Tab, [{{branch, node()}, Record}], []),
                   S#{written := Record}
     end.
 
-collect(S = #{tab := Tab, repo := Repo, node := N}) ->
-    St = hm_mrdt_store:store(Tab, none),
-    Records = (hm_mrdt_store:records(Tab))#{node() => hm_mrdt_node:record(N, St)},
-    case hm_mrdt_node:gc(St, hm_mrdt_store:nodes(Repo), Records, hm_mrdt_store:cache(Tab)) of
+collect(S = #{tab := Tab, node := N}) ->
+    Nodes = repo_nodes(S),
+    St = hm_mrdt_store:store(Tab, Nodes),
+    Records = (hm_mrdt_store:records(Tab, Nodes))#{node() => hm_mrdt_node:record(N, St)},
+    case hm_mrdt_node:gc(N, St, Nodes, Records, hm_mrdt_store:cache(Tab)) of
         not_ready -> {not_ready, S};
         #{floor := Floor, graft := G, delete := D} ->
             ok = hm_mrdt_store:write(Tab, G, D),

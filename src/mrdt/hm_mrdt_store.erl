@@ -11,7 +11,7 @@
 %% once applied locally and reach the other copies by causal broadcast, in the order written.
 -module(hm_mrdt_store).
 
--export([table/1, create/2, exists/1, nodes/1, fetch/1, store/2, write/3, records/1,
+-export([table/1, create/2, exists/1, nodes/1, fetch/1, store/2, reader/1, write/3, records/2,
          cache/1, size/1]).
 
 %% @doc The EC table of repository `Repo'.
@@ -53,13 +53,18 @@ fetch(Tab) ->
             end
     end.
 
-%% @doc A {@link hm_mrdt_history:store()} over the local copy of `Tab', its nonce `Nonce'
-%% and its highest graft.
--spec store(atom(), term()) -> hm_mrdt_history:store().
-store(Tab, Nonce) ->
-    Grafts = mnesia:dirty_select(Tab, [{{'_', {graft, '_'}, '$1'}, [], ['$1']}]),
-    hm_mrdt_history:set_max_graft(hm_mrdt_history:store(fetch(Tab), Nonce),
-                                  lists:max([-1 | Grafts])).
+%% @doc A {@link hm_mrdt_history:store()} over the local copy of `Tab', knowing the highest
+%% floor collected by any of `Nodes'.
+-spec store(atom(), [node()]) -> hm_mrdt_history:store().
+store(Tab, Nodes) ->
+    Fetch = fetch(Tab),
+    hm_mrdt_history:set_max_graft(hm_mrdt_history:store(Fetch),
+                                  hm_mrdt_node:max_graft(Fetch, Nodes)).
+
+%% @doc A {@link hm_mrdt_history:store()} over the local copy of `Tab', for reads and new
+%% blocks (no floor).
+-spec reader(atom()) -> hm_mrdt_history:store().
+reader(Tab) -> hm_mrdt_history:store(fetch(Tab)).
 
 %% @doc Write `Puts' in order, then delete `Deletes', as EC operations.
 -spec write(atom(), [{term(), term()}], [term()]) -> ok.
@@ -72,10 +77,11 @@ write(Tab, Puts, Deletes) ->
                             ok
                     end, [], hm_ec_access).
 
-%% @doc Every branch record in the local copy: node to record.
--spec records(atom()) -> #{node() => hm_mrdt_node:record()}.
-records(Tab) ->
-    maps:from_list(mnesia:dirty_select(Tab, [{{'_', {branch, '$1'}, '$2'}, [], [{{'$1', '$2'}}]}])).
+%% @doc The branch records of `Nodes' in the local copy: node to record.
+-spec records(atom(), [node()]) -> #{node() => hm_mrdt_node:record()}.
+records(Tab, Nodes) ->
+    Fetch = fetch(Tab),
+    maps:from_list([{Nd, R} || Nd <- Nodes, {ok, R} <- [Fetch({branch, Nd})]]).
 
 %% @doc Every cache entry in the local copy.
 -spec cache(atom()) -> [{[hm_mrdt:hash()], hm_mrdt:hash()}].

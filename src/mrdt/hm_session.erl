@@ -179,7 +179,7 @@ handle_call({write, Key, Type, Value}, _, S = #{cache := C}) ->
         {error, _} = E -> {reply, E, S}
     end;
 handle_call(publish, _, S = #{tab := Tab, server := Server, id := Id}) ->
-    case hm_mrdt_session:squash(session(S), hm_mrdt_store:store(Tab, none)) of
+    case hm_mrdt_session:squash(session(S), hm_mrdt_store:reader(Tab)) of
         {unchanged, _, _} -> {reply, ok, S};
         {C, Sess, St} ->
             ok = hm_mrdt_store:write(Tab, hm_mrdt_history:writes(St), []),
@@ -211,4 +211,4 @@ handle_info(_, S) -> {noreply, S}.
 
 session(#{session := Sess}) -> Sess.
 
-reader(#{tab := Tab}) -> hm_mrdt_history:store(hm_mrdt_store:fetch(Tab)).
+reader(#{tab := Tab}) -> hm_mrdt_store:reader(Tab).
