@@ -9,7 +9,8 @@
 %% Sessions: one session per client; a read is `hm_session:read/2'; a write is
 %% `hm_session:write/4' followed by `hm_session:publish/1' (every write its own
 %% transaction, as visible as an EC write); every 100 operations the session refreshes.
-%% Reported: throughput of each and their ratio.</li>
+%% A second session run publishes every 10 operations instead (writes between publishes
+%% become visible together). Reported: throughput of each and the ratios.</li>
 %% <li>Storage: the repository's records and memory after the sessions run, with history
 %% collection (it runs every second) and, for comparison, the number of blocks written.</li>
 %% <li>Log append: the time of 100 appends to a log already holding N entries, blob log
@@ -48,11 +49,20 @@ main([Profile, File]) ->
                                          [Repo, [{nodes, Nodes}, {storage, ram_copies}]]),
                     Ec = run(C, ec, mrdtb_plain, N, Ops),
                     Ses = run(C, session, Repo, N, Ops),
-                    _ = hm_cluster:call(C, 1, hm_session, gc, [Repo]),
+                    Ses10 = run(C, session10, Repo, N, Ops),
+                    %% collection once every node merged the last publishes
+                    ok = hm_cluster:wait_until(
+                           fun() ->
+                                   Hs = [maps:get(head, hm_cluster:call(C, I, hm_session, info, [Repo]))
+                                         || I <- hm_cluster:ids(C)],
+                                   length(lists:usort(Hs)) =:= 1
+                           end, 60000),
+                    _ = [hm_cluster:call(C, I, hm_session, gc, [Repo]) || I <- hm_cluster:ids(C)],
                     Info = hm_cluster:call(C, 1, hm_session, info, [Repo]),
                     #{table := #{records := Recs, words := Words}} = Info,
                     ok = hm_cluster:call(C, 1, hm_session, delete_repo, [Repo]),
                     Row = #{clients => N, ec => Ec, session => Ses, ratio => Ec / Ses,
+                            session10 => Ses10, ratio10 => Ec / Ses10,
                             records => Recs, bytes => Words * erlang:system_info(wordsize)},
                     io:format("~p~n", [Row]),
                     Row
@@ -77,12 +87,12 @@ run(C, Kind, Tab, N, Ops) ->
         Per * N * 1000000 / T
     end).
 
--spec worker(pid(), ec | session, atom(), pos_integer(), pos_integer()) -> ok.
+-spec worker(pid(), ec | session | session10, atom(), pos_integer(), pos_integer()) -> ok.
 worker(Parent, Kind, Tab, Ops, Seed) ->
     R0 = rand:seed_s(exsss, Seed),
     Handle = case Kind of
                  ec -> Tab;
-                 session -> {ok, S} = hm_session:connect(Tab), S
+                 _ -> {ok, S} = hm_session:connect(Tab), S
              end,
     _ = lists:foldl(fun(I, R) ->
                             {X, R1} = rand:uniform_s(100, R),
@@ -91,8 +101,8 @@ worker(Parent, Kind, Tab, Ops, Seed) ->
                             R2
                     end, R0, lists:seq(1, Ops)),
     case Kind of
-        session -> ok = hm_session:close(Handle);
-        ec -> ok
+        ec -> ok;
+        _ -> ok = hm_session:close(Handle)
     end,
     Parent ! {done, self()},
     ok.
@@ -107,6 +117,16 @@ op(session, S, true, K, I) ->
 op(session, S, false, K, I) ->
     ok = hm_session:write(S, K, ?MODULE, value(I)),
     ok = hm_session:publish(S),
+    refresh(S, I);
+op(session10, S, Read, K, I) ->
+    _ = case Read of
+            true -> hm_session:read(S, K);
+            false -> ok = hm_session:write(S, K, ?MODULE, value(I))
+        end,
+    case I rem 10 of
+        0 -> ok = hm_session:publish(S);
+        _ -> ok
+    end,
     refresh(S, I).
 
 refresh(S, I) when I rem 100 =:= 0 -> ok = hm_session:refresh(S);
@@ -139,12 +159,14 @@ write_results(File, Profile, Ops, Rows, PlainBytes, Logs) ->
     ok = filelib:ensure_dir(File),
     Lines = [io_lib:format("# Sessions over mergeable types against plain EC tables (~s, ~p operations, "
                            "80 % reads)~n~n", [Profile, Ops]),
-             "| clients | EC ops/s | session ops/s | EC / session | repo records after | repo bytes after |\n",
-             "|---|---|---|---|---|---|\n",
-             [io_lib:format("| ~p | ~.1f | ~.1f | ~.2f | ~p | ~p |~n",
-                            [N, Ec, Ses, Ratio, Recs, Bytes])
-              || #{clients := N, ec := Ec, session := Ses, ratio := Ratio, records := Recs,
-                   bytes := Bytes} <- Rows],
+             "| clients | EC ops/s | session ops/s, publish every write | EC / session | "
+             "session ops/s, publish every 10 ops | EC / session | repo records after | "
+             "repo bytes after |\n",
+             "|---|---|---|---|---|---|---|---|\n",
+             [io_lib:format("| ~p | ~.1f | ~.1f | ~.2f | ~.1f | ~.2f | ~p | ~p |~n",
+                            [N, Ec, Ses, Ratio, Ses10, Ratio10, Recs, Bytes])
+              || #{clients := N, ec := Ec, session := Ses, ratio := Ratio, session10 := Ses10,
+                   ratio10 := Ratio10, records := Recs, bytes := Bytes} <- Rows],
              io_lib:format("~nPlain EC table after every run: ~p bytes.~n~n", [PlainBytes]),
              "| log | entries before | us per 100 appends |\n|---|---|---|\n",
              [io_lib:format("| ~p | ~p | ~p |~n", [T, L, Us]) || {T, L, Us} <- Logs]],

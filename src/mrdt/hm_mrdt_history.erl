@@ -528,7 +528,10 @@ plan(St, B, Above, Below, Cache) ->
     DeadCommits = lists:usort(maps:keys(Below) ++
                                   [V || {_, V} <- DropCache, not is_map_key(V, Kept),
                                         commit_info(St, V) =/= not_found]),
-    Live = reach_blocks(St, maps:keys(Kept)),
+    %% A kept commit's tree holds blocks created with it (new names) or taken from its
+    %% parents' trees, and every path down from a kept commit passes B: so the only old
+    %% blocks a kept commit can share with the deleted ones are those of B's tree.
+    Live = reach_blocks(St, [B]),
     Dead = reach_blocks(St, DeadCommits),
     Blocks = [{block, H} || H <- maps:keys(Dead), not is_map_key(H, Live),
                             not lists:member(H, DeadCommits)],

@@ -1,12 +1,32 @@
 %% @doc Supervisor of the repository servers ({@link hm_mrdt_server}), one per repository
-%% used on this node, started on first use.
+%% with a copy on this node: started for every such repository when the supervisor starts,
+%% by {@link hm_session:create_repo/2} on every node of a new repository, and on first use.
 -module(hm_mrdt_sup).
 -behaviour(supervisor).
 
 -export([start_link/0, init/1, ensure_server/1]).
 
 -spec start_link() -> {ok, pid()} | {error, term()}.
-start_link() -> supervisor:start_link({local, ?MODULE}, ?MODULE, []).
+start_link() ->
+    case supervisor:start_link({local, ?MODULE}, ?MODULE, []) of
+        {ok, Pid} ->
+            %% every repository with a copy here gets its server (remote refresh, collection,
+            %% and this node's branch record), whether or not sessions connect here
+            _ = spawn(fun start_existing/0),
+            {ok, Pid};
+        Other -> Other
+    end.
+
+start_existing() ->
+    Repos = [list_to_atom(R) || T <- catch_tables(),
+                                "hm_mrdt_" ++ R <- [atom_to_list(T)], R =/= ""],
+    _ = [ensure_server(R) || R <- Repos],
+    ok.
+
+catch_tables() ->
+    try mnesia:system_info(local_tables)
+    catch exit:_ -> []
+    end.
 
 -spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
 init([]) ->

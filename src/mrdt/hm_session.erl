@@ -55,7 +55,14 @@ create_repo(Repo, Opts) when is_atom(Repo), is_map(Opts) ->
     create_repo(Repo, maps:to_list(Opts));
 create_repo(Repo, Opts) when is_atom(Repo), is_list(Opts) ->
     case repo_options(Opts, #{nodes => [node()], storage => ram_copies}) of
-        {ok, O} -> hm_mrdt_store:create(Repo, O);
+        {ok, O = #{nodes := Nodes}} ->
+            case hm_mrdt_store:create(Repo, O) of
+                ok ->
+                    %% start the repository's server on each of its nodes now
+                    _ = erpc:multicall(Nodes, hm_mrdt_sup, ensure_server, [Repo], 30000),
+                    ok;
+                {error, _} = E -> E
+            end;
         {error, _} = E -> E
     end;
 create_repo(Repo, Opts) -> {error, {bad_option, {Repo, Opts}}}.
@@ -129,20 +136,17 @@ close(S = {hm_session, _, Pid}) ->
 %% refresh, then the deletion of history no session and no public branch needs.
 -spec gc(atom()) -> #{deleted := non_neg_integer(), floor := binary() | none} | not_ready |
           {error, term()}.
-gc(Repo) ->
-    case hm_mrdt_store:exists(Repo) andalso hm_mrdt_sup:ensure_server(Repo) of
-        false -> {error, {no_such_repo, Repo}};
-        {ok, Server} -> hm_mrdt_server:gc(Server);
-        {error, _} = E -> E
-    end.
+gc(Repo) -> with_server(Repo, fun hm_mrdt_server:gc/1).
 
 %% @doc This node's view of `Repo': its public branch's head, the open sessions and their
 %% bases, the branches the last refresh skipped, and the size of the local copy.
 -spec info(atom()) -> map() | {error, term()}.
-info(Repo) ->
+info(Repo) -> with_server(Repo, fun hm_mrdt_server:info/1).
+
+with_server(Repo, Fun) ->
     case hm_mrdt_store:exists(Repo) andalso hm_mrdt_sup:ensure_server(Repo) of
         false -> {error, {no_such_repo, Repo}};
-        {ok, Server} -> hm_mrdt_server:info(Server);
+        {ok, Server} -> Fun(Server);
         {error, _} = E -> E
     end.
 
