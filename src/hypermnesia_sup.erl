@@ -1,5 +1,6 @@
 %% @doc Top supervisor: the EC table processes' supervisor, the node's EC server (which
-%% finds the EC tables and starts their processes) and the membership server.
+%% finds the EC tables and starts their processes) and the membership server; then the
+%% supervisor of the session repositories' servers.
 -module(hypermnesia_sup).
 -behaviour(supervisor).
 -export([start_link/0, init/1]).

@@ -421,16 +421,20 @@ complete(St, C) ->
                          not_found -> throw({missing, {block, C}})
                      end,
         Collected = max_graft(St) >= H - 1 orelse get(St, {graft, C}) =/= not_found,
-        [block(St, P) || P <- Ps, not Collected],
-        [begin
-             {blob, Type, V, _} = block(St, B),
-             [case get(St, {obj, R}) of
-                  {ok, _} -> ok;
-                  not_found -> throw({missing, {obj, R}})
-              end || R <- hm_mrdt:refs(Type, V)]
-         end || {_, {_, B}} <- entries(St, T)],
+        _ = [block(St, P) || P <- Ps, not Collected],
+        lists:foreach(fun({_, {_, B}}) ->
+                              {blob, Type, V, _} = block(St, B),
+                              lists:foreach(fun(R) -> present(St, {obj, R}) end,
+                                            hm_mrdt:refs(Type, V))
+                      end, entries(St, T)),
         true
     catch throw:{missing, K} -> {missing, K}
+    end.
+
+present(St, K) ->
+    case get(St, K) of
+        {ok, _} -> ok;
+        not_found -> throw({missing, K})
     end.
 
 %% @doc The height of the highest graft in the store (-1 if none), as the caller set it
