@@ -4,7 +4,7 @@ PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
 .PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring \
-        bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted
+        bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
 
 all: compile
 
@@ -85,7 +85,9 @@ bench-crdt: compile
 ## from any node, hints, nodes leaving and rejoining the pool) and one DottedDB replica-group
 ## schedule (sim/hm_sim_dotted.erl: churn, loss, partitions, crashes); prints failures (seed,
 ## minimised trace), `sim tables: ...', `sim membership: ...', `sim load: ...',
-## `sim crdt: ...', `sim frag: ...', `sim dotted: ...' and `sim: P passed, F failed'.
+## `sim crdt: ...', `sim frag: ...', `sim dotted: ...' and `sim: P passed, F failed'
+## Then the sessions family (sim/hm_sim_mrdt.erl: sessions over mergeable types on 3-5
+## nodes, partitions, crashes, history collection), its line `sim sessions: P passed, F failed'.
 ## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of
 ## either kind written by a failure).
 ## make sim-report: the scale table (10/50/100/200 replicas) into sim/REPORT.md.
@@ -98,6 +100,7 @@ ifdef SEED
 	$(SIM_ERL) -eval 'hm_sim:main(["seed", "$(SEED)" $(if $(TRACE),$(comma) "$(TRACE)")]).'
 else
 	$(SIM_ERL) -eval 'hm_sim:main(["seeds", "$(SEEDS)"]).'
+	$(SIM_ERL) -eval 'halt(case hm_sim_mrdt:main(["seeds", "$(SEEDS)"]) of ok -> 0; _ -> 1 end).'
 endif
 
 sim-report: bootstrap
@@ -144,6 +147,19 @@ HM_FAULTS_SECONDS ?= 180
 faults: bootstrap
 	HM_FAULTS_SECONDS=$(HM_FAULTS_SECONDS) $(REBAR) ct --suite test/hm_faults_SUITE
 	HM_LOAD=full $(REBAR) ct --suite test/hm_ec_SUITE --case partition_under_full_load
+
+## make bench-sessions: sessions over mergeable types against plain EC tables
+## (bench/mrdt_bench.erl): 3 nodes, 1 to 128 clients, 80 % reads, every write published;
+## repository size after collection; log append time, blob log against linked log
+## -> bench/results/sessions-<date>.md. BENCH_PROFILE=full for 8 client counts and 32k
+## operations.
+BENCH_PROFILE ?= quick
+SESSIONS_RESULTS = bench/results/sessions-$(shell date +%Y%m%d-%H%M).md
+bench-sessions: compile
+	mkdir -p _build/bench bench/results
+	erlc +debug_info -pa _build/default/lib/hypermnesia/ebin -o _build/bench \
+	    bench/mrdt_bench.erl test/hm_cluster.erl
+	$(BENCH_ERL) -eval 'mrdt_bench:main(["$(BENCH_PROFILE)", "$(SESSIONS_RESULTS)"]), halt().'
 
 clean:
 	rm -rf _build

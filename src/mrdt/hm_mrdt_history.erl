@@ -1,0 +1,573 @@
+%% @doc Content-addressed history of a repository, as pure functions: blobs, trees and
+%% commits; the lowest common ancestors (LCAs) of two commits; three-way merges of trees and
+%% the recursive merge of criss-cross histories with a cache of merged LCAs; the check that a
+%% commit has been fully received; and the history collection plan. After "Banyan:
+%% Coordination-free Distributed Transactions over Mergeable Types", sections 4.1 (the Git
+%% object model), 4.2 (skipping branches not fully received), 4.3 (recursive merges and their
+%% cache) and 4.4 (garbage collection, which Banyan sketches and this module implements).
+%%
+%% == Store ==
+%% Every function reads the store through a {@link store()}: a read-only `Fetch' function
+%% over the keys below (the local copy of an EC table at run time, a map in the simulator)
+%% and an overlay of what this step added. {@link writes/1} gives the step's effects, to be
+%% written in order. Keys and values:
+%% <ul>
+%% <li>`{block, Hash}': `{commit, Parents, Tree, Height}', `{tree, #{Bucket => LeafHash},
+%% Nonce}', `{leaf, #{Key => {Type, BlobHash}}, Nonce}', `{blob, Type, Value, Nonce}'. Keys are
+%% spread over 64 buckets, so a commit that changes a few keys writes a few small blocks and
+%% shares the rest with its parent.</li>
+%% <li>`{obj, Hash}': a value of a type with references (`hm_mrdt:refs/2'), addressed by
+%% {@link hm_mrdt:hash/1}.</li>
+%% <li>`{graft, Hash}': the commit (of the given height) is the oldest kept: its ancestors
+%% were collected. A commit no higher than a graft is already part of every branch.</li>
+%% <li>`{cache, [Hash1, Hash2]}': the commit merging two LCAs (section 4.3).</li>
+%% </ul>
+%%
+%% == Invariants ==
+%% <ul>
+%% <li>Blocks are immutable and named by the hash of their content. Every block a step
+%% creates carries the step's nonce, so a new block never has the name of an old one that
+%% history collection may be deleting at the same time; merges use a nonce derived from the
+%% merged commits, so two nodes that merge the same two commits create the same commit.</li>
+%% <li>A commit's height is one more than its highest parent's (0 without parents): an
+%% ancestor is always lower than its descendants.</li>
+%% <li>{@link merge_commits/3} is commutative in its two commits.</li>
+%% <li>History collection ({@link gc_plan/3}) deletes only the strict ancestors of a commit
+%% `B' that every root descends from and that every commit reachable from the roots is
+%% comparable with (an ancestor or a descendant): then every LCA of two commits that descend
+%% from the roots descends from `B', so merges never need what was deleted.</li>
+%% </ul>
+-module(hm_mrdt_history).
+
+-export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2]).
+-export([commit/3, commit_info/2, tree_of/2, lookup/3, read/3, write_tree/3, entries/2]).
+-export([lcas/3, is_ancestor/3, merge_commits/3, merge_with_lca/4, merge_trees/4,
+         complete/2, max_graft/1, gc_plan/3]).
+-export_type([store/0, hash/0, key/0, commit/0, entry/0, gc_plan/0]).
+
+-define(BUCKETS, 64).
+
+-type hash() :: hm_mrdt:hash().
+-type key() :: {block, hash()} | {obj, hash()} | {graft, hash()} | {cache, [hash()]}.
+-type commit() :: hash() | none.
+-type entry() :: {module(), hash()}.
+-opaque store() :: #{fetch := fun((key()) -> {ok, term()} | not_found),
+                     new := #{key() => term()},
+                     order := [key()],
+                     nonce := term(),
+                     max_graft := integer()}.
+-type gc_plan() :: #{floor := hash() | none, delete := [key()], graft := [key()]}.
+
+%%% ------------------------------------------------------------------ store
+
+%% @doc A store over `Fetch', with nonce `none'.
+-spec store(fun((key()) -> {ok, term()} | not_found)) -> store().
+store(Fetch) -> store(Fetch, none).
+
+%% @doc A store over `Fetch' whose new blocks carry `Nonce'.
+-spec store(fun((key()) -> {ok, term()} | not_found), term()) -> store().
+store(Fetch, Nonce) ->
+    #{fetch => Fetch, new => #{}, order => [], nonce => Nonce, max_graft => -1}.
+
+%% @doc Tell the store the height of the highest `{graft, _}' it holds (the caller finds it
+%% by scanning its grafts; -1 when there is none).
+-spec set_max_graft(store(), integer()) -> store().
+set_max_graft(St, H) -> St#{max_graft := H}.
+
+%% @doc Read a key: what this step added, else the underlying store.
+-spec get(store(), key()) -> {ok, term()} | not_found.
+get(#{new := New, fetch := Fetch}, K) ->
+    case New of
+        #{K := V} -> {ok, V};
+        _ -> Fetch(K)
+    end.
+
+%% @doc Add a key (written by {@link writes/1}).
+-spec put(store(), key(), term()) -> store().
+put(St = #{new := New, order := Order}, K, V) ->
+    case New of
+        #{K := _} -> St;
+        _ -> St#{new := New#{K => V}, order := [K | Order]}
+    end.
+
+%% @doc What this step added, in the order it was added.
+-spec writes(store()) -> [{key(), term()}].
+writes(#{new := New, order := Order}) -> [{K, maps:get(K, New)} || K <- lists:reverse(Order)].
+
+-spec nonce(store()) -> term().
+nonce(#{nonce := N}) -> N.
+
+-spec set_nonce(store(), term()) -> store().
+set_nonce(St, N) -> St#{nonce := N}.
+
+put_block(St, Block) ->
+    H = hm_mrdt:hash(Block),
+    {H, put(St, {block, H}, Block)}.
+
+block(St, H) ->
+    case get(St, {block, H}) of
+        {ok, B} -> B;
+        not_found -> throw({missing, {block, H}})
+    end.
+
+%%% ------------------------------------------------------------------ commits and trees
+
+%% @doc Store a commit of `Tree' (a tree hash or `empty') with `Parents'.
+-spec commit(store(), [hash()], hash() | empty) -> {hash(), store()}.
+commit(St, Parents, Tree) ->
+    Height = lists:max([-1 | [height(St, P) || P <- Parents]]) + 1,
+    put_block(St, {commit, lists:sort(Parents), Tree, Height}).
+
+height(St, C) ->
+    case get(St, {block, C}) of
+        {ok, {commit, _, _, H}} -> H;
+        _ -> 0
+    end.
+
+%% @doc The parents, tree and height of a commit, or `not_found'.
+-spec commit_info(store(), hash()) -> {ok, {[hash()], hash() | empty, non_neg_integer()}} |
+          not_found.
+commit_info(St, C) ->
+    case get(St, {block, C}) of
+        {ok, {commit, Ps, T, H}} -> {ok, {Ps, T, H}};
+        _ -> not_found
+    end.
+
+%% @doc The tree of a commit (`empty' for `none').
+-spec tree_of(store(), commit()) -> hash() | empty.
+tree_of(_, none) -> empty;
+tree_of(St, C) ->
+    {commit, _, T, _} = block(St, C),
+    T.
+
+bucket(Key) -> erlang:phash2(Key, ?BUCKETS).
+
+buckets(_, empty) -> #{};
+buckets(St, T) ->
+    {tree, Bs, _} = block(St, T),
+    Bs.
+
+leaf(_, none) -> #{};
+leaf(St, L) ->
+    {leaf, Es, _} = block(St, L),
+    Es.
+
+%% @doc The entry `{Type, BlobHash}' of `Key' in a tree.
+-spec lookup(store(), hash() | empty, term()) -> {ok, entry()} | not_found.
+lookup(St, T, Key) ->
+    case maps:find(bucket(Key), buckets(St, T)) of
+        {ok, L} -> maps:find(Key, leaf(St, L));
+        error -> not_found
+    end.
+
+%% @doc The value of `Key' in a tree: `{ok, Type, Value}' or `not_found'.
+-spec read(store(), hash() | empty, term()) -> {ok, module(), term()} | not_found.
+read(St, T, Key) ->
+    case lookup(St, T, Key) of
+        {ok, {Type, B}} -> {ok, Type, blob(St, B)};
+        _ -> not_found
+    end.
+
+blob(St, B) ->
+    {blob, _, V, _} = block(St, B),
+    V.
+
+%% @doc Every `{Key, {Type, BlobHash}}' of a tree.
+-spec entries(store(), hash() | empty) -> [{term(), entry()}].
+entries(St, T) ->
+    lists:append([maps:to_list(leaf(St, L)) || L <- maps:values(buckets(St, T))]).
+
+%% @doc A tree: `Base' (a tree hash or `empty') with `Writes' (`#{Key => {Type, Value}}')
+%% stored as new blobs.
+-spec write_tree(store(), hash() | empty, #{term() => {module(), term()}}) ->
+          {hash() | empty, store()}.
+write_tree(St, Base, Writes) when map_size(Writes) =:= 0 -> {Base, St};
+write_tree(St0, Base, Writes) ->
+    {Entries, St1} = maps:fold(fun(K, {Type, V}, {Acc, S}) ->
+                                       {B, S1} = put_blob(S, Type, V),
+                                       {Acc#{K => {Type, B}}, S1}
+                               end, {#{}, St0}, Writes),
+    set_entries(St1, Base, Entries).
+
+put_blob(St, Type, V) ->
+    St1 = lists:foldl(fun(O, S) -> put(S, {obj, hm_mrdt:hash(O)}, O) end, St,
+                      case hm_mrdt:is_linked(Type) of
+                          true -> [V];
+                          false -> []
+                      end),
+    put_block(St1, {blob, Type, V, nonce(St)}).
+
+%% Base with these entries set (`none' entries removed).
+set_entries(St0, Base, Entries) ->
+    ByBucket = maps:groups_from_list(fun({K, _}) -> bucket(K) end, maps:to_list(Entries)),
+    Bs0 = buckets(St0, Base),
+    {Bs, St} = maps:fold(
+                 fun(Bk, Es, {Bs, S}) ->
+                         L0 = leaf(S, maps:get(Bk, Bs, none)),
+                         L = lists:foldl(fun({K, none}, M) -> maps:remove(K, M);
+                                            ({K, E}, M) -> M#{K => E}
+                                         end, L0, Es),
+                         case map_size(L) of
+                             0 -> {maps:remove(Bk, Bs), S};
+                             _ -> {H, S1} = put_block(S, {leaf, L, nonce(S)}),
+                                  {Bs#{Bk => H}, S1}
+                         end
+                 end, {Bs0, St0}, ByBucket),
+    case map_size(Bs) of
+        0 -> {empty, St};
+        _ -> put_block(St, {tree, Bs, nonce(St)})
+    end.
+
+%%% ------------------------------------------------------------------ ancestry
+
+%% @doc Whether `X' is an ancestor of `Y' (or `Y' itself). Walks back from `Y' no lower than
+%% `X''s height; stops at grafts and at commits not in the store.
+-spec is_ancestor(store(), hash(), hash()) -> boolean().
+is_ancestor(_, X, X) -> true;
+is_ancestor(St, X, Y) ->
+    case commit_info(St, X) of
+        {ok, {_, _, HX}} -> walk_to(St, X, HX, [Y], #{});
+        not_found -> false
+    end.
+
+walk_to(_, _, _, [], _) -> false;
+walk_to(_, X, _, [X | _], _) -> true;
+walk_to(St, X, HX, [C | Cs], Seen) ->
+    case Seen of
+        #{C := _} -> walk_to(St, X, HX, Cs, Seen);
+        _ ->
+            Next = case commit_info(St, C) of
+                       {ok, {Ps, _, H}} when H > HX -> parents(St, C, Ps);
+                       _ -> []
+                   end,
+            walk_to(St, X, HX, Next ++ Cs, Seen#{C => true})
+    end.
+
+parents(St, C, Ps) ->
+    case get(St, {graft, C}) of
+        {ok, _} -> [];
+        not_found -> Ps
+    end.
+
+%% #{Commit => Parents} for every commit reachable from Cs, not expanding Stop.
+ancestors(St, Cs, Stop) -> ancestors(St, Cs, Stop, #{}).
+
+ancestors(_, [], _, Acc) -> Acc;
+ancestors(St, [C | Cs], Stop, Acc) ->
+    case Acc of
+        #{C := _} -> ancestors(St, Cs, Stop, Acc);
+        _ ->
+            Ps = case commit_info(St, C) of
+                     {ok, {Ps0, _, _}} when C =/= Stop -> parents(St, C, Ps0);
+                     {ok, _} -> [];
+                     not_found -> missing
+                 end,
+            case Ps of
+                missing -> ancestors(St, Cs, Stop, Acc);
+                _ -> ancestors(St, Ps ++ Cs, Stop, Acc#{C => Ps})
+            end
+    end.
+
+%% @doc The lowest common ancestors of two commits: the common ancestors that are not an
+%% ancestor of another common ancestor (`[]': no shared history).
+-spec lcas(store(), hash(), hash()) -> [hash()].
+lcas(_, A, A) -> [A];
+lcas(St, A, B) ->
+    case {is_ancestor(St, A, B), is_ancestor(St, B, A)} of
+        {true, _} -> [A];
+        {_, true} -> [B];
+        _ -> maximal(common([ancestors(St, [A], none), ancestors(St, [B], none)]))
+    end.
+
+common([M | Ms]) ->
+    lists:foldl(fun(M2, Acc) -> maps:filter(fun(K, _) -> is_map_key(K, M2) end, Acc) end,
+                M, Ms).
+
+%% Common is closed under ancestors: its maximal elements are those no member names as a
+%% parent.
+maximal(Common) ->
+    NotMax = maps:from_list([{P, true} || Ps <- maps:values(Common), P <- Ps]),
+    lists:sort([C || C <- maps:keys(Common), not is_map_key(C, NotMax)]).
+
+%%% ------------------------------------------------------------------ merges
+
+%% @doc Merge two commits: the same commit; a fast-forward when one is an ancestor of the
+%% other; else a merge commit (parents both, tree the three-way merge of their trees over the
+%% merged LCAs). Several LCAs (criss-cross) are merged first, recursively, each pair once:
+%% the result is cached under `{cache, [L1, L2]}'.
+-spec merge_commits(store(), commit(), commit()) ->
+          {ok, commit(), store()} | {conflict, term()}.
+merge_commits(St, A, B) ->
+    try merge_c(St, A, B)
+    catch throw:{conflict, _} = C -> C;
+          throw:{missing, K} -> {conflict, {missing, K}}
+    end.
+
+merge_c(St, none, B) -> {ok, B, St};
+merge_c(St, A, none) -> {ok, A, St};
+merge_c(St, A, A) -> {ok, A, St};
+merge_c(St, A, B) ->
+    case lcas(St, A, B) of
+        [A] -> {ok, B, St};
+        [B] -> {ok, A, St};
+        Ls ->
+            {L, St1} = merged_lca(St, Ls),
+            three_way(St1, L, A, B)
+    end.
+
+%% The LCAs merged into one commit (none for none), pairwise, through the cache.
+merged_lca(St, []) -> {none, St};
+merged_lca(St, [L]) -> {L, St};
+merged_lca(St, [L1, L2 | Ls]) ->
+    Key = {cache, lists:sort([L1, L2])},
+    {M, St2} = case get(St, Key) of
+                   {ok, Cached} -> {Cached, St};
+                   not_found ->
+                       {ok, M1, St1} = merge_c(St, L1, L2),
+                       {M1, put(St1, Key, M1)}
+               end,
+    merged_lca(St2, [M | Ls]).
+
+%% @doc Merge `A' and `B' whose LCA is known to be `L' (a publish: `L' is the session's base,
+%% an ancestor of the public branch `A').
+-spec merge_with_lca(store(), commit(), commit(), commit()) ->
+          {ok, commit(), store()} | {conflict, term()}.
+merge_with_lca(St, L, A, B) ->
+    try
+        case {A, B} of
+            {L, _} -> {ok, B, St};
+            {_, L} -> {ok, A, St};
+            _ -> three_way(St, L, A, B)
+        end
+    catch throw:{conflict, _} = C -> C;
+          throw:{missing, K} -> {conflict, {missing, K}}
+    end.
+
+three_way(St0, L, A, B) ->
+    Nonce0 = nonce(St0),
+    St1 = set_nonce(St0, {merge, lists:sort([A, B])}),
+    case merge_trees(St1, tree_of(St1, L), tree_of(St1, A), tree_of(St1, B)) of
+        {ok, T, St2} ->
+            {C, St3} = commit(St2, [A, B], T),
+            {ok, C, set_nonce(St3, Nonce0)};
+        {conflict, _} = Conflict -> throw(Conflict)
+    end.
+
+%% @doc Three-way merge of trees, bucket by bucket and key by key; a key both sides changed
+%% merges with its type (see {@link hm_mrdt_map} for the rules on keys present on one side).
+-spec merge_trees(store(), hash() | empty, hash() | empty, hash() | empty) ->
+          {ok, hash() | empty, store()} | {conflict, term()}.
+merge_trees(St, _, T, T) -> {ok, T, St};
+merge_trees(St, L, L, B) -> {ok, B, St};
+merge_trees(St, L, A, L) -> {ok, A, St};
+merge_trees(St0, L, A, B) ->
+    try
+        {BL, BA, BB} = {buckets(St0, L), buckets(St0, A), buckets(St0, B)},
+        Changed = [Bk || Bk <- lists:usort(maps:keys(BA) ++ maps:keys(BB)),
+                         maps:get(Bk, BA, none) =/= maps:get(Bk, BB, none)],
+        {Entries, St} = lists:foldl(
+                          fun(Bk, {Acc, S}) ->
+                                  merge_leaves(S, leaf(S, maps:get(Bk, BL, none)),
+                                               leaf(S, maps:get(Bk, BA, none)),
+                                               leaf(S, maps:get(Bk, BB, none)), Acc)
+                          end, {#{}, St0}, Changed),
+        %% Entries are set over A: A's buckets the merge did not touch stay as they are.
+        {T, St1} = set_entries(St, A, Entries),
+        {ok, T, St1}
+    catch throw:{conflict, _} = C -> C
+    end.
+
+merge_leaves(St0, LL, LA, LB, Acc0) ->
+    Keys = lists:usort(maps:keys(LA) ++ maps:keys(LB)),
+    lists:foldl(
+      fun(K, {Acc, St}) ->
+              {E, St1} = merge_entry(St, K, maps:find(K, LL), maps:find(K, LA), maps:find(K, LB)),
+              {Acc#{K => E}, St1}
+      end, {Acc0, St0}, Keys).
+
+merge_entry(St, _, X, X, Y) -> {found(Y), St};
+merge_entry(St, _, X, Y, X) -> {found(Y), St};
+merge_entry(St, _, _, Y, Y) -> {found(Y), St};
+merge_entry(St, _, _, {ok, E}, error) -> {E, St};
+merge_entry(St, _, _, error, {ok, E}) -> {E, St};
+merge_entry(St, K, L, {ok, {T, HA}}, {ok, {T, HB}}) ->
+    LV = case L of
+             {ok, {T, HL}} -> blob(St, HL);
+             _ -> none
+         end,
+    case hm_mrdt:merge(T, LV, blob(St, HA), blob(St, HB)) of
+        {ok, V} ->
+            {H, St1} = put_blob(St, T, V),
+            {{T, H}, St1};
+        {conflict, R} -> throw({conflict, {K, R}})
+    end;
+merge_entry(_, K, _, {ok, {TA, _}}, {ok, {TB, _}}) ->
+    throw({conflict, {K, {type_mismatch, TA, TB}}}).
+
+found({ok, E}) -> E;
+found(error) -> none.
+
+%%% ------------------------------------------------------------------ reception
+
+%% @doc Whether a commit was fully received: the commit, its tree, leaves and blobs, the
+%% values they refer to, and its parents (unless a graft at least as high shows they were
+%% collected) are in the store. Older history arrived before it: blocks are written before
+%% the commits that name them, and EC tables deliver each node's writes in causal order.
+-spec complete(store(), hash()) -> true | {missing, key()}.
+complete(St, C) ->
+    try
+        {Ps, T, H} = case commit_info(St, C) of
+                         {ok, I} -> I;
+                         not_found -> throw({missing, {block, C}})
+                     end,
+        Collected = max_graft(St) >= H - 1 orelse get(St, {graft, C}) =/= not_found,
+        _ = [block(St, P) || P <- Ps, not Collected],
+        lists:foreach(fun({_, {_, B}}) ->
+                              {blob, Type, V, _} = block(St, B),
+                              lists:foreach(fun(R) -> present(St, {obj, R}) end,
+                                            hm_mrdt:refs(Type, V))
+                      end, entries(St, T)),
+        true
+    catch throw:{missing, K} -> {missing, K}
+    end.
+
+present(St, K) ->
+    case get(St, K) of
+        {ok, _} -> ok;
+        not_found -> throw({missing, K})
+    end.
+
+%% @doc The height of the highest graft in the store (-1 if none), as the caller set it
+%% ({@link set_max_graft/2}), or raised by this step's grafts.
+-spec max_graft(store()) -> integer().
+max_graft(#{max_graft := H}) -> H.
+
+%%% ------------------------------------------------------------------ collection
+
+%% @doc What history collection may delete, given the roots (every node's public branch and
+%% the bases of every open session) and the cache entries in the store. Finds the floor `B':
+%% the single maximal common ancestor of all roots, if every commit reachable from the roots
+%% without passing `B' is a descendant of `B'. Deletes `B''s strict ancestors, the cache
+%% entries naming one of them (and the merge commits only they named), and the trees, leaves
+%% and blobs only those reach. `graft' must be written before `delete'. Nothing when a root
+%% is missing or `none' (a node whose branch is empty may merge any commit next), or there
+%% is no such floor.
+-spec gc_plan(store(), [commit()], [{[hash()], hash()}]) -> gc_plan().
+gc_plan(St, Roots0, Cache) ->
+    Roots = lists:usort(Roots0),
+    None = #{floor => none, delete => [], graft => []},
+    %% a root `none' (a node with an empty branch) may merge any old commit next: keep all
+    case Roots =/= [] andalso not lists:member(none, Roots) andalso
+        lists:all(fun(R) -> commit_info(St, R) =/= not_found end, Roots) of
+        false -> None;
+        true ->
+            try plan(St, Roots, Cache, None)
+            catch throw:{missing, _} -> None
+            end
+    end.
+
+plan(St, Roots, Cache, None) ->
+    %% fast path: the lowest root is often the floor (a session's base, a lagging branch);
+    %% one walk down to its height decides
+    {_, Low} = lists:min([{element(3, element(2, commit_info(St, R))), R} || R <- Roots]),
+    plan_from(St, Low, Roots, Cache, None, 20).
+
+%% Try candidate B; a walk that escapes below it (a commit reaching older history, such as
+%% a publish on an old session base) proposes the lowest commit it escaped to.
+plan_from(St, B, Roots, Cache, None, Tries) ->
+    case above(St, B, Roots) of
+        {ok, Above} -> plan_below(St, B, Above, Cache, None);
+        {escaped, X} when Tries > 0, X =/= B -> plan_from(St, X, Roots, Cache, None, Tries - 1);
+        _ when length(Roots) =< 8 -> plan_general(St, Roots, Cache, None);
+        _ -> None
+    end.
+
+plan_general(St, Roots, Cache, None) ->
+    case maximal(common([ancestors(St, [R], none) || R <- Roots])) of
+        [B] ->
+            Above = ancestors(St, Roots, B),
+            Below = maps:remove(B, ancestors(St, [B], none)),
+            case lists:any(fun(C) -> is_map_key(C, Below) end, maps:keys(Above)) of
+                true -> None;
+                false -> plan_below(St, B, Above, Cache, None)
+            end;
+        _ -> None
+    end.
+
+plan_below(St, B, Above, Cache, None) ->
+    Below = maps:remove(B, ancestors(St, [B], none)),
+    case map_size(Below) of
+        0 -> None;
+        _ -> plan(St, B, Above, Below, Cache)
+    end.
+
+%% {ok, commits reachable from Roots down to B} if every path from every root reaches B
+%% (B is a common ancestor that every reachable commit is comparable with); else
+%% {escaped, X}, X the lowest commit a path reached instead (not above B), or false.
+above(St, B, Roots) ->
+    {ok, {_, _, HB}} = commit_info(St, B),
+    above(St, B, HB, Roots, #{}, none).
+
+above(_, _, _, [], Acc, none) -> {ok, Acc};
+above(_, _, _, [], _, {_, X}) -> {escaped, X};
+above(St, B, HB, [B | Cs], Acc, Esc) -> above(St, B, HB, Cs, Acc#{B => []}, Esc);
+above(St, B, HB, [C | Cs], Acc, Esc) when is_map_key(C, Acc) -> above(St, B, HB, Cs, Acc, Esc);
+above(St, B, HB, [C | Cs], Acc, Esc) ->
+    case commit_info(St, C) of
+        {ok, {Ps0, _, H}} when H > HB ->
+            case parents(St, C, Ps0) of
+                [] -> false;                     % a root of history (or a graft) not above B
+                Ps -> above(St, B, HB, Ps ++ Cs, Acc#{C => Ps}, Esc)
+            end;
+        {ok, {_, _, H}} when Esc =:= none -> above(St, B, HB, Cs, Acc#{C => []}, {H, C});
+        {ok, {_, _, H}} -> above(St, B, HB, Cs, Acc#{C => []}, min(Esc, {H, C}));
+        not_found -> false
+    end.
+
+plan(St, B, Above, Below, Cache) ->
+    {DropCache, KeepCache} = lists:partition(
+                               fun({Ls, _}) -> lists:any(fun(L) -> is_map_key(L, Below) end, Ls) end,
+                               Cache),
+    Kept = maps:merge(Above, maps:from_list([{V, true} || {_, V} <- KeepCache])),
+    DeadCommits = lists:usort(maps:keys(Below) ++
+                                  [V || {_, V} <- DropCache, not is_map_key(V, Kept),
+                                        commit_info(St, V) =/= not_found]),
+    %% A kept commit's tree holds blocks created with it (new names) or taken from its
+    %% parents' trees, and every path down from a kept commit passes B: so the only old
+    %% blocks a kept commit can share with the deleted ones are those of B's tree.
+    Live = reach_blocks(St, [B]),
+    Dead = reach_blocks(St, DeadCommits),
+    Blocks = [{block, H} || H <- maps:keys(Dead), not is_map_key(H, Live),
+                            not lists:member(H, DeadCommits)],
+    {_, _, HB} = element(2, commit_info(St, B)),
+    Grafts = [{graft, C} || C <- DeadCommits, get(St, {graft, C}) =/= not_found],
+    #{floor => B,
+      graft => [{{graft, B}, HB}],
+      delete => [{cache, Ls} || {Ls, _} <- DropCache] ++ [{block, C} || C <- DeadCommits]
+          ++ Blocks ++ Grafts}.
+
+%% Trees, leaves and blobs of the commits (not the commits themselves).
+reach_blocks(St, Commits) ->
+    lists:foldl(fun(C, Acc) ->
+                        case commit_info(St, C) of
+                            {ok, {_, T, _}} -> reach_tree(St, T, Acc);
+                            not_found -> Acc
+                        end
+                end, #{}, Commits).
+
+reach_tree(_, empty, Acc) -> Acc;
+reach_tree(_, T, Acc) when is_map_key(T, Acc) -> Acc;
+reach_tree(St, T, Acc) ->
+    case get(St, {block, T}) of
+        {ok, {tree, Bs, _}} ->
+            maps:fold(fun(_, L, A) -> reach_leaf(St, L, A) end, Acc#{T => true}, Bs);
+        _ -> Acc
+    end.
+
+reach_leaf(_, L, Acc) when is_map_key(L, Acc) -> Acc;
+reach_leaf(St, L, Acc) ->
+    case get(St, {block, L}) of
+        {ok, {leaf, Es, _}} ->
+            maps:fold(fun(_, {_, B}, A) -> A#{B => true} end, Acc#{L => true}, Es);
+        _ -> Acc
+    end.

@@ -1,0 +1,156 @@
+%% @doc One node's part of a repository, as pure functions: its public branch, the bases of
+%% the sessions open on it, publish into the public branch, the remote refresh that merges
+%% the other nodes' public branches, and history collection. After "Banyan:
+%% Coordination-free Distributed Transactions over Mergeable Types", sections 3 (publish and
+%% refresh), 4.2 (a public branch per replica, updated only by its replica; branches not fully
+%% received are skipped) and 4.4 (which commits collection must keep).
+%%
+%% The node's state is written to the store as its branch record,
+%% `{branch, Node} => {Head, Height, Bases}': only this node writes it, so it needs no
+%% coordination; `Bases' are the commits its open sessions are based on.
+%%
+%% Invariants: the head only moves to a descendant of itself (a merge of it, or a
+%% fast-forward), so every session base is an ancestor of the head; a remote head is merged
+%% only once fully received ({@link hm_mrdt_history:complete/2}); a remote head no higher than
+%% a graft is already part of the head and is not merged again.
+-module(hm_mrdt_node).
+
+-export([new/2, head/1, bases/1, open/3, close/2, publish/4, publish_many/3, remote_refresh/3,
+         record/2, gc/5, max_graft/2]).
+-export_type([state/0, record/0]).
+
+-opaque state() :: #{node := term(), head := hm_mrdt_history:commit(),
+                     sessions := #{term() => hm_mrdt_history:commit()},
+                     merged := #{term() => hm_mrdt_history:commit()}}.
+-type record() :: {hm_mrdt_history:commit(), integer(), [hm_mrdt_history:hash()]}.
+
+%% @doc Node `Node' whose public branch is at `Head'.
+-spec new(term(), hm_mrdt_history:commit()) -> state().
+new(Node, Head) -> #{node => Node, head => Head, sessions => #{}, merged => #{}}.
+
+-spec head(state()) -> hm_mrdt_history:commit().
+head(#{head := H}) -> H.
+
+%% @doc The bases of the open sessions.
+-spec bases(state()) -> [hm_mrdt_history:hash()].
+bases(#{sessions := Ss}) -> lists:usort([B || B <- maps:values(Ss), B =/= none]).
+
+%% @doc A session `Id' is (now) based on `Base'.
+-spec open(state(), term(), hm_mrdt_history:commit()) -> state().
+open(N = #{sessions := Ss}, Id, Base) -> N#{sessions := Ss#{Id => Base}}.
+
+%% @doc Session `Id' closed.
+-spec close(state(), term()) -> state().
+close(N = #{sessions := Ss}, Id) -> N#{sessions := maps:remove(Id, Ss)}.
+
+%% @doc Publish: merge a session's squashed commit `C' (on `Base') into the public branch;
+%% the LCA is `Base'. Returns the new head; the session is then based on it.
+-spec publish(state(), hm_mrdt_history:store(), term(), hm_mrdt_history:hash()) ->
+          {ok, state(), hm_mrdt_history:store()} | {conflict, term()}.
+publish(N = #{head := H, sessions := Ss}, St, Id, C) ->
+    Base = maps:get(Id, Ss, none),
+    case hm_mrdt_history:merge_with_lca(St, Base, H, C) of
+        {ok, M, St1} -> {ok, N#{head := M, sessions := Ss#{Id => M}}, St1};
+        {conflict, _} = Conflict -> Conflict
+    end.
+
+%% @doc Publish several sessions' commits at once (group commit): each squashed commit `C_i'
+%% on base `B_i' is merged into the tree so far with `B_i''s tree as the LCA (every base is an
+%% ancestor of the head), and one commit with the head and every `C_i' as parents becomes the
+%% new head (a single commit on the head is a fast-forward). A commit whose merge conflicts is
+%% left out and reported. Every session published is then based on the new head.
+-spec publish_many(state(), hm_mrdt_history:store(), [{term(), hm_mrdt_history:hash()}]) ->
+          {state(), hm_mrdt_history:store(), [{term(), ok | {conflict, term()}}]}.
+publish_many(N, St, [{Id, C}]) ->
+    case publish(N, St, Id, C) of
+        {ok, N1, St1} -> {N1, St1, [{Id, ok}]};
+        {conflict, _} = Conflict -> {N, St, [{Id, Conflict}]}
+    end;
+publish_many(N = #{head := H, sessions := Ss}, St0, Commits) ->
+    Nonce = hm_mrdt_history:nonce(St0),
+    St1 = hm_mrdt_history:set_nonce(St0, {group, H, [C || {_, C} <- Commits]}),
+    {Tree, Parents, St2, Results} =
+        lists:foldl(
+          fun({Id, C}, {T, Ps, St, Rs}) ->
+                  L = hm_mrdt_history:tree_of(St, maps:get(Id, Ss, none)),
+                  case hm_mrdt_history:merge_trees(St, L, T, hm_mrdt_history:tree_of(St, C)) of
+                      {ok, T1, StM} -> {T1, [C | Ps], StM, [{Id, ok} | Rs]};
+                      {conflict, _} = Conflict -> {T, Ps, St, [{Id, Conflict} | Rs]}
+                  end
+          end, {hm_mrdt_history:tree_of(St1, H), [], St1, []}, Commits),
+    case Parents of
+        [] -> {N, St0, lists:reverse(Results)};
+        _ ->
+            {M, St3} = hm_mrdt_history:commit(St2, [P || P <- [H | Parents], P =/= none], Tree),
+            Ss1 = lists:foldl(fun({Id, ok}, Acc) -> Acc#{Id => M};
+                                 (_, Acc) -> Acc
+                              end, Ss, Results),
+            {N#{head := M, sessions := Ss1}, hm_mrdt_history:set_nonce(St3, Nonce),
+             lists:reverse(Results)}
+    end.
+
+%% @doc Remote refresh: merge into the head every other node's head (`Records': node to
+%% branch record) that is new, fully received and not already included. Returns the state,
+%% the store and the nodes skipped with the reason (`{missing, Key}' or `{conflict, R}').
+-spec remote_refresh(state(), hm_mrdt_history:store(), #{term() => record()}) ->
+          {state(), hm_mrdt_history:store(), [{term(), term()}]}.
+remote_refresh(N0 = #{node := Me}, St0, Records) ->
+    MaxGraft = hm_mrdt_history:max_graft(St0),
+    lists:foldl(
+      fun({Node, _}, Acc) when Node =:= Me -> Acc;
+         ({_, {none, _, _}}, Acc) -> Acc;
+         ({Node, {RH, RHeight, _}}, {N = #{head := H, merged := Mg}, St, Skipped}) ->
+              case maps:get(Node, Mg, none) of
+                  RH -> {N, St, Skipped};
+                  _ when RHeight >= 0, RHeight =< MaxGraft, RH =/= H ->
+                      {N#{merged := Mg#{Node => RH}}, St, Skipped};
+                  _ ->
+                      case hm_mrdt_history:complete(St, RH) of
+                          true ->
+                              case hm_mrdt_history:merge_commits(St, H, RH) of
+                                  {ok, M, St1} ->
+                                      {N#{head := M, merged := Mg#{Node => RH}}, St1, Skipped};
+                                  {conflict, R} -> {N, St, [{Node, {conflict, R}} | Skipped]}
+                              end;
+                          Missing -> {N, St, [{Node, Missing} | Skipped]}
+                      end
+              end
+      end, {N0, St0, []}, lists:sort(maps:to_list(Records))).
+
+%% @doc The node's branch record.
+-spec record(state(), hm_mrdt_history:store()) -> record().
+record(N = #{head := H}, St) ->
+    Height = case H of
+                 none -> -1;
+                 _ -> case hm_mrdt_history:commit_info(St, H) of
+                          {ok, {_, _, Ht}} -> Ht;
+                          not_found -> -1
+                      end
+             end,
+    {H, Height, bases(N)}.
+
+%% @doc History collection from this node's view: the roots are every node's head and
+%% session bases (`Records', which must hold a record of each of `Nodes', this node's
+%% included); `not_ready' when one is missing.
+%% The plan's grafts include `{floor, Node} => Height', the height of this node's latest
+%% floor: {@link max_graft/2} reads these keys instead of scanning the grafts.
+-spec gc(state(), hm_mrdt_history:store(), [term()], #{term() => record()},
+         [{[hm_mrdt_history:hash()], hm_mrdt_history:hash()}]) ->
+          hm_mrdt_history:gc_plan() | not_ready.
+gc(#{node := Me}, St, Nodes, Records, Cache) ->
+    case lists:all(fun(Nd) -> is_map_key(Nd, Records) end, Nodes) of
+        false -> not_ready;
+        true ->
+            Roots = lists:append([[H | Bs] || {H, _, Bs} <- maps:values(Records)]),
+            case hm_mrdt_history:gc_plan(St, Roots, Cache) of
+                Plan = #{graft := [{_, HB}]} ->
+                    Plan#{graft := maps:get(graft, Plan) ++ [{{floor, Me}, HB}]};
+                Plan -> Plan
+            end
+    end.
+
+%% @doc The height of the highest floor any of `Nodes' collected up to (-1 if none), from
+%% their `{floor, Node}' keys read with `Fetch'.
+-spec max_graft(fun((term()) -> {ok, term()} | not_found), [term()]) -> integer().
+max_graft(Fetch, Nodes) ->
+    lists:max([-1 | [H || Nd <- Nodes, {ok, H} <- [Fetch({floor, Nd})]]]).

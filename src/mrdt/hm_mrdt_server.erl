@@ -1,0 +1,184 @@
+%% @doc One repository on one node: the thin process that holds {@link hm_mrdt_node}'s state
+%% (the public branch and the bases of the sessions open here) and carries out its effects on
+%% the repository's EC table ({@link hm_mrdt_store}). After "Banyan: Coordination-free
+%% Distributed Transactions over Mergeable Types", sections 3 and 4.2: it is the node-local
+%% lock of the public branch (its mailbox orders publishes, refreshes and collections; no
+%% other node takes part), and it pulls the other nodes' public branches periodically (remote
+%% refresh) as well as on every session refresh and connect. Publishes waiting in its mailbox
+%% are merged together into one commit of the public branch (group commit,
+%% {@link hm_mrdt_node:publish_many/3}).
+%%
+%% Every `interval' milliseconds (application environment `mrdt_interval_ms', default 1000)
+%% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/4}). A
+%% session whose process dies is closed. After a restart the public branch is read back from
+%% the node's branch record; the sessions of before are gone, so the record is rewritten
+%% without their bases. It stops when the repository's table is deleted.
+-module(hm_mrdt_server).
+-behaviour(gen_server).
+
+-export([start_link/1, name/1, connect/2, publish/3, refresh/2, rebased/3, close/2, gc/1,
+         info/1]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+-define(WAIT_MS, 30000).
+
+%% @doc Start the server of `Repo' (by {@link hm_mrdt_sup}).
+-spec start_link(atom()) -> {ok, pid()} | {error, term()}.
+start_link(Repo) -> gen_server:start_link({local, name(Repo)}, ?MODULE, Repo, []).
+
+%% @doc The registered name of the server of `Repo'.
+-spec name(atom()) -> atom().
+name(Repo) -> list_to_atom("hm_mrdt_server_" ++ atom_to_list(Repo)).
+
+%% @doc Open a session for process `Owner': a remote refresh, then the session's id and base.
+-spec connect(pid(), pid()) -> {ok, reference(), hm_mrdt_history:commit()}.
+connect(Server, Owner) -> gen_server:call(Server, {connect, Owner}, infinity).
+
+%% @doc Merge session `Id''s commit `C' (its blocks already written) into the public branch.
+-spec publish(pid(), reference(), hm_mrdt_history:hash()) ->
+          {ok, hm_mrdt_history:commit()} | {conflict, term()}.
+publish(Server, Id, C) -> gen_server:call(Server, {publish, Id, C}, infinity).
+
+%% @doc Remote refresh; returns the public branch's head.
+-spec refresh(pid(), reference()) -> {ok, hm_mrdt_history:commit()}.
+refresh(Server, Id) -> gen_server:call(Server, {refresh, Id}, infinity).
+
+%% @doc Session `Id' is now based on `Base'.
+-spec rebased(pid(), reference(), hm_mrdt_history:commit()) -> ok.
+rebased(Server, Id, Base) -> gen_server:call(Server, {rebased, Id, Base}, infinity).
+
+%% @doc Session `Id' is closed.
+-spec close(pid(), reference()) -> ok.
+close(Server, Id) -> gen_server:call(Server, {close, Id}, infinity).
+
+waiting_publishes() ->
+    receive {'$gen_call', From, {publish, Id, C}} -> [{From, Id, C} | waiting_publishes()]
+    after 0 -> []
+    end.
+
+%% @doc Run a remote refresh and history collection now; returns what collection deleted.
+-spec gc(pid()) -> #{deleted := non_neg_integer(), floor := hm_mrdt_history:hash() | none} |
+          not_ready.
+gc(Server) -> gen_server:call(Server, gc, infinity).
+
+%% @doc The public branch's head, the open sessions, and the table's size on this node.
+-spec info(pid()) -> map().
+info(Server) -> gen_server:call(Server, info, infinity).
+
+%%% ------------------------------------------------------------------ callbacks
+
+-spec init(atom()) -> {ok, map()} | ignore.
+init(Repo) ->
+    Tab = hm_mrdt_store:table(Repo),
+    case hm_mrdt_store:exists(Repo) andalso mnesia:wait_for_tables([Tab], ?WAIT_MS) of
+        ok -> init(Repo, Tab);
+        _ -> ignore
+    end.
+
+init(Repo, Tab) ->
+    Head = case (hm_mrdt_store:fetch(Tab))({branch, node()}) of
+               {ok, {H, _, _}} -> H;
+               not_found -> none
+           end,
+    Interval = application:get_env(hypermnesia, mrdt_interval_ms, 1000),
+    S = #{repo => Repo, tab => Tab, node => hm_mrdt_node:new(node(), Head), written => none,
+          monitors => #{}, interval => Interval, skipped => []},
+    _ = erlang:send_after(Interval, self(), tick),
+    {ok, save(S, [])}.
+
+-spec handle_call(term(), {pid(), term()}, map()) -> {reply, term(), map()} |
+          {noreply, map()}.
+handle_call({connect, Owner}, _, S0) ->
+    S = #{node := N, monitors := Ms} = remote_refresh(S0),
+    Id = make_ref(),
+    MRef = monitor(process, Owner),
+    Head = hm_mrdt_node:head(N),
+    {reply, {ok, Id, Head},
+     save(S#{node := hm_mrdt_node:open(N, Id, Head), monitors := Ms#{MRef => Id}}, [])};
+handle_call({publish, Id, C}, From, S = #{node := N, tab := Tab}) ->
+    %% group commit: every publish already waiting is merged with this one, in one commit
+    Batch = [{From, Id, C} | waiting_publishes()],
+    {N1, St, Results} = hm_mrdt_node:publish_many(N, hm_mrdt_store:reader(Tab),
+                                                  [{I, Cm} || {_, I, Cm} <- Batch]),
+    S1 = save(S#{node := N1}, St),
+    Head = hm_mrdt_node:head(N1),
+    [gen_server:reply(F, case R of ok -> {ok, Head}; Conflict -> Conflict end)
+     || {{F, _, _}, {_, R}} <- lists:zip(Batch, Results)],
+    {noreply, S1};
+handle_call({refresh, _Id}, _, S0) ->
+    S = #{node := N} = remote_refresh(S0),
+    {reply, {ok, hm_mrdt_node:head(N)}, S};
+handle_call({rebased, Id, Base}, _, S = #{node := N}) ->
+    {reply, ok, save(S#{node := hm_mrdt_node:open(N, Id, Base)}, [])};
+handle_call({close, Id}, _, S) ->
+    {reply, ok, close_session(S, Id)};
+handle_call(gc, _, S0) ->
+    {Result, S} = collect(remote_refresh(S0)),
+    {reply, Result, S};
+handle_call(info, _, S = #{node := N, tab := Tab, monitors := Ms, skipped := Sk}) ->
+    St = hm_mrdt_store:store(Tab, repo_nodes(S)),
+    {_, Height, _} = hm_mrdt_node:record(N, St),
+    {reply, #{head => hm_mrdt_node:head(N), height => Height, sessions => map_size(Ms),
+              floor_height => hm_mrdt_history:max_graft(St),
+              bases => hm_mrdt_node:bases(N), skipped => Sk,
+              table => hm_mrdt_store:size(Tab)}, S}.
+
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast(_, S) -> {noreply, S}.
+
+-spec handle_info(term(), map()) -> {noreply, map()} | {stop, normal, map()}.
+handle_info(tick, S0 = #{interval := I, repo := Repo}) ->
+    case hm_mrdt_store:exists(Repo) of
+        true ->
+            {_, S} = collect(remote_refresh(S0)),
+            _ = erlang:send_after(I, self(), tick),
+            {noreply, S};
+        false -> {stop, normal, S0}          % the repository was deleted
+    end;
+handle_info({'DOWN', MRef, process, _, _}, S = #{monitors := Ms}) ->
+    case maps:take(MRef, Ms) of
+        {Id, Ms1} -> {noreply, close_session(S#{monitors := Ms1}, Id)};
+        error -> {noreply, S}
+    end;
+handle_info(_, S) -> {noreply, S}.
+
+%%% ------------------------------------------------------------------ internals
+
+repo_nodes(#{repo := Repo}) -> hm_mrdt_store:nodes(Repo).
+
+close_session(S = #{node := N, monitors := Ms}, Id) ->
+    Ms1 = maps:filter(fun(MRef, I) when I =:= Id -> demonitor(MRef, [flush]), false;
+                         (_, _) -> true
+                      end, Ms),
+    save(S#{node := hm_mrdt_node:close(N, Id), monitors := Ms1}, []).
+
+remote_refresh(S = #{tab := Tab, node := N}) ->
+    Nodes = repo_nodes(S),
+    {N1, St, Skipped} = hm_mrdt_node:remote_refresh(N, hm_mrdt_store:store(Tab, Nodes),
+                                                    hm_mrdt_store:records(Tab, Nodes)),
+    save(S#{node := N1, skipped := Skipped}, St).
+
+%% Write the step's blocks, then this node's branch record if it changed.
+save(S = #{tab := Tab, node := N, written := Old}, St) ->
+    Puts = case St of
+               [] -> [];
+               _ -> hm_mrdt_history:writes(St)
+           end,
+    ok = hm_mrdt_store:write(Tab, Puts, []),
+    %% the record names the head's height: computed once the head's commit is written
+    case hm_mrdt_node:record(N, hm_mrdt_store:reader(Tab)) of
+        Old -> S;
+        Record -> ok = hm_mrdt_store:write(Tab, [{{branch, node()}, Record}], []),
+                  S#{written := Record}
+    end.
+
+collect(S = #{tab := Tab, node := N}) ->
+    Nodes = repo_nodes(S),
+    St = hm_mrdt_store:store(Tab, Nodes),
+    Records = (hm_mrdt_store:records(Tab, Nodes))#{node() => hm_mrdt_node:record(N, St)},
+    case hm_mrdt_node:gc(N, St, Nodes, Records, hm_mrdt_store:cache(Tab)) of
+        not_ready -> {not_ready, S};
+        #{floor := Floor, graft := G, delete := D} ->
+            ok = hm_mrdt_store:write(Tab, G, D),
+            {#{deleted => length(D), floor => Floor}, S}
+    end.

@@ -1,0 +1,94 @@
+%% @doc Where a repository's history lives at run time: one EC table (`pawset', add-wins) per
+%% repository, with a copy on each of the repository's nodes (after "Banyan:
+%% Coordination-free Distributed Transactions over Mergeable Types", section 4.2, where the
+%% block and tag stores are tables of an eventually consistent store). Records are
+%% `{Tab, Key, Value}' with the keys of {@link hm_mrdt_history} plus `{branch, Node}'.
+%%
+%% Blocks are immutable and content-addressed, so concurrent writes of one key always carry
+%% the same value and add-wins is exactly right: a block is deleted only by history
+%% collection, after no root needs it. Branch records have one writer each (their node).
+%% Reads are local (the node's copy); writes go through the EC access module, so they return
+%% once applied locally and reach the other copies by causal broadcast, in the order written.
+-module(hm_mrdt_store).
+
+-export([table/1, create/2, exists/1, nodes/1, fetch/1, store/2, reader/1, write/3, records/2,
+         cache/1, size/1]).
+
+%% @doc The EC table of repository `Repo'.
+-spec table(atom()) -> atom().
+table(Repo) -> list_to_atom("hm_mrdt_" ++ atom_to_list(Repo)).
+
+%% @doc Create the table of `Repo' with copies of `Storage' (`ram_copies' or
+%% `disc_copies') on `Nodes'.
+-spec create(atom(), #{nodes := [node()], storage := ram_copies | disc_copies}) ->
+          ok | {error, term()}.
+create(Repo, #{nodes := Nodes, storage := Storage}) ->
+    case hm_ec_registry:create_table(table(Repo), [{type, pawset}, {attributes, [key, value]},
+                                                   {Storage, Nodes}]) of
+        {atomic, ok} -> ok;
+        {aborted, {already_exists, _}} -> {error, {already_exists, Repo}};
+        {aborted, R} -> {error, R}
+    end.
+
+%% @doc Whether `Repo' has a table, with a copy on this node.
+-spec exists(atom()) -> boolean().
+exists(Repo) ->
+    try lists:member(table(Repo), mnesia:system_info(local_tables))
+    catch exit:_ -> false
+    end.
+
+%% @doc The nodes holding a copy of `Repo'.
+-spec nodes(atom()) -> [node()].
+nodes(Repo) ->
+    Tab = table(Repo),
+    lists:usort(mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies)).
+
+%% @doc A read-only view of the local copy.
+-spec fetch(atom()) -> fun((term()) -> {ok, term()} | not_found).
+fetch(Tab) ->
+    fun(K) ->
+            case mnesia:dirty_read(Tab, K) of
+                [{_, _, V} | _] -> {ok, V};
+                [] -> not_found
+            end
+    end.
+
+%% @doc A {@link hm_mrdt_history:store()} over the local copy of `Tab', knowing the highest
+%% floor collected by any of `Nodes'.
+-spec store(atom(), [node()]) -> hm_mrdt_history:store().
+store(Tab, Nodes) ->
+    Fetch = fetch(Tab),
+    hm_mrdt_history:set_max_graft(hm_mrdt_history:store(Fetch),
+                                  hm_mrdt_node:max_graft(Fetch, Nodes)).
+
+%% @doc A {@link hm_mrdt_history:store()} over the local copy of `Tab', for reads and new
+%% blocks (no floor).
+-spec reader(atom()) -> hm_mrdt_history:store().
+reader(Tab) -> hm_mrdt_history:store(fetch(Tab)).
+
+%% @doc Write `Puts' in order, then delete `Deletes', as EC operations.
+-spec write(atom(), [{term(), term()}], [term()]) -> ok.
+write(_, [], []) -> ok;
+write(Tab, Puts, Deletes) ->
+    mnesia:activity(async_dirty,
+                    fun() ->
+                            [ok = mnesia:write({Tab, K, V}) || {K, V} <- Puts],
+                            [ok = mnesia:delete({Tab, K}) || K <- Deletes],
+                            ok
+                    end, [], hm_ec_access).
+
+%% @doc The branch records of `Nodes' in the local copy: node to record.
+-spec records(atom(), [node()]) -> #{node() => hm_mrdt_node:record()}.
+records(Tab, Nodes) ->
+    Fetch = fetch(Tab),
+    maps:from_list([{Nd, R} || Nd <- Nodes, {ok, R} <- [Fetch({branch, Nd})]]).
+
+%% @doc Every cache entry in the local copy.
+-spec cache(atom()) -> [{[hm_mrdt:hash()], hm_mrdt:hash()}].
+cache(Tab) ->
+    mnesia:dirty_select(Tab, [{{'_', {cache, '$1'}, '$2'}, [], [{{'$1', '$2'}}]}]).
+
+%% @doc Records and words of memory of the local copy.
+-spec size(atom()) -> #{records := non_neg_integer(), words := non_neg_integer()}.
+size(Tab) ->
+    #{records => mnesia:table_info(Tab, size), words => mnesia:table_info(Tab, memory)}.

@@ -1,0 +1,133 @@
+%% @doc Unit tests of the history layer and the types (after "Banyan: Coordination-free
+%% Distributed Transactions over Mergeable Types"): the recursive merge of section 4.3
+%% (Fig. 6) with its cache, the build cache of section 2 (Fig. 2), the linked log of section
+%% 5.3, history collection (section 4.4) and the fully-received check (section 4.2).
+-module(hm_mrdt_history_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(hm_mrdt_prop, [map_store/1, apply_writes/2, apply_plan/2, value/3]).
+
+commit(Map, Base, Writes, Nonce) ->
+    St0 = hm_mrdt_history:set_nonce(map_store(Map), Nonce),
+    {T, St1} = hm_mrdt_history:write_tree(St0, hm_mrdt_history:tree_of(St0, Base), Writes),
+    {C, St2} = hm_mrdt_history:commit(St1, [B || B <- [Base], B =/= none], T),
+    {apply_writes(Map, St2), C}.
+
+merge(Map, A, B) ->
+    {ok, M, St} = hm_mrdt_history:merge_commits(map_store(Map), A, B),
+    {apply_writes(Map, St), M}.
+
+incr(Map, C, N) ->
+    Old = case value(Map, C, x) of none -> 0; V -> V end,
+    commit(Map, C, #{x => {hm_mrdt_counter, Old + N}}, make_ref()).
+
+%% Fig. 6 and section 4.3: A and B increment by 4 and 5; A merges B; B increments by 5 and
+%% merges A's older commit (a criss-cross: two LCAs, 4 and 5, merged recursively into 9, which
+%% is cached); A increments by 3; merging A and B gives 4 + 5 + 5 + 3.
+criss_cross_test() ->
+    {M1, A1} = incr(#{}, none, 4),
+    {M2, B1} = incr(M1, none, 5),
+    {M3, A2} = merge(M2, A1, B1),
+    ?assertEqual(9, value(M3, A2, x)),
+    {M4, B2} = incr(M3, B1, 5),
+    {M5, B3} = merge(M4, B2, A1),
+    ?assertEqual(14, value(M5, B3, x)),
+    {M6, A3} = incr(M5, A2, 3),
+    ?assertEqual(lists:sort([A1, B1]), lists:sort(hm_mrdt_history:lcas(map_store(M6), A3, B3))),
+    {M7, AB} = merge(M6, A3, B3),
+    {M8, BA} = merge(M7, B3, A3),
+    ?assertEqual(17, value(M8, AB, x)),
+    ?assertEqual(AB, BA),                    % the same merge makes the same commit
+    ?assertEqual(A2, maps:get({cache, lists:sort([A1, B1])}, M8)),
+    ?assertEqual([A3], hm_mrdt_history:lcas(map_store(M8), AB, A3)).
+
+lcas_test() ->
+    {M1, A} = incr(#{}, none, 1),
+    {M2, B} = incr(M1, A, 1),
+    {M3, C} = incr(M2, A, 2),
+    St = map_store(M3),
+    ?assertEqual([A], hm_mrdt_history:lcas(St, B, C)),
+    ?assertEqual([A], hm_mrdt_history:lcas(St, A, C)),
+    ?assert(hm_mrdt_history:is_ancestor(St, A, B)),
+    ?assertNot(hm_mrdt_history:is_ancestor(St, B, C)),
+    {M4, D} = incr(#{}, none, 1),
+    ?assertEqual([], hm_mrdt_history:lcas(map_store(maps:merge(M3, M4)), B, D)).
+
+%% Fig. 2: hits since the LCA add up.
+build_cache_test() ->
+    T = hm_mrdt_build_cache,
+    Bin = <<"cmx">>,
+    {M1, V1} = commit(#{}, none, #{stats => {T, {stats, 10, 10, 3}}, lib => {T, {artefact, Bin}}}, a),
+    {M2, V3} = commit(M1, V1, #{stats => {T, {stats, 10, 20, 7}}}, b),
+    {M3, V4} = commit(M2, V1, #{stats => {T, {stats, 10, 15, 5}}}, c),
+    {M4, V5} = merge(M3, V3, V4),
+    ?assertEqual({stats, 10, 20, 9}, value(M4, V5, stats)),
+    ?assertEqual({artefact, Bin}, value(M4, V5, lib)),
+    {M5, W} = commit(M4, V1, #{lib => {T, {artefact, <<"other">>}}}, d),
+    {M6, W2} = commit(M5, V1, #{lib => {T, {artefact, <<"third">>}}}, e),
+    ?assertMatch({conflict, {lib, {different_artefacts, _, _}}},
+                 hm_mrdt_history:merge_commits(map_store(M6), W, W2)).
+
+linked_log_test() ->
+    L = hm_mrdt_linked_log,
+    {M1, C1} = commit(#{}, none, #{log => {L, L:update(none, {1, a})}}, a),
+    Append = fun(M, C, E, N) ->
+                     commit(M, C, #{log => {L, L:update(value(M, C, log), E)}}, N)
+             end,
+    {M2, A} = Append(M1, C1, {2, b}, b),
+    {M3, B} = Append(M2, C1, {3, c}, c),
+    {M4, AB} = merge(M3, A, B),
+    St = map_store(M4),
+    Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
+    ?assertEqual([{3, c}, {2, b}, {1, a}], L:read(value(M4, AB, log), Fetch)),
+    ?assertMatch({merge, [_, _]}, value(M4, AB, log)).
+
+%% Collection keeps what the roots need, deletes the rest, and the roots read the same.
+gc_test() ->
+    {M, Head} = lists:foldl(fun(I, {Mp, C}) -> incr(Mp, C, I) end, {#{}, none}, lists:seq(1, 20)),
+    {M1, Side} = incr(M, Head, 100),
+    Plan = #{floor := Floor} = hm_mrdt_history:gc_plan(map_store(M1), [Head, Side], []),
+    ?assertEqual(Head, Floor),
+    M2 = apply_plan(M1, Plan),
+    ?assert(map_size(M2) < map_size(M1) div 4),
+    ?assertEqual(210, value(M2, Head, x)),
+    {M3, Merged} = merge(M2, Head, Side),
+    ?assertEqual(310, value(M3, Merged, x)),
+    %% a commit below the floor reads as already merged: no floor above it
+    ?assertEqual(20, hm_mrdt_history:max_graft(map_store(M2)) + 1),
+    %% nothing to collect twice
+    ?assertMatch(#{delete := []}, hm_mrdt_history:gc_plan(map_store(M2), [Head, Side], [])).
+
+%% Two roots that share no history: nothing to collect.
+gc_disjoint_test() ->
+    {M1, A} = incr(#{}, none, 1),
+    {M2, B} = incr(M1, none, 2),
+    ?assertMatch(#{floor := none, delete := []},
+                 hm_mrdt_history:gc_plan(map_store(M2), [A, B], [])).
+
+complete_test() ->
+    {M1, A} = incr(#{}, none, 1),
+    {M2, B} = incr(M1, A, 2),
+    ?assert(hm_mrdt_history:complete(map_store(M2), B)),
+    {ok, {_, T, _}} = hm_mrdt_history:commit_info(map_store(M2), B),
+    ?assertEqual({missing, {block, T}}, hm_mrdt_history:complete(map_store(maps:remove({block, T}, M2)), B)),
+    ?assertEqual({missing, {block, A}}, hm_mrdt_history:complete(map_store(maps:remove({block, A}, M2)), B)).
+
+types_errors_test() ->
+    ?assertMatch({conflict, {merge_failed, hm_mrdt_counter, _}},
+                 hm_mrdt:merge(hm_mrdt_counter, 1, a, 2)),
+    ?assertEqual({ok, 3}, hm_mrdt_counter:merge(none, 1, 2)),
+    ?assertEqual({ok, [2, 3]}, hm_mrdt_set:merge([1, 2], [2], [1, 2, 3])),
+    ?assertEqual({ok, [c, d, e]}, hm_mrdt_queue:merge([a, b, c], [b, c, d], [c, e])),
+    ?assertEqual({ok, [{3, x}, {2, y}, {1, z}]},
+                 hm_mrdt_blob_log:merge([{1, z}], [{2, y}, {1, z}], [{3, x}, {1, z}])),
+    ?assertEqual({conflict, not_an_extension}, hm_mrdt_blob_log:merge([a], [b], [a])),
+    ?assertEqual({ok, #{k => {hm_mrdt_counter, 5}}},
+                 hm_mrdt_map:merge(#{k => {hm_mrdt_counter, 1}}, #{k => {hm_mrdt_counter, 3}},
+                                   #{k => {hm_mrdt_counter, 3}, j => {hm_mrdt_set, []}} )
+                 =:= {ok, #{k => {hm_mrdt_counter, 5}}} orelse
+                 hm_mrdt_map:merge(#{k => {hm_mrdt_counter, 1}}, #{k => {hm_mrdt_counter, 3}},
+                                   #{k => {hm_mrdt_counter, 3}})),
+    ?assert(hm_mrdt:is_type(hm_mrdt_set)),
+    ?assertNot(hm_mrdt:is_type(io)),
+    ?assertNot(hm_mrdt:is_type("x")).
