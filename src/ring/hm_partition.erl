@@ -30,6 +30,7 @@
 -module(hm_partition).
 
 -export([create_table/2, delete_table/1, owners/2, change_table_frag/2, properties/1]).
+-export([create_table/3]).
 
 -define(READY_TIMEOUT_MS, 120000).
 -define(CAUGHT_UP_TIMEOUT_MS, 60000).
@@ -56,6 +57,16 @@ create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
         _ -> hm_ec_registry:create_table(Tab, Opts)
     end;
 create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
+
+%% @doc A partitioned EC table (options as for {@link create_table/2}, with
+%% `frag_properties') whose fragments all carry `Extra' in their EC options: CRDT tables
+%% are made this way ({@link hm_crdt_table}).
+-spec create_table(atom(), [tuple()], map()) -> {atomic, ok} | {aborted, term()}.
+create_table(Tab, Opts, Extra) when is_atom(Tab), is_list(Opts), is_map(Extra) ->
+    try parse(Tab, Opts) of
+        Props -> create_partitioned(Tab, Opts, Props, Extra)
+    catch throw:{aborted, _} = Aborted -> Aborted
+    end.
 
 %% With a `frag_properties' option (and a proper list: anything else is the registry's to
 %% refuse).
@@ -99,7 +110,9 @@ check_active(Tab, Nodes) ->
     [throw({aborted, {not_active, Tab, N}}) || N <- Nodes, not lists:member(N, Running)],
     ok.
 
-create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}) ->
+create_partitioned(Tab, Opts, Props) -> create_partitioned(Tab, Opts, Props, #{}).
+
+create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}, Extra0) ->
     Placement = placement(Props),
     %% every fragment holds records named as the table's
     Common = [{record_name, proplists:get_value(record_name, Opts, Tab)}
@@ -108,10 +121,10 @@ create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}) -
     %% the fragments first, `Tab' itself last (it is what makes the table partitioned)
     Create = fun(K, {atomic, ok}) ->
                      Frag = hm_ec_frag:fragment_name(Tab, K),
-                     Extra = case K of
-                                 1 -> #{frag => Props};
-                                 _ -> #{frag => #{base => Tab, number => K}}
-                             end,
+                     Extra = Extra0#{frag => case K of
+                                                 1 -> Props;
+                                                 _ -> #{base => Tab, number => K}
+                                             end},
                      case hm_ec_registry:create_table(
                             Frag, [{Storage, maps:get(K, Placement)} | Common], Extra) of
                          {atomic, ok} -> {atomic, ok};

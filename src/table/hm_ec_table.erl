@@ -59,7 +59,8 @@
 -type opts() :: #{tab := atom(), type := hm_ec_key:ec_type(), policy := hm_ec_key:policy(),
                   record := {atom(), pos_integer()}, cookie := term(), node := node(),
                   incarnation := term(), members := [node()], store := hm_ec_store:store(),
-                  events => boolean(), tcsb => hm_tcsb:opts()}.
+                  events => boolean(), tcsb => hm_tcsb:opts(),
+                  crdt => none | hm_ec_crdt:spec()}.
 
 -record(t, {tab :: atom(),
             type :: hm_ec_key:ec_type(),
@@ -76,7 +77,9 @@
             %% sync_ec callers: Dot => {From, NodesStillToApply}
             waiters = #{} :: #{hm_vv:dot() => {term(), [node()]}},
             hlc = 0 :: integer(),
-            events = false :: boolean()}).
+            events = false :: boolean(),
+            %% a CRDT table's type and flavor (hm_ec_crdt), `none' for a set of records
+            crdt = none :: none | hm_ec_crdt:spec()}).
 -opaque state() :: #t{}.
 
 %%% ================================================================ starting
@@ -90,7 +93,8 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
     TOpts = maps:get(tcsb, O, #{}),
     T0 = #t{tab = Tab, type = maps:get(type, O), policy = maps:get(policy, O),
             record = maps:get(record, O), cookie = maps:get(cookie, O), store = St,
-            tcsb_opts = TOpts, events = maps:get(events, O, false)},
+            tcsb_opts = TOpts, events = maps:get(events, O, false),
+            crdt = maps:get(crdt, O, none)},
     Log = hm_ec_store:log_read(St),
     case restorable(Log) of
         {state, {Self, Delivered}} ->
@@ -142,7 +146,22 @@ with_format(St) -> hm_ec_store:log_put(format, hm_ec_wire:disc_version(), St).
           {state(), [effect()]}.
 submit(_, _, From, _, T = #t{status = {syncing, _, _}, tab = Tab}) ->
     {T, [{reply, From, {error, {syncing, Tab}}}]};
-submit({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
+submit({Key, Op}, Mode, From, Env, T = #t{crdt = Spec, tcsb = B, tab = Tab}) ->
+    %% a CRDT table takes `{update, CrdtOp}' only (prepared here against the key's state),
+    %% a table of records everything else
+    case {Spec, Op} of
+        {none, {update, _}} -> {T, [{reply, From, {error, {not_crdt_table, Tab}}}]};
+        {none, {crdt, _}} -> {T, [{reply, From, {error, {not_crdt_table, Tab}}}]};
+        {none, _} -> submit_op({Key, Op}, Mode, From, Env, T);
+        {_, {update, CrdtOp}} ->
+            case hm_ec_crdt:prepare(CrdtOp, hm_tcsb:self(B), Spec, crdt_state(Key, T)) of
+                {ok, Payload} -> submit_op({Key, {crdt, Payload}}, Mode, From, Env, T);
+                {error, _} = E -> {T, [{reply, From, E}]}
+            end;
+        {_, _} -> {T, [{reply, From, {error, {crdt_table, Tab}}}]}
+    end.
+
+submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
     {Op, H1} = stamp(Op0, H0, Clock, node_of(B)),
     {Msg = {Self, Ts, _}, Out, B1} = hm_tcsb:broadcast({Mode, Key, Op}, B),
     {T1, Evs} = apply_op(T#t{tcsb = B1, hlc = H1}, Msg),
@@ -258,13 +277,17 @@ remote(From, {applied, Dot}, T = #t{waiters = W}) ->
 remote(From, Other, T = #t{tab = Tab}) ->
     {T, [{drop, {bad_message, Tab, From, Other}}]}.
 
-%% A record operation names its record's own key, and the record fits the table.
-fits(#t{record = {Name, Arity}}, {_, _, {_, Key, Op}}) ->
+%% A record operation names its record's own key, and the record fits the table; a CRDT
+%% table takes CRDT payloads of its type and flavor only.
+fits(#t{crdt = none}, {_, _, {_, _, {crdt, _}}}) -> false;
+fits(#t{crdt = none, record = {Name, Arity}}, {_, _, {_, Key, Op}}) ->
     case Op of
         {write, Rec, _} -> fits_record(Rec, Key, Name, Arity);
         {delete_object, Rec} -> fits_record(Rec, Key, Name, Arity);
         _ -> true
-    end.
+    end;
+fits(#t{crdt = Spec}, {_, _, {_, _, {crdt, Payload}}}) -> hm_ec_crdt:is_payload(Spec, Payload);
+fits(#t{}, _) -> false.
 
 fits_record(Rec, Key, Name, Arity) ->
     tuple_size(Rec) =:= Arity andalso element(1, Rec) =:= Name andalso element(2, Rec) =:= Key.
@@ -321,11 +344,29 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen}) ->
         V -> stabilize(T#t{stable_seen = V}, V)
     end.
 
-stabilize(T = #t{type = Type, policy = Policy, store = St0, tcsb = B, clears = Cs,
-                 events = Ev}, V) ->
+stabilize(T = #t{store = St0, tcsb = B, clears = Cs, events = Ev}, V) ->
+    {St1, Dots} = stabilize_keys(T, St0, V),
+    Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
+    {Gone, B1} = hm_tcsb:gc_dots(B),
+    St2 = lists:foldl(fun hm_ec_store:log_del/2, St1, Gone),
+    T1 = persist_clears(T#t{store = St2, tcsb = B1, clears = Clears}, Cs),
+    Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
+    {T1, [{event, {stabilized, Folded}} || Ev, Folded =/= []]}.
+
+%% A CRDT table: every key with unstable timestamps is compacted by its CRDT.
+stabilize_keys(#t{crdt = Spec, record = {Name, _}}, St0, V) when Spec =/= none ->
+    St1 = lists:foldl(fun(Key, St) ->
+                              case hm_ec_store:read(Key, St) of
+                                  [{_, _, C}] ->
+                                      C1 = hm_ec_crdt:stabilize(V, C),
+                                      crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St));
+                                  _ -> hm_ec_store:meta_del(Key, St)
+                              end
+                      end, St0, hm_ec_store:meta_keys(St0)),
+    {St1, []};
+stabilize_keys(#t{type = Type, policy = Policy, events = Ev} = T, St0, V) ->
     %% stabilization never changes what reads show (hm_ec_prop checks it): only the
     %% metadata is rewritten
-    {St1, Dots} =
         lists:foldl(fun(Key, {St, Ds}) ->
                             {ok, KS = {_, KLog}} = hm_ec_store:meta_get(Key, St),
                             case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
@@ -333,13 +374,7 @@ stabilize(T = #t{type = Type, policy = Policy, store = St0, tcsb = B, clears = C
                                 KS1 -> {store_meta(T, Key, KS1, St),
                                         [D || Ev, {D, _, _} <- KLog] ++ Ds}
                             end
-                    end, {St0, []}, hm_ec_store:meta_keys(St0)),
-    Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
-    {Gone, B1} = hm_tcsb:gc_dots(B),
-    St2 = lists:foldl(fun hm_ec_store:log_del/2, St1, Gone),
-    T1 = persist_clears(T#t{store = St2, tcsb = B1, clears = Clears}, Cs),
-    Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
-    {T1, [{event, {stabilized, Folded}} || Ev, Folded =/= []]}.
+                    end, {St0, []}, hm_ec_store:meta_keys(St0)).
 
 %%% ================================================================ state transfer
 
@@ -432,6 +467,10 @@ persist(T = #t{store = St, tcsb = B}, Msg = {Origin, Ts, _}) ->
         false -> T
     end.
 
+apply_key(T = #t{crdt = Spec, store = St, record = {Name, _}}, Origin, Ts, Key, {crdt, P})
+  when Spec =/= none ->
+    C1 = hm_ec_crdt:effect(P, {Origin, maps:get(Origin, Ts)}, Ts, crdt_state(Key, T)),
+    T#t{store = crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St))};
 apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op) ->
     {KS, Shown} = case hm_ec_store:meta_get(Key, St) of
                       {ok, KS0} -> {KS0, unknown};
@@ -439,6 +478,20 @@ apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op) ->
                   end,
     KS1 = hm_ec_key:effect(Type, Op, {Origin, maps:get(Origin, Ts)}, Ts, KS),
     T#t{store = store_meta(T, Key, KS1, show(T, Key, KS1, Shown, St))}.
+
+%% A CRDT table's key: its row's CRDT, or a new one.
+crdt_state(Key, #t{crdt = Spec, store = St}) ->
+    case hm_ec_store:read(Key, St) of
+        [{_, _, C}] -> C;
+        _ -> hm_ec_crdt:new(Spec)
+    end.
+
+%% A CRDT table keeps a metadata row (a marker) for the keys stability has yet to compact.
+crdt_meta(Key, C, St) ->
+    case hm_ec_crdt:is_unstable(C) of
+        true -> hm_ec_store:meta_put(Key, crdt, St);
+        false -> hm_ec_store:meta_del(Key, St)
+    end.
 
 %% What reads show for a key, written only when it changed.
 show(T, Key, KS, unknown, St) ->
