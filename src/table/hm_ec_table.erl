@@ -527,7 +527,7 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       unstable_keys => hm_ec_store:meta_size(St),
       metadata_words => hm_ec_store:meta_words(St),
       size => hm_ec_store:size(St),
-      sync_waiting => map_size(W)}.
+      sync_waiting => map_size(W), crdt => T#t.crdt}.
 
 -spec tab(state()) -> atom().
 tab(#t{tab = Tab}) -> Tab.
