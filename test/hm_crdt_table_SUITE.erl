@@ -147,6 +147,16 @@ conveniences(Config) ->
          ok = call(3, Config, hypermnesia, put_register, [R, K, {v, K}])
      end || K <- Keys],
     {error, {bad_op, gcounter, {decrement, 1}}} = call(1, Config, hypermnesia, decrement, [C, 1]),
+    %% a plain async_ec write is refused, on an owner of the key and on the node that is not
+    %% one (where it must not become a hint either)
+    Cl = ?config(cluster, Config),
+    Owners = call(1, Config, hypermnesia, owners, [C, 1]),
+    [NotOwner] = [I || I <- [1, 2, 3], not lists:member(hm_cluster:node(Cl, I), Owners)],
+    Write = fun() -> catch hypermnesia:async_ec(fun() -> mnesia:write({C, 1, 7}) end) end,
+    [{'EXIT', {aborted, {ec_write_failed, _, {crdt_table, _}}}} = hm_cluster:eval(Cl, I, Write)
+     || I <- [1, 2, 3]],
+    Frag = call(1, Config, hm_ec_frag, fragment_table, [C, 1]),
+    [] = call(NotOwner, Config, hm_ec_hints, pending, [Frag]),
     hm_cluster:wait_until(
       fun() -> lists:all(fun(I) ->
                                  [call(I, Config, hypermnesia, get_counter, [C, K]) || K <- Keys]

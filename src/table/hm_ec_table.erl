@@ -50,7 +50,8 @@
 
 -define(SYNC_TIMEOUT_MS, 30000).
 
--type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear.
+-type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear
+            | {update, term()}.                 % a CRDT table's operation (hm_ec_crdt)
 -type event() :: {applied, hm_tcsb:message()} | {installed, hm_vv:vv()}
                | {stabilized, [hm_vv:dot()]}.
 -type effect() :: {send, node(), term()} | {reply, term(), term()}
@@ -486,10 +487,11 @@ crdt_state(Key, #t{crdt = Spec, store = St}) ->
         _ -> hm_ec_crdt:new(Spec)
     end.
 
-%% A CRDT table keeps a metadata row (a marker) for the keys stability has yet to compact.
+%% A CRDT table keeps a metadata row (an empty key state: a marker) for the keys stability
+%% has yet to compact.
 crdt_meta(Key, C, St) ->
     case hm_ec_crdt:is_unstable(C) of
-        true -> hm_ec_store:meta_put(Key, crdt, St);
+        true -> hm_ec_store:meta_put(Key, hm_ec_key:new(), St);
         false -> hm_ec_store:meta_del(Key, St)
     end.
 
