@@ -4,12 +4,13 @@
 %% `prop_converges(Type, Flavor)': 2–4 copies of one table; client updates on two keys at
 %% random copies (sometimes an operation the type does not have: it must be refused with
 %% `{error, {bad_op, Type, Op}}' and send nothing); the in-flight messages are delivered in
-%% any order, duplicated or lost, with ticks (acknowledgements, retransmission, stability) at
-%% random times. Then everyone ticks and delivers until nothing is in flight. Checked: every
+%% any order, duplicated or lost, with ticks (acknowledgements, retransmission, stability)
+%% and ends of broadcast epochs (state and delta flavors send their updates then) at random
+%% times. The happened-before relation of the updates is tracked by the test itself: an
+%% update follows every update its node had made or delivered. Then everyone ticks and delivers until nothing is in flight. Checked: every
 %% tick leaves every value as it was (stability never changes a value); at the end every copy
 %% shows, per key, the value of the type's declarative specification (test/hm_spec_TYPE.erl)
-%% over the key's operations and their happened-before relation (from the broadcast's vector
-%% timestamps); counters equal the sum of the acknowledged updates; op-flavor copies keep no
+%% over the key's operations and their happened-before relation; counters equal the sum of the acknowledged updates; op-flavor copies keep no
 %% unstable key. Cases per property: `PROPER_NUMTESTS' (default 300) divided by 10.
 -module(hm_crdt_table_prop).
 -include("hm_prop.hrl").
@@ -28,7 +29,8 @@ step(Spec) ->
                {6, {deliver, non_neg_integer()}},
                {1, {dup, non_neg_integer()}},
                {1, {drop, non_neg_integer()}},
-               {2, {tick, range(1, 4)}}]).
+               {2, {tick, range(1, 4)}},
+               {2, {epoch, range(1, 4)}}]).
 
 prop_converges(Type, Flavor) ->
     Spec = hm_spec:spec_module(Type),
@@ -54,7 +56,12 @@ run(Type, Flavor, N, Steps) ->
                               {Acc#{Nd => T}, NetAcc ++ sends(Nd, Effs)}
                       end, {#{}, []}, Nodes),
         S0 = #{type => Type, flavor => Flavor, nodes => Nodes, t => Ts, net => Net,
-               hist => #{}, acked => []},
+               hist => #{}, acked => [], next => 1,
+               %% per node: the ids of the updates it has seen, and those it has not sent yet
+               seen => maps:from_list([{Nd, []} || Nd <- Nodes]),
+               unsent => maps:from_list([{Nd, []} || Nd <- Nodes]),
+               %% the update ids each broadcast message carries, by its dot
+               carried => #{}},
         S1 = quiesce(S0, 10),                   % the copies of a new table release each other
         S2 = lists:foldl(fun exec/2, S1, Steps),
         S3 = quiesce(S2, 30),
@@ -67,27 +74,31 @@ sends(From, Effs) -> [{From, To, M} || {send, To, M} <- Effs].
 
 node_at(I, #{nodes := Nodes}) -> lists:nth((I - 1) rem length(Nodes) + 1, Nodes).
 
-exec({op, I, Key, Op}, S = #{t := Ts, net := Net, hist := H, acked := A, type := Type}) ->
+exec({op, I, Key, Op}, S = #{t := Ts, hist := H, acked := A, type := Type, next := Id,
+                             seen := Seen, unsent := Unsent}) ->
     Nd = node_at(I, S),
     {T1, Effs} = hm_ec_table:submit({Key, {update, Op}}, async, from, {0, []},
                                     maps:get(Nd, Ts)),
-    Out = sends(Nd, Effs),
     case [R || {reply, from, R} <- Effs] of
         [ok] ->
-            case Out of
-                [{_, _, {op, {Origin, VTs, _}}} | _] ->
-                    Dot = {Origin, maps:get(Origin, VTs)},
-                    Item = {Dot, Origin, Op, VTs},
-                    S#{t := Ts#{Nd := T1}, net := Net ++ Out,
-                       hist := H#{Key => [Item | maps:get(Key, H, [])]},
-                       acked := [{Key, Op} | A]};
-                [] -> throw({nothing_sent, Nd, Op})
-            end;
-        [{error, {bad_op, Type, Op}}] when Out =:= [] ->
+            %% the op flavor sends it at once, the others when the epoch ends
+            Past = maps:get(Nd, Seen),
+            Item = {Id, hm_tcsb:self(hm_ec_table:tcsb(T1)), Op, Past},
+            S1 = S#{t := Ts#{Nd := T1}, hist := H#{Key => [Item | maps:get(Key, H, [])]},
+                    acked := [{Key, Op} | A], next := Id + 1,
+                    seen := Seen#{Nd := [Id | Past]},
+                    unsent := Unsent#{Nd := maps:get(Nd, Unsent) ++ [Id]}},
+            sent(Nd, Effs, S1);
+        [{error, {bad_op, Type, Op}}] ->
+            [throw({sent_a_bad_op, Op}) || {send, _, _} <- Effs],
             hm_crdt:is_op(Type, Op) andalso throw({good_op_refused, Op}),
             S#{t := Ts#{Nd := T1}};
-        Other -> throw({unexpected_reply, Op, Other, Out})
+        Other -> throw({unexpected_reply, Op, Other})
     end;
+exec({epoch, I}, S = #{t := Ts}) ->
+    Nd = node_at(I, S),
+    {T1, Effs} = hm_ec_table:timeout(crdt_epoch, maps:get(Nd, Ts)),
+    sent(Nd, Effs, S#{t := Ts#{Nd := T1}});
 exec({deliver, _}, S = #{net := []}) -> S;
 exec({deliver, K}, S = #{net := Net}) ->
     M = lists:nth(K rem length(Net) + 1, Net),
@@ -100,10 +111,27 @@ exec({drop, K}, S = #{net := Net}) ->
     S#{net := lists:delete(lists:nth(K rem length(Net) + 1, Net), Net)};
 exec({tick, I}, S) -> tick(node_at(I, S), S).
 
-deliver({From, To, Msg}, S = #{t := Ts, net := Net}) ->
-    {T1, Effs} = hm_ec_table:handle(From, c, Msg, maps:get(To, Ts)),
+%% The effects of a submit or an epoch's end at `Nd': a new broadcast message carries the
+%% node's unsent updates.
+sent(Nd, Effs, S = #{net := Net, unsent := Unsent, carried := Carried}) ->
+    Out = sends(Nd, Effs),
+    case [{O, maps:get(O, VTs)} || {_, _, {op, {O, VTs, _}}} <- Out] of
+        [] -> S#{net := Net ++ Out};
+        [Dot | _] -> S#{net := Net ++ Out, unsent := Unsent#{Nd := []},
+                        carried := Carried#{Dot => maps:get(Nd, Unsent)}}
+    end.
+
+deliver({From, To, Msg}, S = #{t := Ts, net := Net, seen := Seen, carried := Carried}) ->
+    T0 = maps:get(To, Ts),
+    {T1, Effs} = hm_ec_table:handle(From, c, Msg, T0),
     [throw({dropped, To, D}) || {drop, D} <- Effs],
-    S#{t := Ts#{To := T1}, net := Net ++ sends(To, Effs)}.
+    %% the updates of every message delivered by this step are seen at `To' now
+    Before = hm_tcsb:delivered(hm_ec_table:tcsb(T0)),
+    New = [Id || {O, N} <- maps:to_list(hm_tcsb:delivered(hm_ec_table:tcsb(T1))),
+                 Seq <- lists:seq(hm_vv:get(O, Before) + 1, N),
+                 Id <- maps:get({O, Seq}, Carried, [])],
+    S#{t := Ts#{To := T1}, net := Net ++ sends(To, Effs),
+       seen := Seen#{To := New ++ maps:get(To, Seen)}}.
 
 tick(Nd, S = #{t := Ts, net := Net, nodes := Nodes}) ->
     T = maps:get(Nd, Ts),
@@ -117,7 +145,8 @@ tick(Nd, S = #{t := Ts, net := Net, nodes := Nodes}) ->
 quiesce(S, 0) -> throw({no_quiescence, [{Nd, hm_ec_table:info([], T)}
                                         || {Nd, T} <- maps:to_list(maps:get(t, S))]});
 quiesce(S = #{nodes := Nodes}, Rounds) ->
-    S1 = flush(lists:foldl(fun tick/2, S, Nodes), 10000),
+    S0 = lists:foldl(fun(I, Acc) -> exec({epoch, I}, Acc) end, S, lists:seq(1, length(Nodes))),
+    S1 = flush(lists:foldl(fun tick/2, S0, Nodes), 10000),
     case all_quiet(S1) of
         true -> S1;
         false -> quiesce(S1, Rounds - 1)
@@ -126,9 +155,9 @@ quiesce(S = #{nodes := Nodes}, Rounds) ->
 all_quiet(#{t := Ts}) -> lists:all(fun quiet/1, maps:values(Ts)).
 
 quiet(T) ->
-    #{status := St, buffered_ops := B, unstable_ops := U, unstable_keys := K} =
-        hm_ec_table:info([], T),
-    St =:= ready andalso B =:= 0 andalso U =:= 0 andalso K =:= 0.
+    #{status := St, buffered_ops := B, unstable_ops := U, unstable_keys := K,
+      unsent_updates := Un} = hm_ec_table:info([], T),
+    St =:= ready andalso B =:= 0 andalso U =:= 0 andalso K =:= 0 andalso Un =:= 0.
 
 flush(S = #{net := []}, _) -> S;
 flush(_, 0) -> throw(message_storm);
@@ -160,11 +189,12 @@ value(K, T, Empty) ->
         [] -> Empty
     end.
 
-%% hm_spec's history: ids are dots, the past is every dot the timestamp holds but its own.
+%% hm_spec's history of a key: its updates, each with the updates its node had seen (of
+%% this key) when it was made.
 history(Items) ->
-    [{Dot, Origin, Op, sets:from_list([D || {D, _, _, _} <- Items, D =/= Dot,
-                                            hm_vv:contains(D, VTs)])}
-     || {Dot, Origin, Op, VTs} <- lists:reverse(Items)].
+    Ids = [Id || {Id, _, _, _} <- Items],
+    [{Id, Origin, Op, sets:from_list([P || P <- Past, lists:member(P, Ids)])}
+     || {Id, Origin, Op, Past} <- lists:reverse(Items)].
 
 %% Counters: the sum of the acknowledged updates, per key.
 counter_sum(Type, Acked) when Type =:= gcounter; Type =:= pncounter ->

@@ -21,8 +21,9 @@
 %% transfer to new and restarted copies, disc logs, and, when partitioned, forwarding from
 %% nodes without a copy to a holder and hints when no holder answers. An operation is
 %% prepared at the copy that takes it (against that copy's state of the key) and travels as
-%% the flavor says: the pure operation (`op'), the key's new state (`state') or its delta
-%% (`delta').
+%% the flavor says: the pure operation (`op', at once), or, batched per broadcast epoch (the
+%% ChiaVe paper's propagation per epoch), the new states of the keys the epoch changed
+%% (`state') or its deltas (`delta').
 %%
 %% {@link update/3} checks the operation against the table's type before anything is sent,
 %% so a bad operation changes nothing anywhere. {@link value/2} reads the key's copy here,
@@ -39,15 +40,17 @@
 
 -define(REMOTE_TIMEOUT, 10000).
 %% options of a CRDT table that are not Mnesia's
--define(OWN, [crdt, flavor]).
+-define(OWN, [crdt, flavor, epoch]).
 %% Mnesia options a CRDT table sets itself
 -define(FIXED, [type, attributes, record_name, index, conflict]).
 
 %% @doc Create a table. With `{crdt, Type}' (any of {@link hm_crdt:types/0}) and optionally
-%% `{flavor, op | state | delta}' (default `op') it is a CRDT table: the other options are
+%% `{flavor, op | state | delta}' (default `op') and `{epoch, Ms}' (the broadcast epoch of
+%% the state and delta flavors, default 100) it is a CRDT table: the other options are
 %% copy lists (`ram_copies', `disc_copies': every node listed holds every key) or
 %% `frag_properties' (partitioned, see {@link hm_partition:create_table/2}). Errors:
-%% `{aborted, {bad_crdt_option, Tab, Option}}' for an unknown type or flavor, or an option a
+%% `{aborted, {bad_crdt_option, Tab, Option}}' for an unknown type or flavor, an epoch that
+%% is not a positive integer, or an option a
 %% CRDT table sets itself (`type', `attributes', `record_name', `index', `conflict'), and
 %% those of `hypermnesia:create_table/2'. Without `crdt' this is
 %% {@link hm_partition:create_table/2}.
@@ -62,17 +65,19 @@ create_table(Tab, Opts) -> hm_partition:create_table(Tab, Opts).
 create_crdt_table(Tab, Opts) ->
     Type = proplists:get_value(crdt, Opts),
     Flavor = proplists:get_value(flavor, Opts, op),
+    Epoch = proplists:get_value(epoch, Opts, 100),
     Fixed = [O || O <- Opts, is_tuple(O), tuple_size(O) >= 1,
                   lists:member(element(1, O), ?FIXED)],
     case {lists:member(Type, hm_crdt:types()), lists:member(Flavor, hm_crdt:flavors()), Fixed} of
         {false, _, _} -> {aborted, {bad_crdt_option, Tab, {crdt, Type}}};
         {_, false, _} -> {aborted, {bad_crdt_option, Tab, {flavor, Flavor}}};
         {_, _, [O | _]} -> {aborted, {bad_crdt_option, Tab, O}};
+        _ when not is_integer(Epoch); Epoch < 1 -> {aborted, {bad_crdt_option, Tab, {epoch, Epoch}}};
         {true, true, []} ->
             Rest = [O || O <- Opts, not (is_tuple(O) andalso tuple_size(O) >= 1
                                          andalso lists:member(element(1, O), ?OWN))],
             EcOpts = [{type, pawset}, {attributes, [key, value]} | Rest],
-            Extra = #{crdt => {Type, Flavor}},
+            Extra = #{crdt => {Type, Flavor}, crdt_epoch => Epoch},
             case lists:keymember(frag_properties, 1, Rest) of
                 true -> hm_partition:create_table(Tab, EcOpts, Extra);
                 false ->

@@ -20,6 +20,9 @@
 %% <li>`state': the key's whole new state ({@link hm_crdt:mutate/3}), joined at every copy.</li>
 %% <li>`delta': the delta of the operation, joined at every copy.</li>
 %% </ul>
+%% In the lattice flavors the table core applies an update where it is made at once and sends
+%% the updates of a broadcast epoch together, as one `{batch, [{Key, Payload}]}' payload
+%% (the ChiaVe paper, §4: propagation per broadcast epoch).
 %% In the lattice flavors the broadcast's exactly-once causal delivery is more than the join
 %% needs; joins are idempotent, so a state or delta that arrives twice changes nothing.
 %%
@@ -36,7 +39,8 @@
 %% The table's CRDT: its type and flavor.
 -type spec() :: {hm_crdt:type(), hm_crdt:flavor()}.
 %% What travels in the broadcast per operation.
--type payload() :: {op, term()} | {event, hm_crdt:event()}.
+-type payload() :: {op, term()} | {event, hm_crdt:event()}
+                 | {batch, [{term(), {event, hm_crdt:event()}}]}.
 
 %% @doc Whether a term names a CRDT type and flavor.
 -spec is_spec(term()) -> boolean().
@@ -71,6 +75,8 @@ prepare(Op, Replica, {Type, Flavor}, C) ->
 -spec is_payload(spec(), term()) -> boolean().
 is_payload({Type, op}, {op, PureOp}) -> hm_crdt:is_op(Type, PureOp);
 is_payload({Type, Flavor}, {event, {hm_event, Flavor, Type, _}}) -> Flavor =/= op;
+is_payload(Spec = {_, Flavor}, {batch, Pairs}) when Flavor =/= op, is_list(Pairs) ->
+    lists:all(fun({_, P = {event, _}}) -> is_payload(Spec, P); (_) -> false end, Pairs);
 is_payload(_, _) -> false.
 
 %% @doc Apply a causally delivered payload with its broadcast dot and timestamp. A payload

@@ -61,7 +61,7 @@
                   record := {atom(), pos_integer()}, cookie := term(), node := node(),
                   incarnation := term(), members := [node()], store := hm_ec_store:store(),
                   events => boolean(), tcsb => hm_tcsb:opts(),
-                  crdt => none | hm_ec_crdt:spec()}.
+                  crdt => none | hm_ec_crdt:spec(), epoch => pos_integer()}.
 
 -record(t, {tab :: atom(),
             type :: hm_ec_key:ec_type(),
@@ -80,7 +80,11 @@
             hlc = 0 :: integer(),
             events = false :: boolean(),
             %% a CRDT table's type and flavor (hm_ec_crdt), `none' for a set of records
-            crdt = none :: none | hm_ec_crdt:spec()}).
+            crdt = none :: none | hm_ec_crdt:spec(),
+            %% state and delta CRDT tables: the broadcast epoch (ms), and the updates applied
+            %% here since the last one, newest first, sent as one message when it ends
+            epoch = 100 :: pos_integer(),
+            batch = [] :: [{term(), hm_ec_crdt:payload()}]}).
 -opaque state() :: #t{}.
 
 %%% ================================================================ starting
@@ -95,16 +99,19 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
     T0 = #t{tab = Tab, type = maps:get(type, O), policy = maps:get(policy, O),
             record = maps:get(record, O), cookie = maps:get(cookie, O), store = St,
             tcsb_opts = TOpts, events = maps:get(events, O, false),
-            crdt = maps:get(crdt, O, none)},
+            crdt = maps:get(crdt, O, none), epoch = maps:get(epoch, O, 100)},
     Log = hm_ec_store:log_read(St),
     case restorable(Log) of
         {state, {Self, Delivered}} ->
             Logged = [M || {{_, _}, M} <- Log],
             Clears = [C || {clears, Cs} <- Log, C <- Cs],
             B = hm_tcsb:restore_log(Logged, hm_tcsb:new(Self, Ms, Delivered, TOpts)),
-            {T0#t{tcsb = B, clears = Clears, store = with_format(St)},
+            %% a state or delta CRDT table's updates applied but not sent before the restart
+            Batch = [U || {crdt_batch, Us} <- Log, U <- Us],
+            {T0#t{tcsb = B, clears = Clears, store = with_format(St), batch = Batch},
              [{info, "hypermnesia: ~p restored from disc (~p unstable operations)",
-               [Tab, length(Logged)]}]};
+               [Tab, length(Logged)]}
+              | [{timer, T0#t.epoch, crdt_epoch} || Batch =/= []]]};
         Other ->
             B = hm_tcsb:new({Node, maps:get(incarnation, O)}, Ms, #{}, TOpts),
             Warn = [{info, "hypermnesia: ~p: the disc log is of format ~p, this release reads "
@@ -154,8 +161,10 @@ submit({Key, Op}, Mode, From, Env, T = #t{crdt = Spec, tcsb = B, tab = Tab}) ->
         {none, {update, _}} -> {T, [{reply, From, {error, {not_crdt_table, Tab}}}]};
         {none, {crdt, _}} -> {T, [{reply, From, {error, {not_crdt_table, Tab}}}]};
         {none, _} -> submit_op({Key, Op}, Mode, From, Env, T);
-        {_, {update, CrdtOp}} ->
+        {{_, Flavor}, {update, CrdtOp}} ->
             case hm_ec_crdt:prepare(CrdtOp, hm_tcsb:self(B), Spec, crdt_state(Key, T)) of
+                {ok, Payload} when Flavor =/= op, Mode =:= async ->
+                    batch(Key, Payload, From, T);
                 {ok, Payload} -> submit_op({Key, {crdt, Payload}}, Mode, From, Env, T);
                 {error, _} = E -> {T, [{reply, From, E}]}
             end;
@@ -179,6 +188,36 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
             {T1, Evs ++ Sends ++ Durable ++ [{reply, From, ok}]}
     end.
 
+%% A state or delta CRDT table (ChiaVe's broadcast epoch): the update is applied here at
+%% once, and the updates of an epoch leave together, as one message of the table's
+%% broadcast, when it ends (for `state', only the last state of each key). A disc copy
+%% logs them until then, so a restart sends them.
+batch(Key, Payload, From, T = #t{batch = Bt, epoch = Ms, store = St, record = {Name, _}}) ->
+    C1 = hm_ec_crdt:effect(Payload, {node, 1}, #{}, crdt_state(Key, T)),
+    Bt1 = [{Key, Payload} | Bt],
+    St1 = crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St)),
+    St2 = case hm_ec_store:is_disc(St1) of
+              true -> hm_ec_store:log_put(crdt_batch, Bt1, St1);
+              false -> St1
+          end,
+    {T#t{batch = Bt1, store = St2},
+     [{timer, Ms, crdt_epoch} || Bt =:= []] ++ [{reply, From, ok}]}.
+
+%% The epoch ended: its updates leave as one operation, in the order they were made.
+flush(T = #t{batch = []}) -> {T, []};
+flush(T = #t{batch = Bt, crdt = {_, Flavor}, store = St}) ->
+    Pairs = case Flavor of
+                state -> lists:ukeysort(1, Bt);    % newest first: the last state of each key
+                _ -> lists:reverse(Bt)
+            end,
+    St1 = case hm_ec_store:is_disc(St) of
+              true -> hm_ec_store:log_del(crdt_batch, St);
+              false -> St
+          end,
+    {T1, Effs} = submit_op({'$crdt_epoch', {crdt, {batch, Pairs}}}, async, crdt_epoch,
+                           {0, []}, T#t{batch = [], store = St1}),
+    {T1, [E || E <- Effs, E =/= {reply, crdt_epoch, ok}]}.
+
 %% Hybrid logical clock for lww: the wall clock, never behind what was seen.
 stamp({write, Rec}, H, Clock, Node) ->
     H1 = max(Clock, H + 1),
@@ -195,6 +234,8 @@ timeout({sync_timeout, Dot}, T = #t{waiters = W}) ->
             {T#t{waiters = maps:remove(Dot, W)}, [{reply, From, {error, {sync_timeout, Nodes}}}]};
         _ -> {T, []}
     end;
+timeout(crdt_epoch, T = #t{status = ready}) -> flush(T);
+timeout(crdt_epoch, T = #t{epoch = Ms}) -> {T, [{timer, Ms, crdt_epoch}]};   % not caught up yet
 timeout(_, T) -> {T, []}.
 
 %%% ================================================================ members' messages
@@ -468,6 +509,8 @@ persist(T = #t{store = St, tcsb = B}, Msg = {Origin, Ts, _}) ->
         false -> T
     end.
 
+apply_key(T, Origin, Ts, _, {crdt, {batch, Pairs}}) ->
+    lists:foldl(fun({Key, P}, Acc) -> apply_key(Acc, Origin, Ts, Key, {crdt, P}) end, T, Pairs);
 apply_key(T = #t{crdt = Spec, store = St, record = {Name, _}}, Origin, Ts, Key, {crdt, P})
   when Spec =/= none ->
     C1 = hm_ec_crdt:effect(P, {Origin, maps:get(Origin, Ts)}, Ts, crdt_state(Key, T)),
@@ -529,7 +572,7 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       unstable_keys => hm_ec_store:meta_size(St),
       metadata_words => hm_ec_store:meta_words(St),
       size => hm_ec_store:size(St),
-      sync_waiting => map_size(W), crdt => T#t.crdt}.
+      sync_waiting => map_size(W), crdt => T#t.crdt, unsent_updates => length(T#t.batch)}.
 
 -spec tab(state()) -> atom().
 tab(#t{tab = Tab}) -> Tab.

@@ -61,7 +61,7 @@ is_op({write, Rec, {H, N}}) -> is_tuple(Rec) andalso is_integer(H) andalso is_at
 is_op(delete) -> true;
 is_op({delete_object, Rec}) -> is_tuple(Rec);
 is_op(clear) -> true;
-is_op({crdt, {Kind, _}}) -> Kind =:= op orelse Kind =:= event;   % a CRDT table's payload
+is_op({crdt, {Kind, _}}) -> Kind =:= op orelse Kind =:= event orelse Kind =:= batch;
 is_op(_) -> false.
 
 %% @doc Whether a term is an acknowledgement.
