@@ -6,9 +6,10 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
--export([api_and_errors/1, conveniences/1, partition_every_type/1, node_killed/1]).
+-export([api_and_errors/1, conveniences/1, partition_every_type/1, node_killed/1,
+         config_file/1]).
 
-all() -> [api_and_errors, conveniences, partition_every_type, node_killed].
+all() -> [api_and_errors, conveniences, partition_every_type, node_killed, config_file].
 
 init_per_suite(Config) ->
     C = hm_cluster:start(#{nodes => 3, dir => ?config(priv_dir, Config), prefix => "crdt",
@@ -207,3 +208,23 @@ node_killed(Config) ->
     [ok = call(3, Config, hypermnesia, increment, [Tab, K, 10]) || Tab <- Tabs, K <- [a, b]],
     [ok = converged(Config, Tab, [{a, 15}, {b, 15}]) || Tab <- Tabs],
     ok.
+
+%% `hypermnesia:start/1' with one configuration file on every node at once: each table is
+%% created once, as the file says, and works from every node.
+config_file(Config) ->
+    File = filename:join(?config(priv_dir, Config), "cluster.config"),
+    Terms = [{nodes, pool(Config)}, {fragments, 4}, {replication, 2}, {flavor, delta},
+             {epoch, 50}, {crdt_tables, [{c_cfg_views, gcounter}, {c_cfg_tags, awset}]}],
+    ok = file:write_file(File, [io_lib:format("~p.~n", [T]) || T <- Terms]),
+    Self = self(),
+    [spawn_link(fun() -> Self ! {started, I, call(I, Config, hypermnesia, start, [File])} end)
+     || I <- [1, 2, 3]],
+    [receive {started, I, R} -> ok = R after 60000 -> ct:fail({no_start, I}) end
+     || I <- [1, 2, 3]],
+    {ok, {gcounter, delta}} = call(3, Config, hm_crdt_table, spec, [c_cfg_views]),
+    #{n_fragments := 4, n_copies := 2} =
+        element(2, call(2, Config, hm_partition, properties, [c_cfg_tags])),
+    [ok = call(I, Config, hypermnesia, increment, [c_cfg_views, home]) || I <- [1, 2, 3]],
+    ok = call(2, Config, hypermnesia, add_set, [c_cfg_tags, post, erlang]),
+    ok = converged(Config, c_cfg_views, [{home, 3}]),
+    ok = converged(Config, c_cfg_tags, [{post, [erlang]}]).

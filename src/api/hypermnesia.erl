@@ -19,7 +19,7 @@
          async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3,
          info/0, info/1]).
 -export([is_ec_table/1, ec_options/1]).
--export([update/3, value/2, increment/2, increment/3, decrement/2, decrement/3,
+-export([start/1, update/3, value/2, increment/2, increment/3, decrement/2, decrement/3,
          get_counter/2, add_set/3, remove_set/3, get_set/2, put_register/3, get_register/2]).
 -export_type([ec_type/0, policy/0]).
 
@@ -215,3 +215,9 @@ put_register(Tab, Key, V) -> hm_crdt_table:put_register(Tab, Key, V).
 %% @doc Register tables: the value.
 -spec get_register(atom(), term()) -> term() | {error, term()}.
 get_register(Tab, Key) -> hm_crdt_table:get_register(Tab, Key).
+
+%% @doc Start from a cluster configuration file (nodes, fragments, replication, storage,
+%% flavor, epoch, CRDT tables): start Mnesia and Hypermnesia here, join the listed nodes and
+%% create the listed tables that do not exist yet. See {@link hm_config:start/1}.
+-spec start(file:filename()) -> ok | {error, term()}.
+start(File) -> hm_config:start(File).
