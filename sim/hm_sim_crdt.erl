@@ -27,6 +27,8 @@
 %% a nodeup resends everything missing), and pass {@link hm_tcsb:stable/1} to
 %% {@link hm_crdt:stable/2}, then gc the log. The CRDT's replica id is the broadcast's
 %% `{Node, Incarnation}'.</dd>
+%% <dt>`state' and `delta'</dt><dd>run by the runtime's pure synchronisation core
+%% {@link hm_crdt_sync} (this module only picks the gossip peer and carries its messages):</dd>
 %% <dt>`state'</dt><dd>a mutation's event (the whole state) is pushed to every reachable
 %% replica; every tick each replica gossips its full state to one random reachable peer, and
 %% on a nodeup; receivers {@link hm_crdt:deliver/2} or {@link hm_crdt:merge/2}.</dd>
@@ -84,8 +86,6 @@
 -define(ELEMS, [a, b, c]).
 -define(VALUES, [x, y, z]).
 -define(TYPES, [gcounter, pncounter, awset, rwset, lwwreg, mvreg, ewflag]).
-%% ticks a delta peer may lag before it gets the full state
--define(BEHIND_TICKS, 2).
 
 -type cfg() :: #{kind := crdt, n := pos_integer(), type := hm_crdt:type(),
                  flavor := hm_crdt:flavor(), storage := ram | disc, drop := float(),
@@ -191,8 +191,7 @@ new_rep(Nd, Inc, #{cfg := #{type := T, flavor := F}, nodes := Nodes}) ->
     R = #{node => Nd, id => Id, status => ready, crdt => hm_crdt:new(T, F)},
     case F of
         op -> R#{tcsb => hm_tcsb:new(Id, Nodes), stable => #{}};
-        delta -> R#{deltas => [], known => #{}, behind => #{}};
-        state -> R
+        _ -> R#{sync => hm_crdt_sync:new(F, Id)}
     end.
 
 rep(Nd, #{reps := Reps}) -> maps:get(Nd, Reps).
@@ -227,16 +226,16 @@ nodeup(At, Peer, S) ->
                     %% retransmission resumes from the peer's next acknowledgement
                     B = hm_tcsb:forget_member(Peer, maps:get(tcsb, R)),
                     put_rep(At, R#{tcsb := B}, S);
-                state ->
-                    full(At, Peer, R, S);
-                delta ->
-                    full(At, Peer, R#{known := maps:remove(Peer, maps:get(known, R)),
-                                      behind := maps:remove(Peer, maps:get(behind, R))}, S)
+                _ ->
+                    {Y, Out} = hm_crdt_sync:nodeup(Peer, maps:get(crdt, R), maps:get(sync, R)),
+                    send_sync(At, Out, put_rep(At, R#{sync := Y}, S))
             end
     end.
 
-full(From, To, R = #{crdt := C}, S) ->
-    hm_sim:send_all(From, [{To, {full, C}}], hm_sim:bump(full_states, put_rep(From, R, S))).
+%% a lattice replica's messages, full states counted
+send_sync(From, Out, S) ->
+    Fulls = length([x || {_, {full, _}} <- Out]),
+    hm_sim:send_all(From, Out, hm_sim:bump(full_states, Fulls, S)).
 
 %%% ------------------------------------------------------------ client operations
 
@@ -309,14 +308,9 @@ submit(Nd, R = #{crdt := C}, Ev, S) ->
                  end,
             S2 = hm_sim:events(Nd, [{applied, Msg}], put_rep(Nd, R#{tcsb := B1}, S1)),
             hm_sim:send_all(Nd, Out, check_layers(Nd, C, B1, S2));
-        state ->
-            hm_sim:send_all(Nd, [{M, {state, Ev}} || M <- hm_sim:reachable(Nd, S)],
-                            put_rep(Nd, R, S));
-        delta ->
-            Seq = hm_vv:get(maps:get(id, R), hm_crdt:delivered(C)),
-            R1 = R#{deltas := maps:get(deltas, R) ++ [{Seq, Ev}]},
-            hm_sim:send_all(Nd, [{M, {delta, [Ev]}} || M <- hm_sim:reachable(Nd, S)],
-                            put_rep(Nd, R1, S))
+        _ ->
+            {Y, Out} = hm_crdt_sync:local(Ev, C, hm_sim:reachable(Nd, S), maps:get(sync, R)),
+            hm_sim:send_all(Nd, Out, put_rep(Nd, R#{sync := Y}, S))
     end.
 
 %% the CRDT's own causal delivery must agree with the broadcast's (checker 3)
@@ -340,47 +334,18 @@ handle(_From, To, {op, Msg}, S) ->
 handle(_From, To, {ack, Id, V, Newest}, S) ->
     R = rep(To, S),
     put_rep(To, R#{tcsb := hm_tcsb:receive_ack(Id, V, Newest, maps:get(tcsb, R))}, S);
-handle(_From, To, {ack, Id, V}, S) ->
-    R = rep(To, S),
-    put_rep(To, drop_superseded(R#{known := learn(Id, V, maps:get(known, R))}), S);
-handle(_From, To, {state, Ev}, S) ->
-    R = #{crdt := C} = rep(To, S),
-    {C1, S1} = deliver(To, Ev, C, S),
-    put_rep(To, R#{crdt := C1}, S1);
-handle(_From, To, {delta, Evs}, S) ->
-    R = #{crdt := C} = rep(To, S),
-    {C1, S1} = lists:foldl(fun(Ev, {Cx, Sx}) -> deliver(To, Ev, Cx, Sx) end, {C, S}, Evs),
-    put_rep(To, drop_superseded(R#{crdt := C1}), S1);
-handle(_From, To, {full, Other}, S) ->
-    R = #{crdt := C} = rep(To, S),
-    case hm_crdt:merge(C, Other) of
-        {error, E} -> hm_sim:fail({crdt_error, To, merge, E}, S);
-        C1 -> put_rep(To, drop_superseded(R#{crdt := C1}), S)
-    end.
+handle(_From, To, Msg, S) ->
+    %% a lattice replica's message: hm_crdt_sync applies it
+    R = #{crdt := C, sync := Y} = rep(To, S),
+    {C1, Y1, Errs} = hm_crdt_sync:handle(Msg, C, Y),
+    S1 = lists:foldl(fun({Kind, E}, Acc) -> hm_sim:fail({crdt_error, To, Kind, E}, Acc) end,
+                     S, Errs),
+    put_rep(To, R#{crdt := C1, sync := Y1}, S1).
 
 deliver(Nd, Ev, C, S) ->
     case hm_crdt:deliver(Ev, C) of
         {error, E} -> {C, hm_sim:fail({crdt_error, Nd, deliver, E}, S)};
         C1 -> {C1, S}
-    end.
-
-%% Bug G (fixed): a delta of a replica id that restarted without its state (ram) under a
-%% newer id, buffered because an earlier one died with it, would stay buffered forever and
-%% spread with every full-state merge. Any sign of a newer id of the same node (a delta
-%% delivered, an ack, this replica's own id) makes the older one gone.
-drop_superseded(R = #{id := Self, crdt := C, known := K}) ->
-    Seen = [Self | maps:keys(hm_crdt:delivered(C))] ++ [Id || {Id, _} <- maps:values(K)],
-    Newest = lists:foldl(fun({N, I}, Acc) -> Acc#{N => max(I, maps:get(N, Acc, I))} end,
-                         #{}, Seen),
-    R#{crdt := hm_crdt:drop_pending(fun({N, I}) -> I < maps:get(N, Newest, I) end, C)};
-drop_superseded(R) -> R.                        % state flavor: nothing is buffered
-
-%% what a delta peer has delivered, per node: a newer incarnation replaces what was known
-learn(Id = {Node, Inc}, V, Known) ->
-    case Known of
-        #{Node := {{_, Inc}, Old}} -> Known#{Node := {Id, hm_vv:join(Old, V)}};
-        #{Node := {{_, Cur}, _}} when Cur > Inc -> Known;
-        _ -> Known#{Node => {Id, V}}
     end.
 
 %%% ------------------------------------------------------------ ticks
@@ -389,14 +354,16 @@ tick(Nd, R, S) ->
     Up = hm_sim:reachable(Nd, S),
     case flavor(S) of
         op -> tick_op(Nd, Up, R, S);
-        state ->
-            case Up of
-                [] -> S;
-                _ ->
-                    {I, S1} = hm_sim:uniform(length(Up), S),
-                    full(Nd, lists:nth(I, Up), R, S1)
-            end;
-        delta -> tick_delta(Nd, Up, R, S)
+        F ->
+            {Gossip, S1} = case {F, Up} of
+                               {state, [_ | _]} ->
+                                   {I, Sx} = hm_sim:uniform(length(Up), S),
+                                   {lists:nth(I, Up), Sx};
+                               _ -> {none, S}
+                           end,
+            #{crdt := C, sync := Y} = R,
+            {Y1, Out, _} = hm_crdt_sync:tick(Nd, Up, maps:get(nodes, S1), Gossip, {C, Y}),
+            send_sync(Nd, Out, put_rep(Nd, R#{sync := Y1}, S1))
     end.
 
 %% hm_ec_table:tick/2 for a CRDT: acks, retransmission, stability, log gc
@@ -424,42 +391,13 @@ tick_op(Nd, Up, R = #{tcsb := B0, crdt := C, stable := Prev}, S) ->
          end,
     hm_sim:send_all(Nd, Out, put_rep(Nd, R1, S2)).
 
-tick_delta(Nd, Up, R = #{id := Id, crdt := C, deltas := Ds, known := K, behind := Bh}, S) ->
-    D = hm_crdt:delivered(C),
-    First = case Ds of [{Seq0, _} | _] -> Seq0; [] -> hm_vv:get(Id, D) + 1 end,
-    Acks = [{M, {ack, Id, D}} || M <- Up],
-    {Out, Bh1, Fulls} =
-        lists:foldl(
-          fun(M, {O, B, F}) ->
-                  case K of
-                      #{M := {_, V}} ->
-                          Resend = [Ev || {Seq, Ev} <- Ds, Seq > hm_vv:get(Id, V)],
-                          O1 = case Resend of [] -> O; _ -> O ++ [{M, {delta, Resend}}] end,
-                          Lacks = hm_vv:get(Id, V) < First - 1 orelse
-                              lists:any(fun({Or, N}) -> Or =/= Id andalso N > hm_vv:get(Or, V)
-                                        end, maps:to_list(D)),
-                          Behind = case Lacks of true -> maps:get(M, B, 0) + 1; false -> 0 end,
-                          case Behind >= ?BEHIND_TICKS of
-                              true -> {O1 ++ [{M, {full, C}}], B#{M => 0}, F + 1};
-                              false -> {O1, B#{M => Behind}, F}
-                          end;
-                      _ -> {O, B, F}
-                  end
-          end, {Acks, Bh, 0}, Up),
-    %% a delta every other member has acknowledged is dropped
-    Others = maps:get(nodes, S) -- [Nd],
-    MinAck = lists:min([case K of #{M := {_, V}} -> hm_vv:get(Id, V); _ -> 0 end
-                        || M <- Others] ++ [hm_vv:get(Id, D)]),
-    R1 = R#{deltas := [E || E = {Seq, _} <- Ds, Seq > MinAck], behind := Bh1},
-    hm_sim:send_all(Nd, Out, hm_sim:bump(full_states, Fulls, put_rep(Nd, R1, S))).
-
 %%% ------------------------------------------------------------ crashes
 
 durable(#{crdt := C} = R) ->
     Extra = case R of
                 #{tcsb := B, stable := Prev} ->
                     {hm_tcsb:self(B), hm_tcsb:delivered(B), hm_tcsb:log_msgs(B), Prev};
-                #{deltas := Ds} -> Ds;
+                #{sync := Y} -> hm_crdt_sync:deltas(Y);
                 _ -> none
             end,
     {disc, hm_crdt:to_binary(C), Extra}.
@@ -472,8 +410,7 @@ restore(Nd, {disc, Bin, Extra}, S = #{nodes := Nodes}) ->
             {Self, Delivered, Log, Prev} = Extra,
             R#{tcsb => hm_tcsb:restore_log(Log, hm_tcsb:new(Self, Nodes, Delivered)),
                stable => Prev};
-        delta -> R#{deltas => Extra, known => #{}, behind => #{}};
-        state -> R
+        F -> R#{sync => hm_crdt_sync:restore(F, maps:get(id, R), Extra)}
     end.
 
 %% A ram crash of `Nd': every operation no other replica holds (up, or crashed with a
@@ -516,10 +453,8 @@ quiescent(S) ->
 leftovers(#{crdt := C, tcsb := B}) ->
     #{crdt_metadata => hm_crdt:metadata(C), crdt_pending => hm_crdt:pending(C),
       log => hm_tcsb:log_size(B), pending => hm_tcsb:pending(B)};
-leftovers(#{crdt := C, deltas := Ds}) ->
-    #{crdt_pending => hm_crdt:pending(C), deltas => length(Ds)};
-leftovers(#{crdt := C}) ->
-    #{crdt_pending => hm_crdt:pending(C)}.
+leftovers(#{crdt := C, sync := Y}) ->
+    hm_crdt_sync:leftovers(C, Y).
 
 finish(S = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St, failures := Fs0}) ->
     Rs = reps(S),

@@ -21,6 +21,8 @@
 -export([is_ec_table/1, ec_options/1]).
 -export([cluster_info/0, cluster_info/1, cluster_info/2, wait_converged/1, wait_converged/2,
          subscribe/1, unsubscribe/1, http_status_url/0]).
+-export([start/1, update/3, value/2, increment/2, increment/3, decrement/2, decrement/3,
+         get_counter/2, add_set/3, remove_set/3, get_set/2, put_register/3, get_register/2]).
 -export_type([ec_type/0, policy/0]).
 
 -type ec_type() :: pawset | prwset.
@@ -49,8 +51,10 @@ started({error, _} = E) -> E.
 %% With `{frag_properties, [{n_fragments, F}, {n_ram_copies | n_disc_copies, N},
 %% {node_pool, Nodes}]}' an EC table is partitioned: `F' fragments placed on a
 %% consistent-hash ring of the pool, `N' copies each; see {@link hm_partition:create_table/2}.
+%% With `{crdt, Type}' and `{flavor, op | state | delta}' it is a CRDT table, fully
+%% replicated or partitioned; see {@link hm_crdt_table:create_table/2}.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
-create_table(Tab, Opts) -> hm_partition:create_table(Tab, Opts).
+create_table(Tab, Opts) -> hm_crdt_table:create_table(Tab, Opts).
 
 %% @doc Delete a table; for an EC table, its helper tables too, and for a partitioned one
 %% every fragment.
@@ -212,3 +216,59 @@ unsubscribe(Event) -> hm_events:unsubscribe(Event).
 %% `{error, not_enabled}'; see {@link hm_http}.
 -spec http_status_url() -> {ok, string()} | {error, not_enabled}.
 http_status_url() -> hm_http:url().
+
+%% @doc Apply a CRDT operation to `Key' of CRDT table `Tab', from any node. See
+%% {@link hm_crdt_table:update/3}.
+-spec update(atom(), term(), term()) -> ok | {error, term()}.
+update(Tab, Key, Op) -> hm_crdt_table:update(Tab, Key, Op).
+
+%% @doc The value of `Key' in CRDT table `Tab' (the type's empty value when absent). See
+%% {@link hm_crdt_table:value/2}.
+-spec value(atom(), term()) -> term() | {error, term()}.
+value(Tab, Key) -> hm_crdt_table:value(Tab, Key).
+
+%% @doc Counter tables: add 1.
+-spec increment(atom(), term()) -> ok | {error, term()}.
+increment(Tab, Key) -> hm_crdt_table:increment(Tab, Key).
+
+%% @doc Counter tables: add `N'.
+-spec increment(atom(), term(), non_neg_integer()) -> ok | {error, term()}.
+increment(Tab, Key, N) -> hm_crdt_table:increment(Tab, Key, N).
+
+%% @doc `pncounter' tables: subtract 1.
+-spec decrement(atom(), term()) -> ok | {error, term()}.
+decrement(Tab, Key) -> hm_crdt_table:decrement(Tab, Key).
+
+%% @doc `pncounter' tables: subtract `N'.
+-spec decrement(atom(), term(), non_neg_integer()) -> ok | {error, term()}.
+decrement(Tab, Key, N) -> hm_crdt_table:decrement(Tab, Key, N).
+
+%% @doc Counter tables: the value.
+-spec get_counter(atom(), term()) -> integer() | {error, term()}.
+get_counter(Tab, Key) -> hm_crdt_table:get_counter(Tab, Key).
+
+%% @doc Set tables: add an element.
+-spec add_set(atom(), term(), term()) -> ok | {error, term()}.
+add_set(Tab, Key, E) -> hm_crdt_table:add_set(Tab, Key, E).
+
+%% @doc Set tables: remove an element.
+-spec remove_set(atom(), term(), term()) -> ok | {error, term()}.
+remove_set(Tab, Key, E) -> hm_crdt_table:remove_set(Tab, Key, E).
+
+%% @doc Set tables: the elements, sorted.
+-spec get_set(atom(), term()) -> [term()] | {error, term()}.
+get_set(Tab, Key) -> hm_crdt_table:get_set(Tab, Key).
+
+%% @doc Register tables: assign a value.
+-spec put_register(atom(), term(), term()) -> ok | {error, term()}.
+put_register(Tab, Key, V) -> hm_crdt_table:put_register(Tab, Key, V).
+
+%% @doc Register tables: the value.
+-spec get_register(atom(), term()) -> term() | {error, term()}.
+get_register(Tab, Key) -> hm_crdt_table:get_register(Tab, Key).
+
+%% @doc Start from a cluster configuration file (nodes, fragments, replication, storage,
+%% flavor, epoch, CRDT tables): start Mnesia and Hypermnesia here, join the listed nodes and
+%% create the listed tables that do not exist yet. See {@link hm_config:start/1}.
+-spec start(file:filename()) -> ok | {error, term()}.
+start(File) -> hm_config:start(File).

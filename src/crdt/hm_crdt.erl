@@ -39,6 +39,7 @@
 -export([new/2, mutate/3, deliver/2, merge/2, value/1, stable/2, to_binary/1, from_binary/1]).
 -export([type/1, flavor/1, lattice/1, delivered/1, pending/1, metadata/1, is_crdt/1, types/0,
          flavors/0, module/1, is_op/2, drop_pending/2]).
+-export([prepare/3, effect/4]).
 -export_type([crdt/0, type/0, flavor/0, event/0, op/0, replica/0]).
 
 -type type() :: gcounter | pncounter | awset | rwset | lwwreg | mvreg | ewflag | map.
@@ -211,6 +212,41 @@ apply_ready(delta, _M, Ready, Dcc) ->
 apply_ready(op, M, Ready, S) ->
     lists:foldl(fun({O, Ts, PureOp}, Acc) -> M:effect(PureOp, {O, maps:get(O, Ts)}, Ts, Acc)
                 end, S, Ready).
+
+%% @doc Op flavor, when the caller does causal delivery itself (a tagged causal broadcast
+%% shared by many CRDTs, as the tables do): the operation as it travels ("prepare" of pure
+%% op-based CRDTs), without applying it. Apply it everywhere, the origin included, with
+%% {@link effect/4} and the broadcast's dot and vector timestamp.
+-spec prepare(op(), replica(), crdt()) -> {ok, term()} | {error, term()}.
+prepare(Op, Replica, C = #hm_crdt{type = T, flavor = op, inner = {S, _}}) ->
+    M = module(T),
+    case {is_replica(Replica), safe_is_op(M, Op)} of
+        {false, _} -> {error, {bad_replica, Replica}};
+        {_, false} -> {error, {bad_op, T, Op}};
+        {true, true} ->
+            case is_crdt(C) of
+                true -> {ok, M:prepare(Op, Replica, S)};
+                false -> {error, {bad_crdt, C}}
+            end
+    end;
+prepare(_, _, X) -> {error, {bad_crdt, X}}.
+
+%% @doc Op flavor: apply an operation {@link prepare/3} made, delivered by the caller in
+%% causal order exactly once, with its dot `{Origin, N}' and vector timestamp `Ts' (which
+%% holds every operation it causally follows, its own dot included). `Ts' counts as
+%% delivered, so {@link stable/2} with the broadcast's stable vector compacts it.
+-spec effect(term(), hm_vv:dot(), hm_vv:vv(), crdt()) -> crdt() | {error, term()}.
+effect(PureOp, Dot = {_, N}, Ts, C = #hm_crdt{type = T, flavor = op, inner = {S, CB}})
+  when is_integer(N), N > 0, is_map(Ts) ->
+    M = module(T),
+    case safe_is_op(M, PureOp) of
+        false -> {error, {bad_event, PureOp}};
+        true ->
+            {_, CB1} = hm_causal_buffer:advance(Ts, CB),
+            C#hm_crdt{inner = {M:effect(PureOp, Dot, Ts, S), CB1}}
+    end;
+effect(PureOp, _, _, #hm_crdt{}) -> {error, {bad_event, PureOp}};
+effect(_, _, _, X) -> {error, {bad_crdt, X}}.
 
 %% @doc Join two replicas' states (state and delta flavors). A delta replica then delivers
 %% any buffered delta that became ready.

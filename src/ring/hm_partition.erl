@@ -30,7 +30,7 @@
 -module(hm_partition).
 
 -export([create_table/2, delete_table/1, owners/2, change_table_frag/2, properties/1]).
--export([caught_up/3]).
+-export([caught_up/3, create_table/3]).
 
 -define(READY_TIMEOUT_MS, 120000).
 -define(DOTTED_OPTS, [replication, anti_entropy, strip_interval, sync_interval]).
@@ -89,6 +89,16 @@ create_table_(Tab, Opts) ->
 replication_opts(Opts) ->
     [O || O <- Opts, is_tuple(O), tuple_size(O) >= 1,
           lists:member(element(1, O), ?DOTTED_OPTS)].
+
+%% @doc A partitioned EC table (options as for {@link create_table/2}, with
+%% `frag_properties') whose fragments all carry `Extra' in their EC options: CRDT tables
+%% are made this way ({@link hm_crdt_table}).
+-spec create_table(atom(), [tuple()], map()) -> {atomic, ok} | {aborted, term()}.
+create_table(Tab, Opts, Extra) when is_atom(Tab), is_list(Opts), is_map(Extra) ->
+    try parse(Tab, Opts) of
+        Props -> create_partitioned(Tab, Opts, Props, Extra)
+    catch throw:{aborted, _} = Aborted -> Aborted
+    end.
 
 %% With a `frag_properties' option (and a proper list: anything else is the registry's to
 %% refuse).
@@ -163,7 +173,9 @@ check_active(Tab, Nodes) ->
     [throw({aborted, {not_active, Tab, N}}) || N <- Nodes, not lists:member(N, Running)],
     ok.
 
-create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}) ->
+create_partitioned(Tab, Opts, Props) -> create_partitioned(Tab, Opts, Props, #{}).
+
+create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}, Extra0) ->
     Placement = placement(Props),
     %% every fragment holds records named as the table's
     Dropped = [frag_properties, record_name, conflict | ?DOTTED_OPTS],
@@ -180,10 +192,11 @@ create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}) -
     %% the fragments first, `Tab' itself last (it is what makes the table partitioned)
     Create = fun(K, {atomic, ok}) ->
                      Frag = hm_ec_frag:fragment_name(Tab, K),
-                     Extra = case K of
-                                 1 -> Server#{frag => Props};
-                                 _ -> Server#{frag => #{base => Tab, number => K}}
-                             end,
+                     Extra = maps:merge(Extra0, Server#{frag => case K of
+                                                                    1 -> Props;
+                                                                    _ -> #{base => Tab,
+                                                                           number => K}
+                                                                end}),
                      case hm_ec_registry:create_table(
                             Frag, [{Storage, maps:get(K, Placement)} | Common], Extra) of
                          {atomic, ok} -> {atomic, ok};

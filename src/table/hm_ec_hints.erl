@@ -27,10 +27,13 @@
 %% server and the simulator both run it): the hints `Pending' first, oldest first, each
 %% passed to `Try' until one is not taken; then `New' (or `none'), passed to `Try' only when
 %% no hint is left, else kept as a hint behind them. `Try(KeyOp, Acc)' hands a write to a
-%% reachable holder and says `ok' or `unreachable'. Returns the ids of the hints handed off,
-%% what became of `New' (`sent', or `kept': the caller adds it to the hints) and `Acc'.
--spec pass_on([{Id, KeyOp}], KeyOp | none, fun((KeyOp, Acc) -> {ok | unreachable, Acc}),
-              Acc) -> {[Id], sent | kept | none, Acc}.
+%% reachable holder and says `ok', `unreachable', or `{error, Reason}' when the holders
+%% refuse it for good (a write the table can never take: it is dropped, never kept).
+%% Returns the ids of the hints done with (handed off, or refused), what became of `New'
+%% (`sent'; `kept': the caller adds it to the hints; `{error, Reason}') and `Acc'.
+-spec pass_on([{Id, KeyOp}], KeyOp | none,
+              fun((KeyOp, Acc) -> {ok | unreachable | {error, term()}, Acc}), Acc) ->
+          {[Id], sent | kept | none | {error, term()}, Acc}.
 pass_on(Pending, New, Try, Acc0) ->
     {Sent, Left, Acc1} = hand_off(Pending, Try, Acc0, []),
     case {New, Left} of
@@ -39,15 +42,16 @@ pass_on(Pending, New, Try, Acc0) ->
         {_, []} ->
             case Try(New, Acc1) of
                 {ok, Acc2} -> {Sent, sent, Acc2};
-                {unreachable, Acc2} -> {Sent, kept, Acc2}
+                {unreachable, Acc2} -> {Sent, kept, Acc2};
+                {{error, _} = Refused, Acc2} -> {Sent, Refused, Acc2}
             end
     end.
 
 hand_off([], _Try, Acc, Sent) -> {lists:reverse(Sent), [], Acc};
 hand_off([{Id, KeyOp} | Rest] = All, Try, Acc, Sent) ->
     case Try(KeyOp, Acc) of
-        {ok, Acc1} -> hand_off(Rest, Try, Acc1, [Id | Sent]);
-        {unreachable, Acc1} -> {lists:reverse(Sent), All, Acc1}
+        {unreachable, Acc1} -> {lists:reverse(Sent), All, Acc1};
+        {_, Acc1} -> hand_off(Rest, Try, Acc1, [Id | Sent])     % taken, or refused for good
     end.
 
 %% @doc Create the store (by its owner, {@link hm_ec_server}).

@@ -85,6 +85,7 @@ pass_on(Tab, KeyOp, Mode) ->
         [] ->
             case to_holders(Tab, KeyOp, Mode) of
                 ok -> ok;
+                {error, _} = Refused -> Refused;
                 unreachable -> gen_server:call(?MODULE, {pass_on, Tab, KeyOp, Mode},
                                                infinity)
             end;
@@ -98,6 +99,10 @@ to_holders([H | Hs], Tab, KeyOp, Mode) ->
     Timeout = case Mode of async -> ?PASS_ON_MS; sync -> 6 * ?PASS_ON_MS end,
     try hm_ec_table_server:submit({hm_ec_table_server:name(Tab), H}, KeyOp, Mode, Timeout) of
         ok -> ok;
+        %% what every holder refuses (a record write on a CRDT table, a CRDT operation on a
+        %% table of records or one its type does not have) is refused here too, never a hint
+        {error, {Why, _}} = Refused when Why =:= crdt_table; Why =:= not_crdt_table -> Refused;
+        {error, {bad_op, _, _}} = Refused -> Refused;
         {error, _} -> to_holders(Hs, Tab, KeyOp, Mode)
     catch exit:_ -> to_holders(Hs, Tab, KeyOp, Mode)
     end.
@@ -108,10 +113,11 @@ handoff() -> lists:foreach(fun(Tab) -> _ = handoff(Tab, none, async) end, hm_ec_
 
 handoff(Tab, New, Mode) ->
     Try = fun(KeyOp, Acc) -> {to_holders(Tab, KeyOp, Mode), Acc} end,
-    {Sent, Outcome, _} = hm_ec_hints:pass_on(hm_ec_hints:pending(Tab), New, Try, none),
-    [hm_ec_hints:remove(Tab, Seq) || {_, Seq} <- Sent],
+    {Done, Outcome, _} = hm_ec_hints:pass_on(hm_ec_hints:pending(Tab), New, Try, none),
+    [hm_ec_hints:remove(Tab, Seq) || {_, Seq} <- Done],
     case Outcome of
         kept -> hm_ec_hints:add(Tab, New);
+        {error, _} = Refused -> Refused;
         _ -> ok
     end.
 

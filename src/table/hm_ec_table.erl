@@ -51,7 +51,8 @@
 -define(SYNC_TIMEOUT_MS, 30000).
 -define(ACK_EVERY, 8).
 
--type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear.
+-type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear
+            | {update, term()}.                 % a CRDT table's operation (hm_ec_crdt)
 -type event() :: {applied, hm_tcsb:message()} | {installed, hm_vv:vv()}
                | {stabilized, [hm_vv:dot()]}.
 -type effect() :: {send, node(), term()} | {reply, term(), term()}
@@ -60,7 +61,8 @@
 -type opts() :: #{tab := atom(), type := hm_ec_key:ec_type(), policy := hm_ec_key:policy(),
                   record := {atom(), pos_integer()}, cookie := term(), node := node(),
                   incarnation := term(), members := [node()], store := hm_ec_store:store(),
-                  events => boolean(), tcsb => hm_tcsb:opts()}.
+                  events => boolean(), tcsb => hm_tcsb:opts(),
+                  crdt => none | hm_ec_crdt:spec(), epoch => pos_integer()}.
 
 -record(t, {tab :: atom(),
             type :: hm_ec_key:ec_type(),
@@ -82,7 +84,13 @@
             %% operations applied that met a concurrent one on their key (policy resolved)
             conflicts = 0 :: non_neg_integer(),
             ticks = 0 :: non_neg_integer(),
-            events = false :: boolean()}).
+            events = false :: boolean(),
+            %% a CRDT table's type and flavor (hm_ec_crdt), `none' for a set of records
+            crdt = none :: none | hm_ec_crdt:spec(),
+            %% state and delta CRDT tables: the broadcast epoch (ms), and the updates applied
+            %% here since the last one, newest first, sent as one message when it ends
+            epoch = 100 :: pos_integer(),
+            batch = [] :: [{term(), hm_ec_crdt:payload()}]}).
 -opaque state() :: #t{}.
 
 %%% ================================================================ starting
@@ -96,16 +104,20 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
     TOpts = maps:get(tcsb, O, #{}),
     T0 = #t{tab = Tab, type = maps:get(type, O), policy = maps:get(policy, O),
             record = maps:get(record, O), cookie = maps:get(cookie, O), store = St,
-            tcsb_opts = TOpts, events = maps:get(events, O, false)},
+            tcsb_opts = TOpts, events = maps:get(events, O, false),
+            crdt = maps:get(crdt, O, none), epoch = maps:get(epoch, O, 100)},
     Log = hm_ec_store:log_read(St),
     case restorable(Log) of
         {state, {Self, Delivered}} ->
             Logged = [M || {{_, _}, M} <- Log],
             Clears = [C || {clears, Cs} <- Log, C <- Cs],
             B = hm_tcsb:restore_log(Logged, hm_tcsb:new(Self, Ms, Delivered, TOpts)),
-            {T0#t{tcsb = B, clears = Clears, store = with_format(St)},
+            %% a state or delta CRDT table's updates applied but not sent before the restart
+            Batch = [U || {crdt_batch, Us} <- Log, U <- Us],
+            {T0#t{tcsb = B, clears = Clears, store = with_format(St), batch = Batch},
              [{info, "hypermnesia: ~p restored from disc (~p unstable operations)",
-               [Tab, length(Logged)]}]};
+               [Tab, length(Logged)]}
+              | [{timer, T0#t.epoch, crdt_epoch} || Batch =/= []]]};
         Other ->
             B = hm_tcsb:new({Node, maps:get(incarnation, O)}, Ms, #{}, TOpts),
             Warn = [{info, "hypermnesia: ~p: the disc log is of format ~p, this release reads "
@@ -148,7 +160,24 @@ with_format(St) -> hm_ec_store:log_put(format, hm_ec_wire:disc_version(), St).
           {state(), [effect()]}.
 submit(_, _, From, _, T = #t{status = {syncing, _, _}, tab = Tab}) ->
     {T, [{reply, From, {error, {syncing, Tab}}}]};
-submit({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
+submit({Key, Op}, Mode, From, Env, T = #t{crdt = Spec, tcsb = B, tab = Tab}) ->
+    %% a CRDT table takes `{update, CrdtOp}' only (prepared here against the key's state),
+    %% a table of records everything else
+    case {Spec, Op} of
+        {none, {update, _}} -> {T, [{reply, From, {error, {not_crdt_table, Tab}}}]};
+        {none, {crdt, _}} -> {T, [{reply, From, {error, {not_crdt_table, Tab}}}]};
+        {none, _} -> submit_op({Key, Op}, Mode, From, Env, T);
+        {{_, Flavor}, {update, CrdtOp}} ->
+            case hm_ec_crdt:prepare(CrdtOp, hm_tcsb:self(B), Spec, crdt_state(Key, T)) of
+                {ok, Payload} when Flavor =/= op, Mode =:= async ->
+                    batch(Key, Payload, From, T);
+                {ok, Payload} -> submit_op({Key, {crdt, Payload}}, Mode, From, Env, T);
+                {error, _} = E -> {T, [{reply, From, E}]}
+            end;
+        {_, _} -> {T, [{reply, From, {error, {crdt_table, Tab}}}]}
+    end.
+
+submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
     {Op, H1} = stamp(Op0, H0, Clock, node_of(B)),
     {Msg = {Self, Ts, _}, Out, B1} = hm_tcsb:broadcast({Mode, Key, Op}, B),
     {T1, Evs} = apply_op(T#t{tcsb = B1, hlc = H1}, Msg),
@@ -164,6 +193,36 @@ submit({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
         _ ->
             {T1, Evs ++ Sends ++ Durable ++ [{reply, From, ok}]}
     end.
+
+%% A state or delta CRDT table (ChiaVe's broadcast epoch): the update is applied here at
+%% once, and the updates of an epoch leave together, as one message of the table's
+%% broadcast, when it ends (for `state', only the last state of each key). A disc copy
+%% logs them until then, so a restart sends them.
+batch(Key, Payload, From, T = #t{batch = Bt, epoch = Ms, store = St, record = {Name, _}}) ->
+    C1 = hm_ec_crdt:effect(Payload, {node, 1}, #{}, crdt_state(Key, T)),
+    Bt1 = [{Key, Payload} | Bt],
+    St1 = crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St)),
+    St2 = case hm_ec_store:is_disc(St1) of
+              true -> hm_ec_store:log_put(crdt_batch, Bt1, St1);
+              false -> St1
+          end,
+    {T#t{batch = Bt1, store = St2},
+     [{timer, Ms, crdt_epoch} || Bt =:= []] ++ [{reply, From, ok}]}.
+
+%% The epoch ended: its updates leave as one operation, in the order they were made.
+flush(T = #t{batch = []}) -> {T, []};
+flush(T = #t{batch = Bt, crdt = {_, Flavor}, store = St}) ->
+    Pairs = case Flavor of
+                state -> lists:ukeysort(1, Bt);    % newest first: the last state of each key
+                _ -> lists:reverse(Bt)
+            end,
+    St1 = case hm_ec_store:is_disc(St) of
+              true -> hm_ec_store:log_del(crdt_batch, St);
+              false -> St
+          end,
+    {T1, Effs} = submit_op({'$crdt_epoch', {crdt, {batch, Pairs}}}, async, crdt_epoch,
+                           {0, []}, T#t{batch = [], store = St1}),
+    {T1, [E || E <- Effs, E =/= {reply, crdt_epoch, ok}]}.
 
 %% Hybrid logical clock for lww: the wall clock, never behind what was seen.
 stamp({write, Rec}, H, Clock, Node) ->
@@ -181,6 +240,8 @@ timeout({sync_timeout, Dot}, T = #t{waiters = W}) ->
             {T#t{waiters = maps:remove(Dot, W)}, [{reply, From, {error, {sync_timeout, Nodes}}}]};
         _ -> {T, []}
     end;
+timeout(crdt_epoch, T = #t{status = ready}) -> flush(T);
+timeout(crdt_epoch, T = #t{epoch = Ms}) -> {T, [{timer, Ms, crdt_epoch}]};   % not caught up yet
 timeout(_, T) -> {T, []}.
 
 %%% ================================================================ members' messages
@@ -264,13 +325,17 @@ remote(From, {applied, Dot}, T = #t{waiters = W}) ->
 remote(From, Other, T = #t{tab = Tab}) ->
     {T, [{drop, {bad_message, Tab, From, Other}}]}.
 
-%% A record operation names its record's own key, and the record fits the table.
-fits(#t{record = {Name, Arity}}, {_, _, {_, Key, Op}}) ->
+%% A record operation names its record's own key, and the record fits the table; a CRDT
+%% table takes CRDT payloads of its type and flavor only.
+fits(#t{crdt = none}, {_, _, {_, _, {crdt, _}}}) -> false;
+fits(#t{crdt = none, record = {Name, Arity}}, {_, _, {_, Key, Op}}) ->
     case Op of
         {write, Rec, _} -> fits_record(Rec, Key, Name, Arity);
         {delete_object, Rec} -> fits_record(Rec, Key, Name, Arity);
         _ -> true
-    end.
+    end;
+fits(#t{crdt = Spec}, {_, _, {_, _, {crdt, Payload}}}) -> hm_ec_crdt:is_payload(Spec, Payload);
+fits(#t{}, _) -> false.
 
 fits_record(Rec, Key, Name, Arity) ->
     tuple_size(Rec) =:= Arity andalso element(1, Rec) =:= Name andalso element(2, Rec) =:= Key.
@@ -340,11 +405,29 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen}) ->
         V -> stabilize(T#t{stable_seen = V}, V)
     end.
 
-stabilize(T = #t{type = Type, policy = Policy, store = St0, tcsb = B, clears = Cs,
-                 events = Ev}, V) ->
+stabilize(T = #t{store = St0, tcsb = B, clears = Cs, events = Ev}, V) ->
+    {St1, Dots} = stabilize_keys(T, St0, V),
+    Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
+    {Gone, B1} = hm_tcsb:gc_dots(B),
+    St2 = lists:foldl(fun hm_ec_store:log_del/2, St1, Gone),
+    T1 = persist_clears(T#t{store = St2, tcsb = B1, clears = Clears}, Cs),
+    Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
+    {T1, [{event, {stabilized, Folded}} || Ev, Folded =/= []]}.
+
+%% A CRDT table: every key with unstable timestamps is compacted by its CRDT.
+stabilize_keys(#t{crdt = Spec, record = {Name, _}}, St0, V) when Spec =/= none ->
+    St1 = lists:foldl(fun(Key, St) ->
+                              case hm_ec_store:read(Key, St) of
+                                  [{_, _, C}] ->
+                                      C1 = hm_ec_crdt:stabilize(V, C),
+                                      crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St));
+                                  _ -> hm_ec_store:meta_del(Key, St)
+                              end
+                      end, St0, hm_ec_store:meta_keys(St0)),
+    {St1, []};
+stabilize_keys(#t{type = Type, policy = Policy, events = Ev} = T, St0, V) ->
     %% stabilization never changes what reads show (hm_ec_prop checks it): only the
     %% metadata is rewritten
-    {St1, Dots} =
         lists:foldl(fun(Key, {St, Ds}) ->
                             {ok, KS = {_, KLog}} = hm_ec_store:meta_get(Key, St),
                             case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
@@ -352,13 +435,7 @@ stabilize(T = #t{type = Type, policy = Policy, store = St0, tcsb = B, clears = C
                                 KS1 -> {store_meta(T, Key, KS1, St),
                                         [D || Ev, {D, _, _} <- KLog] ++ Ds}
                             end
-                    end, {St0, []}, hm_ec_store:meta_keys(St0)),
-    Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
-    {Gone, B1} = hm_tcsb:gc_dots(B),
-    St2 = lists:foldl(fun hm_ec_store:log_del/2, St1, Gone),
-    T1 = persist_clears(T#t{store = St2, tcsb = B1, clears = Clears}, Cs),
-    Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
-    {T1, [{event, {stabilized, Folded}} || Ev, Folded =/= []]}.
+                    end, {St0, []}, hm_ec_store:meta_keys(St0)).
 
 %%% ================================================================ state transfer
 
@@ -451,6 +528,12 @@ persist(T = #t{store = St, tcsb = B}, Msg = {Origin, Ts, _}) ->
         false -> T
     end.
 
+apply_key(T, Origin, Ts, _, {crdt, {batch, Pairs}}) ->
+    lists:foldl(fun({Key, P}, Acc) -> apply_key(Acc, Origin, Ts, Key, {crdt, P}) end, T, Pairs);
+apply_key(T = #t{crdt = Spec, store = St, record = {Name, _}}, Origin, Ts, Key, {crdt, P})
+  when Spec =/= none ->
+    C1 = hm_ec_crdt:effect(P, {Origin, maps:get(Origin, Ts)}, Ts, crdt_state(Key, T)),
+    T#t{store = crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St))};
 apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op) ->
     {KS, Shown} = case hm_ec_store:meta_get(Key, St) of
                       {ok, KS0} -> {KS0, unknown};
@@ -459,6 +542,21 @@ apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op) ->
     KS1 = hm_ec_key:effect(Type, Op, {Origin, maps:get(Origin, Ts)}, Ts, KS),
     N = T#t.conflicts + case hm_ec_key:concurrent(Ts, KS) of true -> 1; false -> 0 end,
     T#t{store = store_meta(T, Key, KS1, show(T, Key, KS1, Shown, St)), conflicts = N}.
+
+%% A CRDT table's key: its row's CRDT, or a new one.
+crdt_state(Key, #t{crdt = Spec, store = St}) ->
+    case hm_ec_store:read(Key, St) of
+        [{_, _, C}] -> C;
+        _ -> hm_ec_crdt:new(Spec)
+    end.
+
+%% A CRDT table keeps a metadata row (an empty key state: a marker) for the keys stability
+%% has yet to compact.
+crdt_meta(Key, C, St) ->
+    case hm_ec_crdt:is_unstable(C) of
+        true -> hm_ec_store:meta_put(Key, hm_ec_key:new(), St);
+        false -> hm_ec_store:meta_del(Key, St)
+    end.
 
 %% What reads show for a key, written only when it changed.
 show(T, Key, KS, unknown, St) ->
@@ -494,7 +592,7 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       unstable_keys => hm_ec_store:meta_size(St),
       metadata_words => hm_ec_store:meta_words(St),
       size => hm_ec_store:size(St),
-      sync_waiting => map_size(W),
+      sync_waiting => map_size(W), crdt => T#t.crdt, unsent_updates => length(T#t.batch),
       conflicts => T#t.conflicts}.
 
 %% @doc How many operations this copy applied that met a concurrent one on their key (and

@@ -67,7 +67,7 @@ queued(Server) -> gen_server:call(Server, queued, 5000).
 %%% ---------------------------------------------------------------- gen_server
 
 -spec init({atom(), map()}) -> {ok, map()}.
-init({Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}}) ->
+init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log}}) ->
     ok = net_kernel:monitor_nodes(true),
     %% Mnesia alone restarting on another copy holder gives no nodedown, only mnesia_down
     {ok, _} = mnesia:subscribe(system),
@@ -78,7 +78,9 @@ init({Tab, #{type := Type, conflict := Policy, meta := Meta, log := Log}}) ->
              incarnation => erlang:unique_integer([positive, monotonic])
                  + erlang:system_time(microsecond),
              members => hm_ec_server:copy_holders(Tab),
-             store => hm_ec_store_mnesia:new(Tab, Meta, Log, Storage)},
+             store => hm_ec_store_mnesia:new(Tab, Meta, Log, Storage),
+             crdt => maps:get(crdt, EcOpts, none),
+             epoch => maps:get(crdt_epoch, EcOpts, 100)},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     {T, Effs} = hm_ec_table:new(Opts),
     Ref = make_ref(),

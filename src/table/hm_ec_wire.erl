@@ -50,7 +50,7 @@ open(_) -> {error, not_an_envelope}.
 %% @doc Whether a term is an operation message: an origin `{Node, Incarnation}', a version
 %% vector with a positive entry for the origin, and a payload `{async | sync, Key, Op}'
 %% whose `Op' is a write of a record with its hybrid clock, a delete, a delete_object of a
-%% record, or a clear.
+%% record, a clear, or a CRDT table's payload (see {@link hm_ec_crdt}).
 -spec is_op_message(term()) -> boolean().
 is_op_message(Msg = {{N, _}, _, {Mode, _Key, Op}}) when is_atom(N) ->
     hm_causal_buffer:is_message(Msg) andalso (Mode =:= async orelse Mode =:= sync)
@@ -61,6 +61,7 @@ is_op({write, Rec, {H, N}}) -> is_tuple(Rec) andalso is_integer(H) andalso is_at
 is_op(delete) -> true;
 is_op({delete_object, Rec}) -> is_tuple(Rec);
 is_op(clear) -> true;
+is_op({crdt, {Kind, _}}) -> Kind =:= op orelse Kind =:= event orelse Kind =:= batch;
 is_op(_) -> false.
 
 %% @doc Whether a term is an acknowledgement.

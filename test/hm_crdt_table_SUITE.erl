@@ -1,0 +1,230 @@
+%% @doc CRDT tables on three real nodes (OTP `peer', the shared harness {@link hm_cluster}):
+%% every type and flavor from the public API, fully replicated and partitioned, updated from
+%% every node, through a real partition with updates on both sides, and a node killed.
+-module(hm_crdt_table_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("eunit/include/eunit.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
+-export([api_and_errors/1, conveniences/1, partition_every_type/1, node_killed/1,
+         config_file/1]).
+
+all() -> [api_and_errors, conveniences, partition_every_type, node_killed, config_file].
+
+init_per_suite(Config) ->
+    C = hm_cluster:start(#{nodes => 3, dir => ?config(priv_dir, Config), prefix => "crdt",
+                           modules => [?MODULE]}),
+    [{cluster, C} | Config].
+
+end_per_suite(Config) -> hm_cluster:stop(?config(cluster, Config)).
+
+end_per_testcase(_Case, Config) ->
+    C = ?config(cluster, Config),
+    hm_cluster:heal(C),
+    [_ = call(1, Config, hypermnesia, delete_table, [T])
+     || T <- call(1, Config, mnesia, system_info, [tables]), is_crdt_tab(T)],
+    ok.
+
+is_crdt_tab(T) -> lists:prefix("c_", atom_to_list(T)) andalso
+                      string:find(atom_to_list(T), "_frag") =:= nomatch.
+
+%%% ------------------------------------------------------------- helpers
+
+call(I, Config, M, F, A) -> hm_cluster:call(?config(cluster, Config), I, M, F, A).
+
+pool(Config) -> hm_cluster:nodes(?config(cluster, Config)).
+
+up(Config) -> [I || I <- hm_cluster:ids(?config(cluster, Config)),
+                    hm_cluster:status(?config(cluster, Config), I) =:= up].
+
+tab(Type, Flavor, Layout) ->
+    list_to_atom(lists:concat(["c_", Type, "_", Flavor, "_", Layout])).
+
+layout_opts(replicated, Config) -> [{ram_copies, pool(Config)}];
+layout_opts(partitioned, Config) ->
+    [{frag_properties, [{n_fragments, 4}, {n_ram_copies, 2}, {node_pool, pool(Config)}]}].
+
+create(Config, Type, Flavor, Layout) ->
+    Tab = tab(Type, Flavor, Layout),
+    {atomic, ok} = call(1, Config, hypermnesia, create_table,
+                        [Tab, [{crdt, Type}, {flavor, Flavor} | layout_opts(Layout, Config)]]),
+    Tab.
+
+value(I, Config, Tab, Key) -> call(I, Config, hypermnesia, value, [Tab, Key]).
+
+%% Every node that is up shows `Expected' for every key (else the test fails with what
+%% each node shows). `{one_of, Vs}': the same value on every node, one of `Vs'.
+converged(Config, Tab, Expected) ->
+    Shown = fun() -> [{I, Key, value(I, Config, Tab, Key)} || {Key, _} <- Expected,
+                                                              I <- up(Config)] end,
+    Fits = fun({one_of, Vs}, Key, All) ->
+                   case lists:usort([V || {_, K, V} <- All, K =:= Key]) of
+                       [V] -> lists:member(V, Vs);
+                       _ -> false
+                   end;
+              (V, Key, All) -> lists:all(fun({_, K, W}) -> K =/= Key orelse W =:= V end, All)
+           end,
+    Ok = fun() -> All = Shown(),
+                  lists:all(fun({Key, E}) -> Fits(E, Key, All) end, Expected) end,
+    case catch hm_cluster:wait_until(Ok, 60000) of
+        ok -> ok;
+        _ -> ct:fail({not_converged, Tab, Expected, Shown()})
+    end.
+
+%% Two concurrent updates per type, one per side of a cut, and what every node must show
+%% once healed: {KeyUpdates side 1, side 2, expected value}.
+scenario(gcounter) -> {[{increment, 2}, {increment, 1}], [{increment, 5}], 8};
+scenario(pncounter) -> {[{increment, 4}, {decrement, 1}], [{decrement, 7}], -4};
+scenario(awset) -> {[{add, a}, {add, b}], [{add, c}], [a, b, c]};
+scenario(rwset) -> {[{add, a}, {add, b}], [{add, c}], [a, b, c]};
+scenario(mvreg) -> {[{assign, x}], [{assign, y}], [x, y]};
+scenario(ewflag) -> {[enable], [disable], true};
+scenario(lwwreg) -> {[{assign, x, 10}], [{assign, y, 20}], y};
+scenario(map) -> {[{update, f, gcounter, {increment, 3}}],
+                  [{update, g, awset, {add, e}}],
+                  [{f, gcounter, 3}, {g, awset, [e]}]}.
+
+%% What every node must show after the heal. An update taken where no owner of the key is
+%% reachable is kept as a hint and applied once an owner is back: it then follows what that
+%% owner has seen, so on a partitioned table a multi-value register may show only it.
+after_heal(mvreg, Tab) ->
+    case lists:suffix("partitioned", atom_to_list(Tab)) of
+        true -> {one_of, [[x], [y], [x, y]]};
+        false -> [x, y]
+    end;
+after_heal(T, _Tab) -> element(3, scenario(T)).
+
+%%% ------------------------------------------------------------- cases
+
+%% Every type and flavor, replicated: update on one node, read on every other; bad
+%% operations refused with nothing changed; absent keys read as the empty value.
+api_and_errors(Config) ->
+    Empty = #{gcounter => 0, pncounter => 0, awset => [], rwset => [], lwwreg => undefined,
+              mvreg => [], ewflag => false, map => []},
+    lists:foreach(
+      fun({Type, Flavor}) ->
+              Tab = create(Config, Type, Flavor, replicated),
+              ?assertEqual(maps:get(Type, Empty), value(2, Config, Tab, absent)),
+              {Ups, _, _} = scenario(Type),
+              [ok = call(2, Config, hypermnesia, update, [Tab, k, Op]) || Op <- Ups],
+              {error, {bad_op, Type, {bogus, 1}}} =
+                  call(3, Config, hypermnesia, update, [Tab, k, {bogus, 1}]),
+              Expected = expected(Type, Ups),
+              ok = converged(Config, Tab, [{k, Expected}]),
+              %% still the same after the refused operation reached nobody
+              ?assertEqual(Expected, value(1, Config, Tab, k))
+      end, [{T, F} || T <- hm_crdt:types(), F <- hm_crdt:flavors()]),
+    {aborted, {bad_crdt_option, c_x, {crdt, nope}}} =
+        call(1, Config, hypermnesia, create_table, [c_x, [{crdt, nope}]]),
+    {aborted, {bad_crdt_option, c_x, {flavor, nope}}} =
+        call(1, Config, hypermnesia, create_table, [c_x, [{crdt, awset}, {flavor, nope}]]),
+    {aborted, {bad_crdt_option, c_x, {attributes, _}}} =
+        call(1, Config, hypermnesia, create_table, [c_x, [{crdt, awset}, {attributes, [a, b]}]]),
+    {error, {not_crdt_table, nosuch}} = call(1, Config, hypermnesia, update, [nosuch, k, enable]),
+    {error, {not_crdt_table, nosuch}} = call(1, Config, hypermnesia, value, [nosuch, k]),
+    ok.
+
+%% A value updated at one copy only, as the scenario's first side does.
+expected(Type, Ups) ->
+    C = lists:foldl(fun(Op, Acc) -> {ok, Acc1, _} = hm_crdt:mutate(Op, r, Acc), Acc1 end,
+                    hm_crdt:new(Type, op), Ups),
+    hm_crdt:value(C).
+
+%% ChiaVe's client calls on a partitioned table, from a node that holds no copy of some keys.
+conveniences(Config) ->
+    C = create(Config, gcounter, op, partitioned),
+    P = create(Config, pncounter, delta, partitioned),
+    S = create(Config, awset, state, partitioned),
+    R = create(Config, lwwreg, op, partitioned),
+    Keys = lists:seq(1, 8),
+    [begin
+         ok = call(1, Config, hypermnesia, increment, [C, K]),
+         ok = call(2, Config, hypermnesia, increment, [C, K, 4]),
+         ok = call(3, Config, hypermnesia, decrement, [P, K]),
+         ok = call(1, Config, hypermnesia, decrement, [P, K, 2]),
+         ok = call(2, Config, hypermnesia, add_set, [S, K, a]),
+         ok = call(2, Config, hypermnesia, add_set, [S, K, b]),
+         ok = call(2, Config, hypermnesia, remove_set, [S, K, a]),
+         ok = call(3, Config, hypermnesia, put_register, [R, K, {v, K}])
+     end || K <- Keys],
+    {error, {bad_op, gcounter, {decrement, 1}}} = call(1, Config, hypermnesia, decrement, [C, 1]),
+    %% a plain async_ec write is refused, on an owner of the key and on the node that is not
+    %% one (where it must not become a hint either)
+    Cl = ?config(cluster, Config),
+    Owners = call(1, Config, hypermnesia, owners, [C, 1]),
+    [NotOwner] = [I || I <- [1, 2, 3], not lists:member(hm_cluster:node(Cl, I), Owners)],
+    Write = fun() -> catch hypermnesia:async_ec(fun() -> mnesia:write({C, 1, 7}) end) end,
+    [{'EXIT', {aborted, {ec_write_failed, _, {crdt_table, _}}}} = hm_cluster:eval(Cl, I, Write)
+     || I <- [1, 2, 3]],
+    Frag = call(1, Config, hm_ec_frag, fragment_table, [C, 1]),
+    [] = call(NotOwner, Config, hm_ec_hints, pending, [Frag]),
+    hm_cluster:wait_until(
+      fun() -> lists:all(fun(I) ->
+                                 [call(I, Config, hypermnesia, get_counter, [C, K]) || K <- Keys]
+                                     =:= [5 || _ <- Keys]
+                                     andalso [call(I, Config, hypermnesia, get_counter, [P, K])
+                                              || K <- Keys] =:= [-3 || _ <- Keys]
+                                     andalso [call(I, Config, hypermnesia, get_set, [S, K])
+                                              || K <- Keys] =:= [[b] || _ <- Keys]
+                                     andalso [call(I, Config, hypermnesia, get_register, [R, K])
+                                              || K <- Keys] =:= [{v, K} || K <- Keys]
+                         end, [1, 2, 3])
+      end, 60000).
+
+%% Every type and flavor, replicated and partitioned: node 1 cut off from nodes 2 and 3,
+%% concurrent updates on both sides (on the partitioned tables, those on a side without a
+%% copy of the key's fragment are kept as hints), heal: every node converges to the value
+%% the type's concurrent semantics give; counters equal the sum of the acknowledged updates.
+partition_every_type(Config) ->
+    Combos = [{T, op, L} || T <- hm_crdt:types(), L <- [replicated, partitioned]]
+        ++ [{T, F, partitioned} || T <- [pncounter, awset, mvreg, map], F <- [state, delta]],
+    Tabs = [{create(Config, T, F, L), T} || {T, F, L} <- Combos],
+    Keys = [k1, k2, k3],
+    ok = hm_cluster:cut(?config(cluster, Config), [1], [2, 3]),
+    [begin
+         {Side1, Side2, _} = scenario(T),
+         [ok = call(1, Config, hypermnesia, update, [Tab, K, Op]) || K <- Keys, Op <- Side1],
+         [ok = call(2, Config, hypermnesia, update, [Tab, K, Op]) || K <- Keys, Op <- Side2]
+     end || {Tab, T} <- Tabs],
+    ok = hm_cluster:heal(?config(cluster, Config)),
+    [ok = converged(Config, Tab, [{K, after_heal(T, Tab)} || K <- Keys]) || {Tab, T} <- Tabs],
+    ok.
+
+%% A node killed while updates go on: the others keep taking them; once it is back (a ram
+%% copy, empty: it catches up by state transfer) every node shows the full count: every
+%% update acknowledged by a node that stayed up is counted.
+node_killed(Config) ->
+    C = ?config(cluster, Config),
+    Tabs = [create(Config, gcounter, F, L) || F <- hm_crdt:flavors(),
+                                              L <- [replicated, partitioned]],
+    [ok = call(1, Config, hypermnesia, increment, [Tab, K]) || Tab <- Tabs, K <- [a, b]],
+    %% a ram copy that dies loses what it took and had not sent yet (for state and delta,
+    %% up to one broadcast epoch): the kill comes once these are everywhere
+    [ok = converged(Config, Tab, [{a, 1}, {b, 1}]) || Tab <- Tabs],
+    ok = hm_cluster:kill(C, 3),
+    [ok = call(I, Config, hypermnesia, increment, [Tab, K, 2])
+     || Tab <- Tabs, K <- [a, b], I <- [1, 2]],
+    ok = hm_cluster:restart(C, 3),
+    [ok = call(3, Config, hypermnesia, increment, [Tab, K, 10]) || Tab <- Tabs, K <- [a, b]],
+    [ok = converged(Config, Tab, [{a, 15}, {b, 15}]) || Tab <- Tabs],
+    ok.
+
+%% `hypermnesia:start/1' with one configuration file on every node at once: each table is
+%% created once, as the file says, and works from every node.
+config_file(Config) ->
+    File = filename:join(?config(priv_dir, Config), "cluster.config"),
+    Terms = [{nodes, pool(Config)}, {fragments, 4}, {replication, 2}, {flavor, delta},
+             {epoch, 50}, {crdt_tables, [{c_cfg_views, gcounter}, {c_cfg_tags, awset}]}],
+    ok = file:write_file(File, [io_lib:format("~p.~n", [T]) || T <- Terms]),
+    Self = self(),
+    [spawn_link(fun() -> Self ! {started, I, call(I, Config, hypermnesia, start, [File])} end)
+     || I <- [1, 2, 3]],
+    [receive {started, I, R} -> ok = R after 60000 -> ct:fail({no_start, I}) end
+     || I <- [1, 2, 3]],
+    {ok, {gcounter, delta}} = call(3, Config, hm_crdt_table, spec, [c_cfg_views]),
+    #{n_fragments := 4, n_copies := 2} =
+        element(2, call(2, Config, hm_partition, properties, [c_cfg_tags])),
+    [ok = call(I, Config, hypermnesia, increment, [c_cfg_views, home]) || I <- [1, 2, 3]],
+    ok = call(2, Config, hypermnesia, add_set, [c_cfg_tags, post, erlang]),
+    ok = converged(Config, c_cfg_views, [{home, 3}]),
+    ok = converged(Config, c_cfg_tags, [{post, [erlang]}]).
