@@ -129,8 +129,7 @@ ratio(#{stats := St}) ->
     end.
 
 write_report(Out, Secs, Rows, Msgs, Wall) ->
-    {{Y, Mo, D}, {H, Mi, _}} = calendar:universal_time(),
-    Id = io_lib:format("ring-~4..0w~2..0w~2..0w-~2..0w~2..0w", [Y, Mo, D, H, Mi]),
+    Id = filename:basename(Out, ".md"),
     Head = io_lib:format(
              "# Partitioned tables by node count (run ~s)~n~n"
              "`make bench-ring`: ~p fragments, min(3, n) RAM copies each, ~p generators per "
