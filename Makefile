@@ -3,7 +3,7 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring \
+.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access \
         bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
 
 all: compile
@@ -55,6 +55,14 @@ bench-ring: bootstrap
 	erlc +debug_info -o _build/bench bench/ring_bench.erl test/hm_cluster.erl
 	erl -noshell -pa _build/test/lib/hypermnesia/ebin _build/test/lib/hypermnesia/sim _build/bench \
 	    -eval 'ring_bench:main(["bench/results/ring-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+
+## make bench-access: ns per async_ec read and write on one node, EC and plain tables, against
+## async_dirty in the same run -> bench/results/access-<date>.md (about a minute)
+bench-access: compile
+	mkdir -p _build/bench bench/results
+	erlc -o _build/bench bench/access_bench.erl
+	erl -noshell -sname hm_access_bench -pa _build/default/lib/hypermnesia/ebin _build/bench \
+	    -eval 'access_bench:main(["bench/results/access-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
 
 ## make demo-partitioned: five real nodes, a table in 8 fragments on a consistent-hash ring
 ## (3 copies each), writes from a node without most fragments, a partition with hints, a heal,
