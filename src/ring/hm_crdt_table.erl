@@ -57,17 +57,12 @@
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
     %% an improper list is the registry's to refuse
-    case is_proper(Opts) andalso
+    case hm_ec_registry:is_proper_list(Opts) andalso
         (lists:keymember(crdt, 1, Opts) orelse lists:keymember(flavor, 1, Opts)) of
         true -> create_crdt_table(Tab, Opts);
         false -> hm_partition:create_table(Tab, Opts)
     end;
 create_table(Tab, Opts) -> hm_partition:create_table(Tab, Opts).
-
-is_proper(L) ->
-    try length(L) of _ -> true
-    catch error:badarg -> false
-    end.
 
 create_crdt_table(Tab, Opts) ->
     Type = proplists:get_value(crdt, Opts),

@@ -55,16 +55,11 @@
 %% `{bad_ec_option, Tab, Option}', `{not_supported, Tab, {dotted_replication, What}}'.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
-    case is_proper(Opts) of
+    case hm_ec_registry:is_proper_list(Opts) of
         true -> create_table_checked(Tab, Opts);
         false -> hm_ec_registry:create_table(Tab, Opts)      % which refuses it
     end;
 create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
-
-is_proper(L) ->
-    try length(L) of _ -> true
-    catch error:badarg -> false
-    end.
 
 create_table_checked(Tab, Opts) ->
     EcType = lists:member(proplists:get_value(type, Opts), [pawset, prwset]),
@@ -345,14 +340,13 @@ failed(Frag, Step, Node, Aborted) ->
 %% A change to the copies of a fragment runs on a node that holds one and is not leaving
 %% (Mnesia locks a table where it is held: a node without a copy of a local table cannot).
 on_holder(Frag, Leaving, M, F, A) ->
-    Here = [node() || lists:member(node(), hm_ec_registry:copy_nodes(Frag))],
-    case (Here ++ [H || H <- hm_ec_registry:copy_nodes(Frag), is_up(H)]) -- Leaving of
-        [H | _] when H =:= node() -> apply(M, F, A);
+    Holders = hm_ec_registry:copy_nodes(Frag) -- Leaving,
+    case lists:member(node(), Holders) orelse [H || H <- Holders, is_up(H)] of
         [H | _] ->
             try erpc:call(H, M, F, A, ?READY_TIMEOUT_MS)
             catch Class:Reason -> {aborted, {Class, Reason}}
             end;
-        [] -> apply(M, F, A)
+        _ -> apply(M, F, A)                % here, or no holder up: Mnesia answers
     end.
 
 placement(#{pool := Pool, n_fragments := F, n_copies := N}) ->

@@ -13,7 +13,7 @@
 
 -export([create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2, restore/2,
          is_ec_table/1, ec_options/1]).
--export([create_table/3, wait_ready/1, add_copy/3, del_copy/2, copy_nodes/1]).
+-export([is_proper_list/1, create_table/3, wait_ready/1, add_copy/3, del_copy/2, copy_nodes/1]).
 
 -define(PROP, hm_ec).
 -define(READY_WAIT_MS, 5000).
@@ -32,8 +32,14 @@ create_table(Tab, Opts) -> {aborted, {badarg, Tab, Opts}}.
 
 %% A proper list of non-empty tuples (Mnesia's own check comes later, per option).
 is_options(Opts) ->
-    try length(Opts) of
-        _ -> lists:all(fun(O) -> is_tuple(O) andalso tuple_size(O) >= 1 end, Opts)
+    is_proper_list(Opts) andalso lists:all(fun(O) -> is_tuple(O) andalso tuple_size(O) >= 1 end,
+                                           Opts).
+
+%% @doc Whether `L' is a proper list (option lists are checked with it before they are
+%% searched: an improper one is refused by {@link create_table/2}).
+-spec is_proper_list(term()) -> boolean().
+is_proper_list(L) ->
+    try length(L) of _ -> true
     catch error:badarg -> false
     end.
 
