@@ -21,7 +21,7 @@
 %% </ul>
 -module(hm_ring).
 
--export([new/1, new/2, nodes/1, preference_list/3, placement/3, moves/2]).
+-export([new/1, new/2, preference_list/3, placement/3, moves/2]).
 -export_type([ring/0, placement/0, move/0]).
 
 -define(RANGE, (1 bsl 32)).
@@ -42,10 +42,6 @@ new(Pool, VNodes) when is_list(Pool), is_integer(VNodes), VNodes > 0 ->
     Points = lists:sort([{erlang:phash2({N, I}, ?RANGE), N}
                          || N <- Nodes, I <- lists:seq(1, VNodes)]),
     {ring, Nodes, list_to_tuple(Points)}.
-
-%% @doc The pool, sorted.
--spec nodes(ring()) -> [node()].
-nodes({ring, Nodes, _}) -> Nodes.
 
 %% @doc The preference list of fragment `K' of `F': its `N' owners, in ring order (the first
 %% is the fragment's coordinator of choice).
