@@ -23,7 +23,7 @@
 %% holds only records already read and the fragments still to read.
 -module(hm_ec_frag).
 
--export([route/1, fragments/2, fragment_table/2, fragment_table/3, fragment/2,
+-export([route/1, fragments/1, fragments/2, fragment_table/2, fragment_table/3, fragment/2,
          fragment_name/2,
          fragment_names/2, is_local/1, holders/1, holder_order/3]).
 -export([read/5, select/5, select/6, select_cont/3, all_keys/4, index_read/6,
@@ -51,6 +51,14 @@ route(Tab) ->
                 false -> {frags, Tab, [Tab]}
             end;
         error -> local
+    end.
+
+%% @doc The fragments of an EC table (`[Tab]' when it is in one piece).
+-spec fragments(atom()) -> [atom()].
+fragments(Tab) ->
+    case hm_ec_registry:ec_options(Tab) of
+        {ok, Opts} -> fragments(Tab, Opts);
+        error -> [Tab]
     end.
 
 %% @doc The fragments of EC table `Tab' whose EC options are `Opts'.
