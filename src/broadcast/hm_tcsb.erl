@@ -61,8 +61,7 @@
                %% delivered, not yet stable, per origin in sequence order (gc drops a prefix,
                %% resends start where a member's knowledge ends: neither scans the log):
                %% Origin => Seq => {Message, TickLogged}
-               log = #{} :: #{replica() => gb_trees:tree(pos_integer(),
-                                                         {message(), non_neg_integer()})},
+               log = #{} :: #{replica() => olog()},
                %% per member node: the incarnation last heard of, what it has delivered, and
                %% the newest incarnation of every node it had heard of when acknowledging
                known = #{} :: #{node() => {term(), hm_vv:vv(), newest()}},
@@ -107,6 +106,12 @@
 -define(RESEND_AGE, 2).
 -define(RELAY_AGE, 8).
 -opaque state() :: #tcsb{}.
+%% One origin's logged operations: the lowest and highest sequence numbers that may be
+%% present, and Seq => {Message, TickLogged}. Delivery per origin is in sequence order, so
+%% the log is appended at the top and gc drops a prefix; a map keeps both cheap (a balanced
+%% tree rebalanced itself on every append: a quarter of the cost of applying a remote
+%% operation, bench/REPORT.md).
+-type olog() :: {pos_integer(), pos_integer(), #{pos_integer() => {message(), non_neg_integer()}}}.
 -type opts() :: #{window => pos_integer()}.
 
 %% @doc A fresh member: nothing delivered. `Self' is this replica's `{node(), Incarnation}'.
@@ -155,8 +160,12 @@ deliver(Msg, S = #tcsb{cb = CB}) ->
     {Ready, settle_acks(S1)}.
 
 log_msg(Msg = {Origin, Ts, _}, S = #tcsb{log = L, ticks = T}) ->
-    Tree = maps:get(Origin, L, gb_trees:empty()),
-    S#tcsb{log = L#{Origin => gb_trees:enter(maps:get(Origin, Ts), {Msg, T}, Tree)}}.
+    Seq = maps:get(Origin, Ts),
+    Entry = {Msg, T},
+    S#tcsb{log = L#{Origin => case L of
+                                  #{Origin := {Lo, Hi, M}} -> {min(Lo, Seq), max(Hi, Seq), M#{Seq => Entry}};
+                                  _ -> {Seq, Seq, #{Seq => Entry}}
+                              end}}.
 
 %% What member `Node' (incarnation `Inc') has delivered. A newer incarnation replaces what
 %% was known of the node (it restarted without its state and may lack what the old one had:
@@ -283,33 +292,42 @@ gc(S) -> element(2, gc_dots(S)).
 -spec gc_dots(state()) -> {[hm_vv:dot()], state()}.
 gc_dots(S = #tcsb{log = L}) ->
     V = stable(S),
-    {Gone, Kept} = maps:fold(fun(O, Tree, {G, K}) ->
-                                     {G1, Tree1} = drop_upto(O, hm_vv:get(O, V), Tree, G),
-                                     case gb_trees:is_empty(Tree1) of
-                                         true -> {G1, K};
-                                         false -> {G1, K#{O => Tree1}}
+    {Gone, Kept} = maps:fold(fun(O, OL, {G, K}) ->
+                                     case drop_upto(O, hm_vv:get(O, V), OL, G) of
+                                         {G1, empty} -> {G1, K};
+                                         {G1, OL1} -> {G1, K#{O => OL1}}
                                      end
                              end, {[], #{}}, L),
     {Gone, S#tcsb{log = Kept}}.
 
 %% Stable operations of an origin are a prefix of its sequence numbers.
-drop_upto(O, Upto, Tree, Gone) ->
-    case gb_trees:is_empty(Tree) of
-        true -> {Gone, Tree};
-        false ->
-            case gb_trees:smallest(Tree) of
-                {Seq, _} when Seq =< Upto ->
-                    {_, _, Tree1} = gb_trees:take_smallest(Tree),
-                    drop_upto(O, Upto, Tree1, [{O, Seq} | Gone]);
-                _ -> {Gone, Tree}
-            end
+drop_upto(_O, Upto, OL = {Lo, _, _}, Gone) when Upto < Lo -> {Gone, OL};
+drop_upto(O, Upto, {Lo, Hi, M}, Gone) ->
+    End = min(Upto, Hi),
+    {Gone1, M1} = case End - Lo < 2 * map_size(M) of
+                      true ->       % walk the prefix
+                          lists:foldl(fun(Seq, {G, Mx}) ->
+                                              case maps:take(Seq, Mx) of
+                                                  {_, Mx1} -> {[{O, Seq} | G], Mx1};
+                                                  error -> {G, Mx}
+                                              end
+                                      end, {Gone, M}, lists:seq(Lo, End));
+                      false ->      % a prefix far longer than what is logged: scan that
+                          maps:fold(fun(Seq, _, {G, Mx}) when Seq =< End ->
+                                            {[{O, Seq} | G], maps:remove(Seq, Mx)};
+                                       (_, _, Acc) -> Acc
+                                    end, {Gone, M}, M)
+                  end,
+    case map_size(M1) of
+        0 -> {Gone1, empty};
+        _ -> {Gone1, {End + 1, Hi, M1}}
     end.
 
 %% @doc Every logged operation (delivered here, not yet stable), oldest first per origin: what
 %% a state transfer hands on, so the receiver can repair others too.
 -spec log_msgs(state()) -> [message()].
 log_msgs(#tcsb{log = L}) ->
-    [M || {_, Tree} <- lists:sort(maps:to_list(L)), {M, _} <- gb_trees:values(Tree)].
+    [M || {_, {_, _, OL}} <- lists:sort(maps:to_list(L)), {_, {M, _}} <- lists:sort(maps:to_list(OL))].
 
 %% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
 %% incarnation): stability waits for its next acknowledgement, and so does retransmission
@@ -352,8 +370,7 @@ catch_up(From, Which, Max, #tcsb{self = {Node, _}, log = L, ticks = T}) ->
              ({N, _}, At) when N =:= Node -> At =< T - ?RESEND_AGE;
              (_, At) -> At =< T - ?RELAY_AGE
           end,
-    Its = [{O, gb_trees:iterator_from(hm_vv:get(O, From) + 1, Tree)}
-           || {O, Tree} <- lists:sort(maps:to_list(L))],
+    Its = [{O, OL} || {O, {_, _, OL}} <- lists:sort(maps:to_list(L))],
     walk(Its, From, Due, Max, []).
 
 walk(Its, V, Due, Max, Acc) ->
@@ -365,19 +382,20 @@ walk(Its, V, Due, Max, Acc) ->
 %% One pass over the origins, taking at most one operation of each.
 walk_pass([], V, _Due, Max, Acc, Its) -> {lists:reverse(Its), V, Max, Acc};
 walk_pass(Rest, V, _Due, 0, Acc, Its) -> {lists:reverse(Its, Rest), V, 0, Acc};
-walk_pass([{O, It} | Rest], V, Due, Max, Acc, Its) ->
-    case gb_trees:next(It) of
-        {Seq, {M, At}, It1} ->
-            case Seq =:= hm_vv:get(O, V) + 1 andalso Due(O, At) of
+walk_pass([{O, OL} = It | Rest], V, Due, Max, Acc, Its) ->
+    Seq = hm_vv:get(O, V) + 1,
+    case OL of
+        #{Seq := {M, At}} ->
+            case Due(O, At) of
                 false -> walk_pass(Rest, V, Due, Max, Acc, Its);     % this origin is done
                 true ->
                     case hm_causal_buffer:is_ready(M, V) of
                         true -> walk_pass(Rest, V#{O => Seq}, Due, dec(Max), [M | Acc],
-                                          [{O, It1} | Its]);
-                        false -> walk_pass(Rest, V, Due, Max, Acc, [{O, It} | Its])
+                                          [It | Its]);
+                        false -> walk_pass(Rest, V, Due, Max, Acc, [It | Its])
                     end
             end;
-        none -> walk_pass(Rest, V, Due, Max, Acc, Its)
+        _ -> walk_pass(Rest, V, Due, Max, Acc, Its)          % not logged: this origin is done
     end.
 
 dec(infinity) -> infinity;
@@ -488,7 +506,7 @@ members(#tcsb{members = Ms}) -> Ms.
 delivered(#tcsb{cb = CB}) -> hm_causal_buffer:delivered(CB).
 
 -spec log_size(state()) -> non_neg_integer().
-log_size(#tcsb{log = L}) -> maps:fold(fun(_, Tree, N) -> N + gb_trees:size(Tree) end, 0, L).
+log_size(#tcsb{log = L}) -> maps:fold(fun(_, {_, _, OL}, N) -> N + map_size(OL) end, 0, L).
 
 %% @doc Operations received but not deliverable yet.
 -spec pending(state()) -> non_neg_integer().
