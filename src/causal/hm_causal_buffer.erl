@@ -49,6 +49,12 @@ rcv_msg(Msg = {Origin, Ts, _}, CB = #cb{delivered = D, pending = P, count = N}) 
     Seq = hm_vv:get(Origin, Ts),
     case is_duplicate(Msg, D) of
         true -> {[], CB};
+        false when N =:= 0 ->
+            %% nothing buffered: deliverable at once, or the only one waiting
+            case is_ready(Msg, D) of
+                true -> {[Msg], CB#cb{delivered = D#{Origin => Seq}}};
+                false -> {[], CB#cb{pending = #{Origin => #{Seq => Msg}}, count = 1}}
+            end;
         false ->
             Q = maps:get(Origin, P, #{}),
             case maps:is_key(Seq, Q) of

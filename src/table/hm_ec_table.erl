@@ -428,14 +428,13 @@ stabilize_keys(#t{crdt = Spec, record = {Name, _}}, St0, V) when Spec =/= none -
 stabilize_keys(#t{type = Type, policy = Policy, events = Ev} = T, St0, V) ->
     %% stabilization never changes what reads show (hm_ec_prop checks it): only the
     %% metadata is rewritten
-        lists:foldl(fun(Key, {St, Ds}) ->
-                            {ok, KS = {_, KLog}} = hm_ec_store:meta_get(Key, St),
+        lists:foldl(fun({Key, KS = {_, KLog}}, {St, Ds}) ->
                             case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
                                 KS -> {St, Ds};
                                 KS1 -> {store_meta(T, Key, KS1, St),
                                         [D || Ev, {D, _, _} <- KLog] ++ Ds}
                             end
-                    end, {St0, []}, hm_ec_store:meta_keys(St0)).
+                    end, {St0, []}, hm_ec_store:meta_rows(St0)).
 
 %%% ================================================================ state transfer
 

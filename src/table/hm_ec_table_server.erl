@@ -206,11 +206,22 @@ work(0, S = #{inq := Q}) ->
 work(N, S = #{inq := Q}) ->
     case queue:out(Q) of
         {empty, _} -> {noreply, S};
-        {{value, {Cookie, From, Msg}}, Q1} ->
-            case step(fun(T) -> hm_ec_table:handle(From, Cookie, Msg, T) end, S#{inq := Q1}) of
-                {noreply, S1} -> work(N - 1, S1);
+        {{value, {Cookie, From, {op, M}}}, Q1} ->
+            %% the next operations of the same member, up to N in all, go to the core in one
+            %% step
+            {Ms, Q2} = take_same(Cookie, From, N - 1, Q1, [M]),
+            case step(fun(T) -> hm_ec_table:handle(From, Cookie, {ops, Ms}, T) end,
+                      S#{inq := Q2}) of
+                {noreply, S1} -> work(N - length(Ms), S1);
                 Stop -> Stop
             end
+    end.
+
+take_same(_, _, 0, Q, Acc) -> {lists:reverse(Acc), Q};
+take_same(Cookie, From, N, Q, Acc) ->
+    case queue:peek(Q) of
+        {value, {Cookie, From, {op, M}}} -> take_same(Cookie, From, N - 1, queue:drop(Q), [M | Acc]);
+        _ -> {lists:reverse(Acc), Q}
     end.
 
 %% The watch of the copy: links, and what a step of the core completed (events published).
