@@ -836,6 +836,7 @@ finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
     #{ok => Fs =:= [], failures => Fs,
       stats => St#{quiesced_ms => maps:get(quiesced_ms, S3), max_timestamps => MaxTs,
                    lost_with_ram_crash => Lost, hash => hd(Hashes),
+                   duplicates => lists:sum([hm_ec_table:duplicates(R) || R <- Rs]),
                    samples => maps:get(samples, S3)}}.
 
 check_acked(#{lost := true}, _, _, _, _, S) -> S;
@@ -966,9 +967,11 @@ main(["seeds", N]) ->
     {LP, LF, LTot, LBad} = check_seeds({1, Count}, #{load => true}),
     [print_failure(Seed, #{load => true}, Res) || {Seed, Res} <- LBad],
     io:format("~p table schedules under full load (~p client ops, ~p messages, ~p dropped by "
-              "a busy link, ~p lost in a cut; converged ~s after the work phase)~n",
+              "a busy link, ~p lost in a cut, ~p operations received again after they were "
+              "applied; converged ~s after the work phase)~n",
               [LP + LF, maps:get(ops, LTot, 0), maps:get(msgs, LTot, 0),
                maps:get(dropped_busy, LTot, 0), maps:get(dropped_cut, LTot, 0),
+               maps:get(duplicates, LTot, 0),
                converge_line(LTot, LP + LF)]),
     io:format("sim load: ~p passed, ~p failed~n", [LP, LF]),
     {CP, CF, CTot, CBad} = hm_sim_crdt:check_seeds({1, Count}, #{}),

@@ -373,6 +373,30 @@ tcsb_resend_window_test() ->
     {R4, _} = hm_tcsb:resend_due(c, B5),
     ?assertEqual([3, 4, 5], Seqs(R4)).
 
+%% A member busy with a backlog acknowledges a round late, but what it reports keeps moving:
+%% the round is not lost, and nothing is sent again (after a heal, going back sent a busy
+%% member each operation three to four times: bench/REPORT.md). Once it stops moving for 4
+%% ticks, the round is lost and retransmission goes back to what it reported.
+tcsb_resend_busy_member_test() ->
+    A = {a, 1}, C = {c, 1},
+    B0 = lists:foldl(fun(I, Acc) -> {_, _, B} = hm_tcsb:broadcast(I, Acc), B end,
+                     hm_tcsb:new(A, [a, c], #{}, #{window => 6}), lists:seq(1, 10)),
+    Seqs = fun(L) -> [maps:get(O, Ts) || {O, Ts, _} <- L] end,
+    Ack = fun(N, B) -> hm_tcsb:receive_ack(C, #{A => N}, #{}, hm_tcsb:tick(B)) end,
+    {R1, B1} = hm_tcsb:resend_due(c, Ack(0, hm_tcsb:tick(B0))),
+    ?assertEqual([1, 2, 3, 4, 5, 6], Seqs(R1)),
+    %% c delivers one more of them per tick, for 5 ticks: nothing is resent
+    {Resent, B2} = lists:foldl(fun(N, {Acc, B}) ->
+                                       {R, Bx} = hm_tcsb:resend_due(c, Ack(N, B)),
+                                       {Acc ++ Seqs(R), Bx}
+                               end, {[], B1}, lists:seq(1, 5)),
+    ?assertEqual([], [S || S <- Resent, S =< 6]),
+    %% then it stops at 5: after 4 ticks the rest of the round is sent again, from 6
+    B3 = lists:foldl(fun(_, B) -> element(2, hm_tcsb:resend_due(c, Ack(5, B))) end, B2,
+                     lists:seq(1, 3)),
+    {R4, _} = hm_tcsb:resend_due(c, Ack(5, B3)),
+    ?assertMatch([6 | _], Seqs(R4)).
+
 %% A member restarts without its state (for instance Mnesia alone restarted under a ram copy,
 %% which gives no nodedown): once a newer incarnation of its node is heard of, what the old
 %% one acknowledged no longer counts for stability, and its late acknowledgements are ignored

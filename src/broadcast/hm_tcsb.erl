@@ -79,6 +79,9 @@
                                             pos_integer()}},
                %% per member: the tick of its last acknowledgement
                acked = #{} :: #{node() => non_neg_integer()},
+               %% per member and logged origin: what the member reported of that origin, and
+               %% the tick that last changed (resend_due/2: is a late round lost?)
+               moved = #{} :: #{node() => #{replica() => {non_neg_integer(), non_neg_integer()}}},
                window = ?RESEND_MAX :: pos_integer()}).
 
 %% Retransmission (resend_due/2). Distribution is reliable while connected but, under load,
@@ -88,7 +91,8 @@
 %% in causal order, so that every one is deliverable on arrival whatever the cap cuts off;
 %% at most a window of them in flight per member, continuing where the last round stopped;
 %% and going back to what the member reported when a round is not acknowledged within
-%% RTO_TICKS (it was lost). The window adapts as TCP's does: it starts at `window' (default
+%% RTO_TICKS and what the member reported of the round's origins did not move meanwhile
+%% (it was lost; a member still delivering is only late, busy with a backlog). The window adapts as TCP's does: it starts at `window' (default
 %% RESEND_MAX), doubles when a round is acknowledged in time, up to MAX_WINDOW_FACTOR times
 %% that, and halves, down to the start, when a round is lost: a backlog of any size drains at
 %% what the member and the link can take. Only to a member that acknowledged within
@@ -333,9 +337,9 @@ log_msgs(#tcsb{log = L}) ->
 %% incarnation): stability waits for its next acknowledgement, and so does retransmission
 %% to it (what was in flight to it is lost).
 -spec forget_member(node(), state()) -> state().
-forget_member(Node, S = #tcsb{known = K, early_acks = E, has = H, flight = F}) ->
+forget_member(Node, S = #tcsb{known = K, early_acks = E, has = H, flight = F, moved = Mv}) ->
     S#tcsb{known = maps:remove(Node, K), has = maps:remove(Node, H),
-           flight = maps:remove(Node, F),
+           flight = maps:remove(Node, F), moved = maps:remove(Node, Mv),
            early_acks = maps:filter(fun({N, _}, _) -> N =/= Node end, E)}.
 
 %% @doc Put back logged operations read from disc or received in a state transfer (they are
@@ -407,17 +411,27 @@ dec(N) -> N - 1.
 %% busy connection dropped it, or a cut): the next round starts again from what it
 %% reported.
 -spec resend_due(node(), state()) -> {[message()], state()}.
-resend_due(Peer, S = #tcsb{ticks = T, acked = A, window = W0, flight = F}) ->
+resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F}) ->
     case T - maps:get(Peer, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS of
-        false -> {[], S};
+        false -> {[], S0};
         true ->
-            Has = reported(Peer, S),
+            Has = reported(Peer, S0),
+            S = #tcsb{moved = Mv} = note_moves(Peer, Has, S0),
+            Since = fun(O) -> element(2, maps:get(O, maps:get(Peer, Mv), {0, T})) end,
             {Front0, Rounds0, W1} = maps:get(Peer, F, {Has, [], W0}),
             {Rounds1, Done} = lists:partition(fun({_, V}) -> not hm_vv:leq(V, Has) end, Rounds0),
             {Front, Rounds, W} =
                 case Rounds1 of
-                    [{At, _} | _] when T - At >= ?RTO_TICKS ->
-                        {Has, [], max(W0, W1 div 2)};                  % lost: go back
+                    [{At, V} | _] when T - At >= ?RTO_TICKS ->
+                        %% not acknowledged in time: lost, unless the member is still
+                        %% delivering what it covers (a member busy with a backlog
+                        %% acknowledges late; going back would only send it duplicates)
+                        case lists:any(fun({O, C}) -> C > hm_vv:get(O, Has)
+                                                          andalso T - Since(O) < ?RTO_TICKS
+                                       end, maps:to_list(V)) of
+                            true -> {hm_vv:join(Has, Front0), Rounds1, W1};
+                            false -> {Has, [], max(W0, W1 div 2)}      % lost: go back
+                        end;
                     _ when Done =/= [] ->
                         {hm_vv:join(Has, Front0), Rounds1, min(W0 * ?MAX_WINDOW_FACTOR, W1 * 2)};
                     _ ->
@@ -434,6 +448,18 @@ resend_due(Peer, S = #tcsb{ticks = T, acked = A, window = W0, flight = F}) ->
                       end,
             {Msgs, S#tcsb{flight = F#{Peer => {Front1, Rounds2, W}}}}
     end.
+
+%% For every logged origin, what `Peer' reported of it and the tick that last changed.
+note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
+    Old = maps:get(Peer, Mv, #{}),
+    New = maps:map(fun(O, _) ->
+                           Seq = hm_vv:get(O, Has),
+                           case Old of
+                               #{O := {Seq, _} = Same} -> Same;
+                               _ -> {Seq, T}
+                           end
+                   end, L),
+    S#tcsb{moved = Mv#{Peer => New}}.
 
 %% @doc Advance the logical tick used by {@link missing/3}.
 -spec tick(state()) -> state().
@@ -486,10 +512,10 @@ drop_superseded(S0 = #tcsb{newest = New, known = K, has = H, early_acks = E}) ->
 %% @doc Change the members (copy holders): a removed member no longer holds stability back.
 -spec set_members([node()], state()) -> state().
 set_members(Ms, S = #tcsb{self = {Node, _}, members = Old, known = K, early_acks = E,
-                          has = H, flight = F}) ->
+                          has = H, flight = F, moved = Mv}) ->
     Ms1 = lists:usort([Node | Ms]),
     S1 = S#tcsb{members = Ms1, known = maps:with(Ms1, K), has = maps:with(Ms1, H),
-                flight = maps:with(Ms1, F),
+                flight = maps:with(Ms1, F), moved = maps:with(Ms1, Mv),
                 early_acks = maps:filter(fun({N, _}, _) -> lists:member(N, Ms1) end, E)},
     case Ms1 =:= Old of
         true -> S1;

@@ -45,7 +45,7 @@
 
 -export([new/1, submit/5, handle/4, tick/2, nodeup/2, nodedown/2, set_members/2, timeout/2,
          info/2]).
--export([conflicts/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
+-export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -define(SYNC_TIMEOUT_MS, 30000).
@@ -83,6 +83,8 @@
             acks_sent = #{} :: #{node() => {term(), non_neg_integer()}},
             %% operations applied that met a concurrent one on their key (policy resolved)
             conflicts = 0 :: non_neg_integer(),
+            %% members' operations received here again after they were delivered
+            duplicates = 0 :: non_neg_integer(),
             ticks = 0 :: non_neg_integer(),
             events = false :: boolean(),
             %% a CRDT table's type and flavor (hm_ec_crdt), `none' for a set of records
@@ -291,6 +293,10 @@ remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
     case hm_ec_wire:is_op_message(Msg) andalso fits(T, Msg) of
         false -> {T, [{drop, {bad_op_message, Tab, From}}]};
         true ->
+            Dup = case hm_causal_buffer:is_duplicate(Msg, hm_tcsb:delivered(B)) of
+                      true -> 1;
+                      false -> 0
+                  end,
             {Ready, B1} = hm_tcsb:receive_op(Msg, B),
             {T1, Evs} = lists:foldl(fun(M, {Acc, E}) ->
                                             {Acc1, E1} = apply_op(Acc, M),
@@ -306,7 +312,7 @@ remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
             H1 = lists:foldl(fun({_, _, {_, _, {write, _, {Hx, _}}}}, Acc) -> max(Acc, Hx);
                                 (_, Acc) -> Acc
                              end, H, Ready),
-            {T1#t{hlc = H1}, Evs ++ Applied}
+            {T1#t{hlc = H1, duplicates = T1#t.duplicates + Dup}, Evs ++ Applied}
     end;
 remote(From, Ack = {ack, Replica, V, Newest}, T = #t{tcsb = B, tab = Tab}) ->
     case hm_ec_wire:is_ack(Ack) of
@@ -592,12 +598,16 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       metadata_words => hm_ec_store:meta_words(St),
       size => hm_ec_store:size(St),
       sync_waiting => map_size(W), crdt => T#t.crdt, unsent_updates => length(T#t.batch),
-      conflicts => T#t.conflicts}.
+      conflicts => T#t.conflicts, duplicates => T#t.duplicates}.
 
 %% @doc How many operations this copy applied that met a concurrent one on their key (and
 %% were resolved by the table's type and conflict policy).
 -spec conflicts(state()) -> non_neg_integer().
 conflicts(#t{conflicts = N}) -> N.
+
+%% @doc How many members' operations this copy received again after it had applied them.
+-spec duplicates(state()) -> non_neg_integer().
+duplicates(#t{duplicates = N}) -> N.
 
 -spec tab(state()) -> atom().
 tab(#t{tab = Tab}) -> Tab.
