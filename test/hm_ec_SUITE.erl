@@ -18,10 +18,11 @@
          clear_remove_wins/1, transient_reorder/1, transactions_refused/1,
          other_table_instance/1, partition_under_full_load/1, mnesia_restart_ram_copy/1,
          bad_records_as_mnesia/1, without_application/1, create_table_not_db_node/1,
-         restore_backup/1, transactions_refused_across_events/1]).
--export([load_writers/4, digest/1]).
+         restore_backup/1, transactions_refused_across_events/1, table_events/1]).
+-export([load_writers/4, digest/1, subscribe_events/1, events/0]).
 
-all() -> [write_everywhere_read_everywhere, queries, partition_add_wins, partition_remove_wins,
+all() -> [write_everywhere_read_everywhere, queries, table_events, partition_add_wins,
+          partition_remove_wins,
           quiescent_metadata, conflict_policies, sync_ec, bad_input, bad_records_as_mnesia,
           transactions_refused, transactions_refused_across_events, other_table_instance,
           without_application, create_table_not_db_node, restore_backup,
@@ -137,6 +138,42 @@ collect({Items, Cont}, Acc) -> collect(mnesia:select(Cont), Acc ++ Items).
 
 %% The paper's Table 3 / Fig. 4-6, with a real partition: C is cut off; both sides write;
 %% A deletes a key that C concurrently rewrites; after the heal everyone agrees, add wins.
+%% Mnesia's table events on an EC table's copy: a subscriber on node 3 sees the writes and
+%% deletes made on node 1, as they are applied there (a copy with nobody subscribed writes
+%% its ETS table directly; a subscriber sends its writes through Mnesia again).
+table_events(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    subscribed = call(3, Config, ?MODULE, subscribe_events, [Tab]),
+    ok = ec(1, Config, fun() -> mnesia:write({Tab, 1, a, 2001}) end),
+    ok = ec(1, Config, fun() -> mnesia:delete({Tab, 1}) end),
+    wait_until(fun() -> length(call(3, Config, ?MODULE, events, [])) =:= 2 end),
+    [{write, {Tab, 1, a, 2001}, _}, {delete, {Tab, 1}, _}] = call(3, Config, ?MODULE, events, []),
+    ok.
+
+%% On a node: a process that subscribes to `Tab''s events and keeps them for events/0.
+-spec subscribe_events(atom()) -> subscribed.
+subscribe_events(Tab) ->
+    Caller = self(),
+    spawn(fun() ->
+                  register(hm_test_events, self()),
+                  {ok, _} = mnesia:subscribe({table, Tab, simple}),
+                  Caller ! subscribed,
+                  keep_events([])
+          end),
+    receive subscribed -> subscribed after 10000 -> not_subscribed end.
+
+%% On a node: the events kept so far, oldest first.
+-spec events() -> [term()].
+events() ->
+    hm_test_events ! {events, self()},
+    receive {hm_test_events, Es} -> Es after 5000 -> [] end.
+
+keep_events(Es) ->
+    receive
+        {mnesia_table_event, E} -> keep_events(Es ++ [E]);
+        {events, From} -> From ! {hm_test_events, Es}, keep_events(Es)
+    end.
+
 partition_add_wins(Config) ->
     Tab = create(Config, [{type, pawset}]),
     ok = ec(1, Config, fun() -> mnesia:write({Tab, a, x, 1}) end),

@@ -15,6 +15,12 @@
 %% `mnesia:transaction/1' cannot write it; writes to the table itself go through
 %% {@link hm_ec_mnesia}, which opens the local copy for this process's dirty writes only,
 %% keeps transactions refused, and reopens after Mnesia recomputed the commit targets.
+%%
+%% A `ram_copies' copy with no index, no subscriber and no checkpoint on the table (Mnesia's
+%% `commit_work' for it is empty) is written straight into its ETS table: that is all
+%% Mnesia's dirty commit path would do for it (`mnesia_lib:db_put/3'), after work that costs
+%% a quarter of applying an operation (bench/REPORT.md). Whatever else is on the table
+%% sends the write through Mnesia, checked at every write.
 -module(hm_ec_store_mnesia).
 -behaviour(hm_ec_store).
 
@@ -44,17 +50,43 @@ forget({?MODULE, #{meta := {ets, E}}}) -> _ = (catch ets:delete(E)), ok;
 forget(_) -> ok.
 
 -spec read(term(), state()) -> [tuple()].
+read(Key, #{tab := Tab, disc := false}) ->
+    try ets:lookup(Tab, Key)
+    catch error:badarg -> mnesia:dirty_read(Tab, Key)       % not here: Mnesia's answer
+    end;
 read(Key, #{tab := Tab}) -> mnesia:dirty_read(Tab, Key).
 
 -spec write(tuple(), state()) -> state().
-write(Rec, S = #{tab := Tab}) ->
-    ok = hm_ec_mnesia:write(Tab, Rec),
+write(Rec, S = #{tab := Tab, disc := Disc}) ->
+    case (not Disc) andalso direct(Tab) andalso ets_do(fun() -> ets:insert(Tab, Rec) end) of
+        true -> ok;
+        false -> ok = hm_ec_mnesia:write(Tab, Rec)
+    end,
     S.
 
 -spec delete(term(), state()) -> state().
-delete(Key, S = #{tab := Tab}) ->
-    ok = hm_ec_mnesia:delete(Tab, Key),
+delete(Key, S = #{tab := Tab, disc := Disc}) ->
+    case (not Disc) andalso direct(Tab) andalso ets_do(fun() -> ets:delete(Tab, Key) end) of
+        true -> ok;
+        false -> ok = hm_ec_mnesia:delete(Tab, Key)
+    end,
     S.
+
+%% Whether Mnesia's commit of a write to the local copy is only the ETS insert: a
+%% `ram_copies' copy here, and nothing (index, subscriber, checkpoint) to do on commit.
+direct(Tab) ->
+    try
+        mnesia_lib:val({Tab, commit_work}) =:= [] andalso
+            mnesia_lib:val({Tab, storage_type}) =:= ram_copies
+    catch _:_ -> false
+    end.
+
+%% The copy went away under the write (Mnesia stopped, the copy removed): Mnesia's path
+%% then gives the answer the table's process acts on.
+ets_do(F) ->
+    try F()
+    catch error:badarg -> false
+    end.
 
 -spec all_keys(state()) -> [term()].
 all_keys(#{tab := Tab}) -> mnesia:dirty_all_keys(Tab).
