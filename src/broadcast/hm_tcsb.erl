@@ -47,7 +47,7 @@
 -export([new/2, new/3, new/4, broadcast/2, receive_op/2, acks/1, receive_ack/4,
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
-         gc_dots/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
+         gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
          known/1]).
 -export_type([state/0, message/0, opts/0]).
 
@@ -294,10 +294,16 @@ gc(S) -> element(2, gc_dots(S)).
 
 %% @doc {@link gc/1}, also returning the dots it forgot (to delete them from disc).
 -spec gc_dots(state()) -> {[hm_vv:dot()], state()}.
-gc_dots(S = #tcsb{log = L}) ->
+gc_dots(S) ->
+    {Msgs, S1} = gc_ops(S),
+    {[{O, maps:get(O, Ts)} || {O, Ts, _} <- Msgs], S1}.
+
+%% @doc {@link gc/1}, also returning the operations it forgot.
+-spec gc_ops(state()) -> {[message()], state()}.
+gc_ops(S = #tcsb{log = L}) ->
     V = stable(S),
     {Gone, Kept} = maps:fold(fun(O, OL, {G, K}) ->
-                                     case drop_upto(O, hm_vv:get(O, V), OL, G) of
+                                     case drop_upto(hm_vv:get(O, V), OL, G) of
                                          {G1, empty} -> {G1, K};
                                          {G1, OL1} -> {G1, K#{O => OL1}}
                                      end
@@ -305,20 +311,20 @@ gc_dots(S = #tcsb{log = L}) ->
     {Gone, S#tcsb{log = Kept}}.
 
 %% Stable operations of an origin are a prefix of its sequence numbers.
-drop_upto(_O, Upto, OL = {Lo, _, _}, Gone) when Upto < Lo -> {Gone, OL};
-drop_upto(O, Upto, {Lo, Hi, M}, Gone) ->
+drop_upto(Upto, OL = {Lo, _, _}, Gone) when Upto < Lo -> {Gone, OL};
+drop_upto(Upto, {Lo, Hi, M}, Gone) ->
     End = min(Upto, Hi),
     {Gone1, M1} = case End - Lo < 2 * map_size(M) of
                       true ->       % walk the prefix
                           lists:foldl(fun(Seq, {G, Mx}) ->
                                               case maps:take(Seq, Mx) of
-                                                  {_, Mx1} -> {[{O, Seq} | G], Mx1};
+                                                  {{Msg, _}, Mx1} -> {[Msg | G], Mx1};
                                                   error -> {G, Mx}
                                               end
                                       end, {Gone, M}, lists:seq(Lo, End));
                       false ->      % a prefix far longer than what is logged: scan that
-                          maps:fold(fun(Seq, _, {G, Mx}) when Seq =< End ->
-                                            {[{O, Seq} | G], maps:remove(Seq, Mx)};
+                          maps:fold(fun(Seq, {Msg, _}, {G, Mx}) when Seq =< End ->
+                                            {[Msg | G], maps:remove(Seq, Mx)};
                                        (_, _, Acc) -> Acc
                                     end, {Gone, M}, M)
                   end,

@@ -25,7 +25,10 @@
 %% receive") and applied; acknowledgements feed stability; snapshot requests are answered.</li>
 %% <li>{@link tick/2}: acknowledgements, retransmission ({@link hm_tcsb:resend_due/2}), a
 %% snapshot request while syncing, and stabilization: keys whose entries are all causally
-%% stable (§4.7) lose their timestamps and, when storage alone says it all, their metadata.</li>
+%% stable (§4.7) lose their timestamps and, when storage alone says it all, their metadata.
+%% Only the keys of the operations that just became stable are looked at (a key's entries
+%% are stable once its last unstable operation is), so a tick costs what became stable, not
+%% the number of unstable keys.</li>
 %% <li>State transfer: a copy without state (new, or restarted without its disc state) is
 %% `syncing': it refuses writes (it has no causal context: a delete would remove records it
 %% never saw), asks members for a snapshot, installs the first one and delivers what arrived
@@ -50,6 +53,7 @@
 
 -define(SYNC_TIMEOUT_MS, 30000).
 -define(ACK_EVERY, 8).
+-define(FULL_SCAN_TICKS, 240).
 
 -type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear
             | {update, term()}.                 % a CRDT table's operation (hm_ec_crdt)
@@ -411,17 +415,37 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen}) ->
         V -> stabilize(T#t{stable_seen = V}, V)
     end.
 
-stabilize(T = #t{store = St0, tcsb = B, clears = Cs, events = Ev}, V) ->
-    {St1, Dots} = stabilize_keys(T, St0, V),
+stabilize(T = #t{store = St0, tcsb = B, clears = Cs, events = Ev, ticks = N}, V) ->
+    {GoneOps, B1} = hm_tcsb:gc_ops(B),
+    Gone = [{O, maps:get(O, Ts)} || {O, Ts, _} <- GoneOps],
+    %% only the keys of the operations that just became stable can have become stable
+    %% (a key is, once its last unstable entry's operation is); every key after a clear,
+    %% and every ?FULL_SCAN_TICKS ticks as a safety net
+    Keys = case N rem ?FULL_SCAN_TICKS of
+               0 -> all;
+               _ -> stable_keys(GoneOps, [])
+           end,
+    {St1, Dots} = stabilize_keys(T, St0, V, Keys),
     Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
-    {Gone, B1} = hm_tcsb:gc_dots(B),
     St2 = lists:foldl(fun hm_ec_store:log_del/2, St1, Gone),
     T1 = persist_clears(T#t{store = St2, tcsb = B1, clears = Clears}, Cs),
     Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
     {T1, [{event, {stabilized, Folded}} || Ev, Folded =/= []]}.
 
+%% The keys the operations touched, or `all' when one of them is a clear.
+stable_keys([], Acc) -> lists:usort(Acc);
+stable_keys([{_, _, {_, _, clear}} | _], _) -> all;
+stable_keys([{_, _, {_, _, {crdt, {batch, Pairs}}}} | Rest], Acc) ->
+    stable_keys(Rest, [K || {K, _} <- Pairs] ++ Acc);
+stable_keys([{_, _, {_, Key, _}} | Rest], Acc) -> stable_keys(Rest, [Key | Acc]).
+
+%% The metadata rows of `Keys' (`all': every one).
+meta_rows(all, St) -> hm_ec_store:meta_rows(St);
+meta_rows(Keys, St) ->
+    [{K, KS} || K <- Keys, {ok, KS} <- [hm_ec_store:meta_get(K, St)]].
+
 %% A CRDT table: every key with unstable timestamps is compacted by its CRDT.
-stabilize_keys(#t{crdt = Spec, record = {Name, _}}, St0, V) when Spec =/= none ->
+stabilize_keys(#t{crdt = Spec, record = {Name, _}}, St0, V, Keys) when Spec =/= none ->
     St1 = lists:foldl(fun(Key, St) ->
                               case hm_ec_store:read(Key, St) of
                                   [{_, _, C}] ->
@@ -429,9 +453,9 @@ stabilize_keys(#t{crdt = Spec, record = {Name, _}}, St0, V) when Spec =/= none -
                                       crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St));
                                   _ -> hm_ec_store:meta_del(Key, St)
                               end
-                      end, St0, hm_ec_store:meta_keys(St0)),
+                      end, St0, [K || {K, _} <- meta_rows(Keys, St0)]),
     {St1, []};
-stabilize_keys(#t{type = Type, policy = Policy, events = Ev} = T, St0, V) ->
+stabilize_keys(#t{type = Type, policy = Policy, events = Ev} = T, St0, V, Keys) ->
     %% stabilization never changes what reads show (hm_ec_prop checks it): only the
     %% metadata is rewritten
         lists:foldl(fun({Key, KS = {_, KLog}}, {St, Ds}) ->
@@ -440,7 +464,7 @@ stabilize_keys(#t{type = Type, policy = Policy, events = Ev} = T, St0, V) ->
                                 KS1 -> {store_meta(T, Key, KS1, St),
                                         [D || Ev, {D, _, _} <- KLog] ++ Ds}
                             end
-                    end, {St0, []}, hm_ec_store:meta_rows(St0)).
+                    end, {St0, []}, meta_rows(Keys, St0)).
 
 %%% ================================================================ state transfer
 
