@@ -42,7 +42,7 @@
 -export([node_create/3, node_populate/3, node_start/1, node_collect/1, node_memory/1,
          node_hash/1, node_ec_quiet/1, node_sample_start/0, node_sample_stop/0, node_sample_stop/1,
          node_costs/1, node_eprof/1, node_trace_start/0, node_trace_stop/0,
-         node_remote_delivered/1, node_delete/1, node_stats/0, node_idle_result/1,
+         node_remote_delivered/1, node_delete/1, node_stats/0, node_idle_result/1, node_gens_done/1,
          node_floor_start/1, node_floor_stop/0]).
 %% the transaction types and the context runner, exported so the migration is visible
 -export([t1/2, t2/2, t3/2, t4/2, t5/2, run_in/2]).
@@ -470,6 +470,7 @@ point(C, P, Ctx) ->
     Spec = start_load(C, P#{idle_max_ms => IdleMax}, Ctx, Warm, Meas),
     StopAt = maps:get(stop_at, Spec),
     sleep_until(StopAt),
+    _ = pcall(C, ?MODULE, node_gens_done, [Warm + Meas + 60000]),
     %% cool-down: convergence of every replica's content, then quiescence of EC metadata
     %% dirty contexts have no conflict resolution: replicas may stay different for good, so
     %% they get a shorter wait; `distinct_replicas' says how many contents remained. The
@@ -796,14 +797,19 @@ watcher(#{start_at := StartAt, ctx := Ctx, tabs := Tabs, idle_max_ms := Max}) ->
     {Runner, DoneAt} = receive {gens_done, R, T} -> {R, T} end,
     {CpuStop, _} = erlang:statistics(runtime),
     EC = case Ctx of {async_ec, _} -> true; _ -> false end,
-    U0 = unstable(EC, Tabs),
+    {U0, _} = backlog(EC, Tabs),
     Res = watch(EC, Tabs, DoneAt + Max, DoneAt, case U0 of 0 -> DoneAt; _ -> none end, none,
                 []),
     Runner ! {idle_done, self()},
     Out = Res#{cpu_ms => maps:get(cpu_at_idle, Res) - Cpu0, cpu_load_ms => CpuStop - Cpu0,
                unstable_at_stop => U0},
-    receive {idle_result, From} -> From ! {idle_result, self(), maps:without([cpu_at_idle], Out)}
-    after Max + 120000 -> ok
+    watcher_result(maps:without([cpu_at_idle], Out), Max + 120000).
+
+watcher_result(Out, Wait) ->
+    receive
+        {idle_result, From} -> From ! {idle_result, self(), Out};
+        {gens_done_query, From} -> From ! {gens_done, self()}, watcher_result(Out, Wait)
+    after Wait -> ok
     end.
 
 %% LastU: the time of the last poll that saw unstable operations (DoneAt when none);
@@ -812,8 +818,7 @@ watcher(#{start_at := StartAt, ctx := Ctx, tabs := Tabs, idle_max_ms := Max}) ->
 watch(EC, Tabs, Deadline, DoneAt, LastU, Streak, Busy) ->
     Now = erlang:system_time(millisecond),
     {Cpu, _} = erlang:statistics(runtime),
-    U = unstable(EC, Tabs),
-    B = case EC of true -> buffered(Tabs); false -> 0 end,
+    {U, B} = backlog(EC, Tabs),
     LastU1 = case U of 0 -> LastU; _ -> Now end,
     Queues = busy_queues(),
     Idle = U =:= 0 andalso B =:= 0 andalso Queues =:= [],
@@ -837,22 +842,23 @@ watch(EC, Tabs, Deadline, DoneAt, LastU, Streak, Busy) ->
                           {true, _} -> Streak;
                           {false, _} -> none
                       end,
-            timer:sleep(10),
+            receive {gens_done_query, From} -> From ! {gens_done, self()}
+            after 10 -> ok
+            end,
             watch(EC, Tabs, Deadline, DoneAt, LastU1, Streak1, Busy1)
     end.
 
 busy_json(Busy) -> maps:from_list([{key(K), V} || {K, V} <- Busy]).
 
-unstable(false, _) -> 0;
-unstable(true, Tabs) -> ec_sum(unstable_ops, Tabs).
-
-buffered(Tabs) -> ec_sum(buffered_ops, Tabs).
-
-ec_sum(K, Tabs) ->
-    lists:sum([case catch hypermnesia:info(T) of
-                   #{K := N} -> N;
-                   _ -> 0
-               end || T <- Tabs]).
+%% {unstable, buffered} operations of this node's EC copies of the tables (one info call each)
+backlog(false, _) -> {0, 0};
+backlog(true, Tabs) ->
+    lists:foldl(fun(T, {U, B}) ->
+                        case catch hypermnesia:info(T) of
+                            #{unstable_ops := U1, buffered_ops := B1} -> {U + U1, B + B1};
+                            _ -> {U, B}
+                        end
+                end, {0, 0}, Tabs).
 
 %% the watched processes with messages waiting: [{name or pid, queue length}]
 busy_queues() ->
@@ -875,6 +881,15 @@ table_pids() ->
     case whereis(hm_ec_table_sup) of
         undefined -> [];
         _ -> hm_ec_server:table_pids()
+    end.
+
+%% @doc Return once this node's generators have all stopped (the idle watcher knows).
+-spec node_gens_done(timeout()) -> ok | timeout.
+node_gens_done(Timeout) ->
+    case whereis(hm_bench_idle) of
+        undefined -> ok;
+        W -> W ! {gens_done_query, self()},
+             receive {gens_done, W} -> ok after Timeout -> timeout end
     end.
 
 %% @doc The idle watcher's result (see watcher/1): CPU ms of this VM from the start of the load
