@@ -1313,6 +1313,10 @@ speed_row(W, E, G, Pts, Simple) ->
     #{workload => W, context => E, gens_per_node => G, rounds => length(Ec),
       throughput_ops_s => Tp(Ec), dirty_throughput_ops_s => Tp(Dirty),
       ec_vs_dirty_throughput => Ratio(Tp(Ec), Tp(Dirty)),
+      %% round by round (EC against the async_dirty point just before it): the spread
+      ec_vs_dirty_throughput_by_round =>
+          [Ratio(Tp([X]), Tp([Y])) || X = #{round := R} <- Ec, Y = #{round := R1} <- Dirty,
+                                      R =:= R1],
       cpu_us_per_write => CpuW(Ec), dirty_cpu_us_per_write => CpuW(Dirty),
       floor_cpu_us_per_write => CpuW(Floor),
       ec_vs_dirty_cpu => Ratio(CpuW(Ec), CpuW(Dirty)),
@@ -1545,7 +1549,13 @@ speed_table(Speed, Cfg) ->
      "back to 0 after | EC table processes' peak memory (all; largest) | space / plain table |\n"
      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
      [io_lib:format("| ~s | ~s | ~w | ~s | ~s | ~s | ~s | ~s | ~s | ~s | ~s | ~s; ~s | ~s |~n",
-                    [W, short(E), G, fmt(maps:get(ec_vs_dirty_throughput, R), x),
+                    [W, short(E), G,
+                     [fmt(maps:get(ec_vs_dirty_throughput, R), x),
+                      case maps:get(ec_vs_dirty_throughput_by_round, R, []) of
+                          L when length(L) > 1 ->
+                              [" (rounds: ", lists:join(", ", [fmt(V, x) || V <- L]), ")"];
+                          _ -> ""
+                      end],
                      fmt1(maps:get(cpu_us_per_write, R)), fmt1(maps:get(dirty_cpu_us_per_write, R)),
                      fmt1(maps:get(floor_cpu_us_per_write, R)),
                      fmt(maps:get(ec_vs_dirty_cpu, R), x), fmt(maps:get(ec_vs_floor_cpu, R), x),
