@@ -528,6 +528,9 @@ cpu_summary(Results, Idle) ->
     #{writes => Writes, ops => lists:sum([maps:get(ops_all, R, 0) || R <- Results]),
       cpu_ms => CpuMs, cpu_ms_per_node => [maps:get(cpu_ms, I, null) || I <- Idle],
       cpu_load_ms => lists:sum([maps:get(cpu_load_ms, I, 0) || I <- Ok]),
+      %% the wall time of the cool-down's hash polls inside the CPU counted (an upper bound of
+      %% their share of it)
+      hash_poll_ms => lists:sum([maps:get(hash_poll_ms, I, 0) || I <- Ok]),
       cpu_us_per_write => case Writes of 0 -> null; _ -> 1000 * CpuMs / Writes end,
       idle_reached => Reached,
       idle_ms_after_stop => case Reached of
@@ -799,7 +802,7 @@ watcher(#{start_at := StartAt, ctx := Ctx, tabs := Tabs, idle_max_ms := Max}) ->
     EC = case Ctx of {async_ec, _} -> true; _ -> false end,
     {U0, _} = backlog(EC, Tabs),
     Res = watch(EC, Tabs, DoneAt + Max, DoneAt, case U0 of 0 -> DoneAt; _ -> none end, none,
-                []),
+                [], []),
     Runner ! {idle_done, self()},
     Out = Res#{cpu_ms => maps:get(cpu_at_idle, Res) - Cpu0, cpu_load_ms => CpuStop - Cpu0,
                unstable_at_stop => U0},
@@ -808,14 +811,16 @@ watcher(#{start_at := StartAt, ctx := Ctx, tabs := Tabs, idle_max_ms := Max}) ->
 watcher_result(Out, Wait) ->
     receive
         {idle_result, From} -> From ! {idle_result, self(), Out};
-        {gens_done_query, From} -> From ! {gens_done, self()}, watcher_result(Out, Wait)
+        {gens_done_query, From} -> From ! {gens_done, self()}, watcher_result(Out, Wait);
+        {hash_us, _, _} -> watcher_result(Out, Wait)
     after Wait -> ok
     end.
 
 %% LastU: the time of the last poll that saw unstable operations (DoneAt when none);
 %% Streak: {time, cpu} of the first poll of the current idle stretch, or none; Busy: what the
-%% last poll that found the node busy saw (in the result, to tell what kept a node busy)
-watch(EC, Tabs, Deadline, DoneAt, LastU, Streak, Busy) ->
+%% last poll that found the node busy saw (in the result, to tell what kept a node busy);
+%% Hash: [{at, us}] of the cool-down's hash polls on this node (node_hash/1 reports them)
+watch(EC, Tabs, Deadline, DoneAt, LastU, Streak, Busy, Hash) ->
     Now = erlang:system_time(millisecond),
     {Cpu, _} = erlang:statistics(runtime),
     {U, B} = backlog(EC, Tabs),
@@ -827,25 +832,33 @@ watch(EC, Tabs, Deadline, DoneAt, LastU, Streak, Busy) ->
                 false -> [{unstable, U}, {buffered, B}, {at_ms, Now - DoneAt} | Queues]
             end,
     Drain = fun(L) -> case L of none -> null; _ -> max(0, L - DoneAt) end end,
+    %% wall time of the hash polls up to a moment: an upper bound of their CPU
+    HashMs = fun(Until) -> lists:sum([Us || {At, Us} <- Hash, At =< Until]) / 1000 end,
     case {Idle, Streak} of
         {true, {T0, C0}} when Now - T0 >= ?IDLE_STREAK_MS ->
             #{idle_reached => true, idle_ms => max(0, T0 - DoneAt), cpu_at_idle => C0,
               unstable_drain_ms => Drain(case LastU1 of none -> DoneAt; _ -> LastU1 end),
-              last_busy => busy_json(Busy1)};
+              last_busy => busy_json(Busy1), hash_poll_ms => HashMs(T0)};
         _ when Now > Deadline ->
             #{idle_reached => false, idle_ms => null, cpu_at_idle => Cpu,
               unstable_drain_ms => case U of 0 -> Drain(LastU1); _ -> null end,
-              last_busy => busy_json(Busy1)};
+              last_busy => busy_json(Busy1), hash_poll_ms => HashMs(Now)};
         _ ->
             Streak1 = case {Idle, Streak} of
                           {true, none} -> {Now, Cpu};
                           {true, _} -> Streak;
                           {false, _} -> none
                       end,
-            receive {gens_done_query, From} -> From ! {gens_done, self()}
-            after 10 -> ok
-            end,
-            watch(EC, Tabs, Deadline, DoneAt, LastU1, Streak1, Busy1)
+            Hash1 = pause(Now + 10, Hash),
+            watch(EC, Tabs, Deadline, DoneAt, LastU1, Streak1, Busy1, Hash1)
+    end.
+
+%% the watcher's 10 ms between polls: answer queries, note the hash polls' reports
+pause(Until, Hash) ->
+    receive
+        {gens_done_query, From} -> From ! {gens_done, self()}, pause(Until, Hash);
+        {hash_us, At, Us} -> pause(Until, [{At, Us} | Hash])
+    after max(0, Until - erlang:system_time(millisecond)) -> Hash
     end.
 
 busy_json(Busy) -> maps:from_list([{key(K), V} || {K, V} <- Busy]).
@@ -1038,9 +1051,18 @@ node_memory(Tabs) ->
 %% CPU per poll (tens of ms for 10,000 subscribers on this host), which slowed the
 %% convergence being measured.
 -spec node_hash([atom()]) -> integer().
+%% While a point's idle watcher runs, each hash reports its wall time to it: the CPU per
+%% write counts these polls, and the watcher says how much they could have added.
 node_hash(Tabs) ->
-    erlang:phash2([ets:foldl(fun(R, S) -> S + erlang:phash2(R, 1 bsl 32) end,
-                             ets:info(T, size), T) || T <- Tabs]).
+    {Us, H} = timer:tc(fun() ->
+                               erlang:phash2([ets:foldl(fun(R, S) -> S + erlang:phash2(R, 1 bsl 32) end,
+                                                        ets:info(T, size), T) || T <- Tabs])
+                       end),
+    case whereis(hm_bench_idle) of
+        undefined -> ok;
+        W -> W ! {hash_us, erlang:system_time(millisecond), Us}
+    end,
+    H.
 
 %% @doc Whether every EC table here has no buffered and no unstable operation.
 -spec node_ec_quiet([atom()]) -> boolean().
@@ -1323,6 +1345,11 @@ speed_row(W, E, G, Pts, Simple) ->
       ec_vs_floor_cpu => Ratio(CpuW(Ec), CpuW(Floor)),
       idle_reached => lists:all(fun(X) -> maps:get(idle_reached, maps:get(cpu, X, #{}), false) end,
                                 Ec ++ Dirty ++ Floor),
+      %% the largest share of a point's CPU the cool-down's hash polls could have taken
+      hash_poll_share_max => worst([case maps:get(cpu, X, #{}) of
+                                        #{cpu_ms := Cpu, hash_poll_ms := H} when Cpu > 0 -> H / Cpu;
+                                        _ -> null
+                                    end || X <- Ec ++ Dirty ++ Floor]),
       unstable_at_stop => WorstCpu(unstable_at_stop, Ec),
       unstable_drain_ms => WorstCpu(unstable_drain_ms, Ec),
       table_procs_memory_peak_bytes => Worst(table_procs_memory_peak_bytes, Ec),
@@ -1583,7 +1610,11 @@ speed_table(Speed, Cfg) ->
        "sum on a node and of the largest one. Space: after quiescence, the EC table with its "
        "metadata and log over a plain ETS set of the same records (mean over the nodes).~n",
        [fmt(maps:get(keys, S, null), g), fmt(maps:get(write_pct, S, null), g),
-        fmt(maps:get(rounds, S, null), g), ?IDLE_STREAK_MS])].
+        fmt(maps:get(rounds, S, null), g), ?IDLE_STREAK_MS]),
+     io_lib:format("~nThe cool-down's hash polls (every 20 ms on every node until the copies are "
+                   "equal) ran inside the CPU counted for at most ~s of a point's CPU (their wall "
+                   "time, an upper bound).~n",
+                   [fmt(worst([maps:get(hash_poll_share_max, R, null) || R <- Speed]), pct)])].
 
 simple_table(Pts, Cfg) ->
     S = maps:get(simple, Cfg, #{}),
