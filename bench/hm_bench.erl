@@ -831,13 +831,14 @@ watch(EC, Tabs, Deadline, DoneAt, LastU, Streak, Busy, Hash) ->
                 true -> Busy;
                 false -> [{unstable, U}, {buffered, B}, {at_ms, Now - DoneAt} | Queues]
             end,
-    Drain = fun(L) -> case L of none -> null; _ -> max(0, L - DoneAt) end end,
+    %% none: there were unstable operations at the stop, and no poll saw any since
+    Drain = fun(none) -> 0; (L) -> max(0, L - DoneAt) end,
     %% wall time of the hash polls up to a moment: an upper bound of their CPU
     HashMs = fun(Until) -> lists:sum([Us || {At, Us} <- Hash, At =< Until]) / 1000 end,
     case {Idle, Streak} of
         {true, {T0, C0}} when Now - T0 >= ?IDLE_STREAK_MS ->
             #{idle_reached => true, idle_ms => max(0, T0 - DoneAt), cpu_at_idle => C0,
-              unstable_drain_ms => Drain(case LastU1 of none -> DoneAt; _ -> LastU1 end),
+              unstable_drain_ms => Drain(LastU1),
               last_busy => busy_json(Busy1), hash_poll_ms => HashMs(T0)};
         _ when Now > Deadline ->
             #{idle_reached => false, idle_ms => null, cpu_at_idle => Cpu,
