@@ -397,6 +397,39 @@ tcsb_resend_busy_member_test() ->
     {R4, _} = hm_tcsb:resend_due(c, Ack(5, B3)),
     ?assertMatch([6 | _], Seqs(R4)).
 
+%% Relays: one member relays other origins' operations to a member that lacks them (the first
+%% node among those alive), not all of them (after a heal every member relayed everything to
+%% the other side: each operation arrived N-1 times). The others relay only once the member
+%% has not moved on that origin for 8 ticks (the first one cannot reach it, say).
+tcsb_relay_by_one_member_test() ->
+    A = {a, 1}, B = {b, 1}, C = {c, 1},
+    Seqs = fun(L) -> [maps:get(A, Ts) || {_, Ts, _} <- L] end,
+    %% b has a's 3 operations, 9 ticks old; c acknowledged, and a too when it is alive
+    AtB = fun(Alive) ->
+                  Bx = lists:foldl(fun(M, X) -> element(2, hm_tcsb:receive_op(M, X)) end,
+                                   hm_tcsb:new(B, [a, b, c]), all_ops(A, 3)),
+                  By = lists:foldl(fun(_, X) -> hm_tcsb:tick(X) end, Bx, lists:seq(1, 9)),
+                  lists:foldl(fun(R, X) -> hm_tcsb:receive_ack(R, #{}, #{}, X) end, By,
+                              [C | [A || Alive]])
+          end,
+    Tick = fun(X) -> hm_tcsb:receive_ack(A, #{}, #{}, hm_tcsb:receive_ack(C, #{}, #{}, hm_tcsb:tick(X))) end,
+    %% a is alive: b leaves the relay to a
+    {R1, B1} = hm_tcsb:resend_due(c, AtB(true)),
+    ?assertEqual([], R1),
+    %% c does not move on a's operations for 8 ticks: b relays them
+    B2 = lists:foldl(fun(_, X) -> {[], X1} = hm_tcsb:resend_due(c, Tick(X)), X1 end, B1,
+                     lists:seq(1, 7)),
+    {R2, _} = hm_tcsb:resend_due(c, Tick(B2)),
+    ?assertEqual([1, 2, 3], Seqs(R2)),
+    %% a is not alive: b relays at once
+    {R3, _} = hm_tcsb:resend_due(c, AtB(false)),
+    ?assertEqual([1, 2, 3], Seqs(R3)).
+
+all_ops(Origin, N) ->
+    {Ms, _} = lists:mapfoldl(fun(I, X) -> {M, _, X1} = hm_tcsb:broadcast(I, X), {M, X1} end,
+                             hm_tcsb:new(Origin, [a, b, c]), lists:seq(1, N)),
+    Ms.
+
 %% A member restarts without its state (for instance Mnesia alone restarted under a ram copy,
 %% which gives no nodedown): once a newer incarnation of its node is heard of, what the old
 %% one acknowledged no longer counts for stability, and its late acknowledgements are ignored

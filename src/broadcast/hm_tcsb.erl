@@ -80,7 +80,8 @@
                %% per member: the tick of its last acknowledgement
                acked = #{} :: #{node() => non_neg_integer()},
                %% per member and logged origin: what the member reported of that origin, and
-               %% the tick that last changed (resend_due/2: is a late round lost?)
+               %% the tick that last changed (resend_due/2: is a late round lost, is the
+               %% member stuck on that origin?)
                moved = #{} :: #{node() => #{replica() => {non_neg_integer(), non_neg_integer()}}},
                window = ?RESEND_MAX :: pos_integer()}).
 
@@ -106,7 +107,12 @@
 %% acknowledged yet (with 1, a third of the operations a loaded node received were such
 %% duplicates: bench/REPORT.md). Its origin resends it; any other member that logs it relays
 %% it only from RELAY_AGE ticks on, for when the origin is cut off or restarted without it
-%% (every member relaying at once sent about N^2/3 messages per operation: sim/REPORT.md).
+%% (every member relaying at once sent about N^2/3 messages per operation: sim/REPORT.md);
+%% and only one member relays to a given member: the first node among the members alive
+%% (acknowledging within SILENT_TICKS) other than that member. Another member relays once the
+%% member has not moved on the origin for RELAY_AGE ticks (the first one cannot reach it).
+%% After a heal every member relayed the whole backlog to the other side, so each operation
+%% arrived N-1 times (the simulator's full-load family: 70 % fewer duplicates with one relay).
 -define(RESEND_AGE, 2).
 -define(RELAY_AGE, 8).
 -opaque state() :: #tcsb{}.
@@ -375,11 +381,13 @@ reported(Peer, #tcsb{has = H, known = K}) ->
 %% on top of what was taken; at most `Max'. Returns them and the cut they reach. An origin
 %% stops at an operation not due (its operations are logged at nondecreasing ticks) or
 %% missing from the log; an operation not ready waits for the other origins.
-catch_up(From, Which, Max, #tcsb{self = {Node, _}, log = L, ticks = T}) ->
+catch_up(From, Which, Max, S = #tcsb{self = {Node, _}, ticks = T}) when is_atom(Which) ->
     Due = fun(_, _) when Which =:= all -> true;
              ({N, _}, At) when N =:= Node -> At =< T - ?RESEND_AGE;
              (_, At) -> At =< T - ?RELAY_AGE
           end,
+    catch_up(From, Due, Max, S);
+catch_up(From, Due, Max, #tcsb{log = L}) ->
     Its = [{O, OL} || {O, {_, _, OL}} <- lists:sort(maps:to_list(L))],
     walk(Its, From, Due, Max, []).
 
@@ -417,7 +425,8 @@ dec(N) -> N - 1.
 %% busy connection dropped it, or a cut): the next round starts again from what it
 %% reported.
 -spec resend_due(node(), state()) -> {[message()], state()}.
-resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F}) ->
+resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F,
+                            self = {Node, _}}) ->
     case T - maps:get(Peer, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS of
         false -> {[], S0};
         true ->
@@ -444,8 +453,13 @@ resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F}) ->
                         {hm_vv:join(Has, Front0), Rounds1, W1}
                 end,
             InFlight = maps:fold(fun(O, C, N) -> N + C - hm_vv:get(O, Has) end, 0, Front),
+            Relay = relay(Peer, S),
+            Due = fun({N, _}, At) when N =:= Node -> At =< T - ?RESEND_AGE;
+                     (O, At) -> At =< T - ?RELAY_AGE andalso
+                                    (Relay orelse T - Since(O) >= ?RELAY_AGE)
+                  end,
             {Msgs, Front1} = case W - InFlight of
-                                 Room when Room > 0 -> catch_up(Front, old, Room, S);
+                                 Room when Room > 0 -> catch_up(Front, Due, Room, S);
                                  _ -> {[], Front}
                              end,
             Rounds2 = case Msgs of
@@ -454,6 +468,14 @@ resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F}) ->
                       end,
             {Msgs, S#tcsb{flight = F#{Peer => {Front1, Rounds2, W}}}}
     end.
+
+%% Whether this replica relays other origins' operations to `Peer' at once: it is the first
+%% node among itself and the members other than `Peer' that acknowledged within
+%% SILENT_TICKS (every member computes the same one while they see the same members alive).
+relay(Peer, #tcsb{self = {Node, _}, members = Ms, acked = A, ticks = T}) ->
+    Alive = [M || M <- Ms, M =/= Peer, M =/= Node,
+                  T - maps:get(M, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS],
+    Node =< lists:min([Node | Alive]).
 
 %% For every logged origin, what `Peer' reported of it and the tick that last changed.
 note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
