@@ -204,8 +204,12 @@ foreign_key(Config) ->
          [{Items, {7, 2}, 7, 2}] = ec(I, Config, fun() -> mnesia:read({Items, 7}, {7, 2}) end),
          [{Items, {7, 2}, 7, 2}] = ec(I, Config, fun() -> mnesia:read(Items, {7, 2}) end),
          [] = ec(I, Config, fun() -> mnesia:read({Items, 8}, {7, 2}) end),
-         Where = ec(I, Config, fun() -> mnesia:table_info({Items, 7}, where_to_write) end),
-         [] = Where -- call(1, Config, hypermnesia, owners, [Tab, 7]),
+         %% table_info of {Tab, Key}: the fragment of Key (its copies), the size of all
+         Owners7 = lists:sort(call(1, Config, hypermnesia, owners, [Tab, 7])),
+         [_, _] = Where = ec(I, Config, fun() -> mnesia:table_info({Items, 7}, ram_copies) end),
+         [] = Where -- Owners7,
+         Owners7 = lists:sort(ec(I, Config, fun() -> mnesia:table_info({Tab, 7}, ram_copies)
+                                            end)),
          60 = ec(I, Config, fun() -> mnesia:table_info({Items, 7}, size) end),
          {refused, {combine_error, Tab, frag_properties, {foreign_key, undefined}}} =
              ec(I, Config, fun() -> try mnesia:read({Tab, 7}, 7)

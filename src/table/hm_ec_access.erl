@@ -11,9 +11,11 @@
 %% `prev', `table_info') runs unchanged on the local table, which holds exactly what reads
 %% must show, or, for a partitioned table or one without a copy here, through
 %% {@link hm_ec_frag}. Tables that are not EC tables fall through to plain Mnesia.
-%% A partitioned table with a foreign key takes `mnesia_frag''s names too: `{Tab, ForeignKey}'
-%% reads, deletes and `table_info' in the fragment of `ForeignKey'; a record is written to
-%% the fragment of its foreign-key attribute ({@link hm_ec_frag:record_fragment/3}).
+%% A partitioned table takes `mnesia_frag''s names too: `table_info({Tab, Key}, Item)' is
+%% about the fragment `Key' hashes to (`size' and `memory': the whole table); on a table with
+%% a foreign key, `{Tab, ForeignKey}' reads and deletes in the fragment of `ForeignKey', and
+%% a record is written to the fragment of its foreign-key attribute
+%% ({@link hm_ec_frag:record_fragment/3}).
 %%
 %% Bad arguments abort the activity exactly as they do in `mnesia:async_dirty/1' on a plain
 %% table (the same checks as `mnesia.erl', in the same order, with the same error terms):
@@ -196,14 +198,13 @@ index_read(Tid, Ts, Tab, Key, Attr, LockKind) ->
     end.
 
 -spec table_info(term(), term(), name(), atom()) -> term().
-table_info(Tid, Ts, {Tab, _} = Name, Item) when is_atom(Tab) ->
+table_info(Tid, Ts, {Tab, Key} = Name, Item) when is_atom(Tab) ->
     %% as mnesia_frag: `size' and `memory' of the whole table, anything else of the
-    %% fragment of the foreign key
-    case hm_ec_frag:route(Name) of
-        {frags, Tab, [Frag]} when Item =/= size, Item =/= memory ->
-            mnesia:table_info(Tid, Ts, Frag, Item);
-        {frags, Tab, _} -> table_info(Tid, Ts, Tab, Item);
-        local -> mnesia:table_info(Tid, Ts, Name, Item)
+    %% fragment `Key' hashes to (with or without a foreign key)
+    case ec(Name) of
+        false -> mnesia:table_info(Tid, Ts, Name, Item);
+        _ when Item =:= size; Item =:= memory -> table_info(Tid, Ts, Tab, Item);
+        {Tab, Opts} -> mnesia:table_info(Tid, Ts, hm_ec_frag:fragment_table(Tab, Key, Opts), Item)
     end;
 table_info(Tid, Ts, Tab, Item) when Item =:= size; Item =:= memory ->
     case hm_ec_frag:route(Tab) of
