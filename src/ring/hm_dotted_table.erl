@@ -69,7 +69,7 @@ value_context(Key, Rec, D) ->
 
 %% @doc The dots copy `Self' made between its node clocks `Before' and `After' (an
 %% operation's own writes: what a `sync_ec' caller waits for the other copies to hold).
--spec made(term(), hm_node_clock:clock(), hm_node_clock:clock()) -> [hm_node_clock:dot()].
+-spec made(term(), hm_node_clock:clock(), hm_node_clock:clock()) -> [hm_vv:dot()].
 made(Self, Before, After) -> [Dot || Dot = {R, _} <- hm_node_clock:missing(After, Before), R =:= Self].
 
 %% @doc The writes to the Mnesia mirror that carry out a copy's effects, in order (effects

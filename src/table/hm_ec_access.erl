@@ -202,7 +202,7 @@ table_info(Tid, Ts, {Tab, Key} = Name, Item) when is_atom(Tab) ->
     %% as mnesia_frag: `size' and `memory' of the whole table, anything else of the
     %% fragment `Key' hashes to (with or without a foreign key)
     case ec(Name) of
-        false -> mnesia:table_info(Tid, Ts, Name, Item);
+        false -> mnesia:abort({bad_type, Name});            % as mnesia:table_info/2
         _ when Item =:= size; Item =:= memory -> table_info(Tid, Ts, Tab, Item);
         {Tab, Opts} -> mnesia:table_info(Tid, Ts, hm_ec_frag:fragment_table(Tab, Key, Opts), Item)
     end;
