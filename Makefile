@@ -246,7 +246,7 @@ mnesia-examples: mnesia-examples-build
 ## the node that generated it (always_try_nearest_node); then fragmented (12 fragments, the
 ## program's foreign keys, a copy of each on every node; async_ec on partitioned EC tables
 ## with hm_ec_access as the access module). Writes bench/results/mnesia-bench-<yyyymmdd-hhmm>.md with the TPS of
-## each and the ratios, and whether the copies are equal after the run (about 6 minutes).
+## each and the ratios, and whether the copies are equal after the run (about 10 minutes).
 MBENCH = $(MNESIA_EX)/bench
 MBENCH_ERL = erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/mnesia-bench
 MBENCH_OPTS = +nowarn_deprecated_function +nowarn_deprecated_module +nowarn_unused_vars
