@@ -246,10 +246,11 @@ mnesia-examples: mnesia-examples-build
 ## make bench-mnesia: Mnesia's own bench program (lib/mnesia/examples/bench, from Debian's
 ## erlang-examples) on 3 peer nodes, as shipped (transaction), and patched by
 ## scripts/mnesia-examples to run every request in async_dirty and under async_ec on EC
-## tables; n_fragments 1; with the program's own request routing, then with every request on
-## the node that generated it (always_try_nearest_node). Writes
-## bench/results/mnesia-bench-<yyyymmdd-hhmm>.md with the TPS of each and the ratios, and
-## whether the copies are equal after the run (about 4 minutes).
+## tables; n_fragments 1 with the program's own request routing, then with every request on
+## the node that generated it (always_try_nearest_node); then fragmented (12 fragments, the
+## program's foreign keys, a copy of each on every node; async_ec on partitioned EC tables
+## with hm_ec_access as the access module). Writes bench/results/mnesia-bench-<yyyymmdd-hhmm>.md with the TPS of
+## each and the ratios, and whether the copies are equal after the run (about 10 minutes).
 MBENCH = $(MNESIA_EX)/bench
 MBENCH_ERL = erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/mnesia-bench
 MBENCH_OPTS = +nowarn_deprecated_function +nowarn_deprecated_module +nowarn_unused_vars
@@ -265,8 +266,13 @@ bench-mnesia: mnesia-examples-build
 	cd $(MBENCH)/patched && erlc $(MBENCH_OPTS) -o ../async_ec -DBENCH_ACTIVITY=async_dirty \
 	    -DBENCH_ACCESS=hm_mnesia_bench_ec -DBENCH_POPULATE=async_dirty \
 	    -DBENCH_CREATE=hm_mnesia_bench_ec *.erl
-	for routing in default nearest; do for ctx in transaction async_dirty async_ec; do \
-	    $(MBENCH_ERL) -pa $(MBENCH)/$$ctx -run hm_mnesia_bench main run $$ctx $$routing \
+	mkdir -p $(MBENCH)/async_ec_fragmented
+	cd $(MBENCH)/patched && erlc $(MBENCH_OPTS) -o ../async_ec_fragmented \
+	    -DBENCH_ACTIVITY=async_dirty -DBENCH_ACCESS=hm_ec_access -DBENCH_POPULATE=async_dirty \
+	    -DBENCH_CREATE=hm_mnesia_bench_ec *.erl
+	for routing in default nearest fragmented; do for ctx in transaction async_dirty async_ec; do \
+	    dir=$$ctx; [ $$ctx-$$routing != async_ec-fragmented ] || dir=async_ec_fragmented; \
+	    $(MBENCH_ERL) -pa $(MBENCH)/$$dir -run hm_mnesia_bench main run $$ctx $$routing \
 	        _build/mnesia-bench/results/$$ctx-$$routing.result || exit 1; \
 	done; done
 	$(MBENCH_ERL) -run hm_mnesia_bench main report _build/mnesia-bench/results \

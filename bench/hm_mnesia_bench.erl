@@ -12,33 +12,46 @@
 %% `mnesia_frag' way read as plain names).</li>
 %% </ul>
 %%
+%% Three variants of each: `default' and `nearest' (the program's routing, and every request
+%% on the node that generated it: its `always_try_nearest_node') on tables of one fragment
+%% with a copy on every node; and `fragmented': 12 fragments, related tables' fragments
+%% placed together by the program's own `foreign_key' properties, with the program's
+%% routing. There `transaction' and `async_dirty' run Mnesia's fragmented tables through
+%% `mnesia_frag', and `async_ec' runs partitioned EC tables with `hm_ec_access' (what
+%% `hypermnesia:async_ec/1' runs) as the access module. The copies compared after the run
+%% are then each fragment's. Each fragment has a copy on every node (`n_replicas' 3): the
+%% program's generators start with `mnesia:wait_for_tables' on every table, which never
+%% returns on a node without a copy of an EC table (its copies are `local_content' tables,
+%% which Mnesia loads only where they are held).
+%%
 %% scripts/mnesia-examples copies and patches the program (only its activity, access module,
 %% populate activity and table creation change). Each context is its own Erlang VM with its
 %% own copy of the program in the code path ({@link main/1} `["run", ...]'), on a new
 %% cluster of 3 peer nodes started by the project's harness (test/hm_cluster.erl, nodes named
 %% `mbench_<context><I>_<os pid>'). The program's own configuration record is used with its
 %% own defaults except: the 3 nodes as table and generator nodes, 2 generators per node,
-%% `n_replicas' 3 and `n_fragments' 1 (a fragmented EC table does not exist yet: one fragment
-%% replicated on every node, for every context), and shorter phases (2 s warm-up, 10 s
+%% `n_replicas' 3 and `n_fragments' 1 (one fragment replicated on every node, for every
+%% context; `fragmented': `n_fragments' 12), and shorter phases (2 s warm-up, 10 s
 %% measured, 1 s cool-down). After populating, the run waits until every node holds every
-%% subscriber (EC copies receive the populate asynchronously). The figures are the
+%% subscriber of its fragments (EC copies receive the populate asynchronously). The figures are the
 %% program's own printout (its TPS line), captured from its output.
 %%
 %% `["report", Dir, Out]' reads the three results and writes the markdown file: TPS of each
 %% context and the ratios, all from the same `make' run.
 -module(hm_mnesia_bench).
 
--export([main/1, node_run/2, node_digest/0, node_backlog/0]).
+-export([main/1, node_run/2, node_digest/1, node_backlog/0]).
 
 -define(CONTEXTS, [transaction, async_dirty, async_ec]).
--define(ROUTINGS, ["default", "nearest"]).
+-define(ROUTINGS, ["default", "nearest", "fragmented"]).
+-define(TABLES, [subscriber, group, server, session, suffix]).
 -define(RUN_MS, 600000).
 
 %% @doc `["run", Context, ResultFile]' or `["report", ResultDir, MarkdownFile]'.
 -spec main([string()]) -> no_return().
 main(["run", Context, Routing, Result]) ->
     Ctx = list_to_existing_atom(Context),
-    Cluster = hm_cluster:start(#{nodes => 3, prefix => "mbench_" ++ Context,
+    Cluster = hm_cluster:start(#{nodes => 3, prefix => "mbench_" ++ Context ++ "_" ++ Routing,
                                  modules => [?MODULE, hm_mnesia_bench_ec, bench]}),
     Nodes = hm_cluster:nodes(Cluster),
     Log = filename:absname(filename:rootname(Result) ++ ".log"),
@@ -64,15 +77,19 @@ main(["report", Dir, Out]) ->
 
 %% The program's own configuration (its record's defaults) with this run's changes.
 config(Nodes, Routing) ->
+    {Replicas, Fragments} = case Routing of
+                                "fragmented" -> {length(Nodes), 12};
+                                _ -> {length(Nodes), 1}
+                            end,
     [{always_try_nearest_node, Routing =:= "nearest"},
      {generator_nodes, Nodes}, {table_nodes, Nodes}, {n_generators_per_node, 2},
-     {n_replicas, length(Nodes)}, {n_fragments, 1}, {storage_type, ram_copies},
+     {n_replicas, Replicas}, {n_fragments, Fragments}, {storage_type, ram_copies},
      {generator_warmup, 2000}, {generator_duration, 10000}, {generator_cooldown, 1000},
      {statistics_detail, normal}].
 
 %% @doc On node 1: the program's populate and generate steps, its output into `Log'; then
-%% the time until every node's copy of every table is the same (`converged_ms'; `timeout'
-%% after 60 s).
+%% the time until the copies of every fragment of every table are the same (`converged_ms';
+%% `timeout' after 60 s).
 -spec node_run([{atom(), term()}], file:filename()) -> #{atom() => term()}.
 node_run(Config, Log) ->
     {ok, Dev} = file:open(Log, [write]),
@@ -89,8 +106,13 @@ node_run(Config, Log) ->
     end,
     T0 = erlang:monotonic_time(millisecond),
     Nodes = proplists:get_value(table_nodes, Config),
-    Same = fun() -> length(lists:usort([rpc:call(N, ?MODULE, node_digest, []) || N <- Nodes]))
-                        =:= 1 end,
+    Copies = copies(Config, ?TABLES),
+    Same = fun() ->
+                   lists:all(fun({Frag, Hs}) ->
+                                     length(lists:usort([rpc:call(H, ?MODULE, node_digest, [Frag])
+                                                         || H <- Hs])) =:= 1
+                             end, Copies)
+           end,
     #{converged_ms => try hm_cluster:wait_until(Same, 60000) of
                           ok -> erlang:monotonic_time(millisecond) - T0
                       catch _:_ ->
@@ -105,20 +127,38 @@ node_backlog() ->
     {message_queue_len, N} = process_info(whereis(mnesia_tm), message_queue_len),
     N.
 
-%% @doc A digest of this node's copy of the program's tables.
--spec node_digest() -> integer().
-node_digest() ->
-    erlang:phash2([lists:sort(mnesia:dirty_select(T, [{'_', [], ['$_']}]))
-                   || T <- [subscriber, group, server, session]]).
+%% @doc A digest of this node's copy of one table (a fragment of the program's tables).
+-spec node_digest(atom()) -> integer().
+node_digest(Tab) -> erlang:phash2(lists:sort(mnesia:dirty_select(Tab, [{'_', [], ['$_']}]))).
 
-%% Every node holds every subscriber (an EC copy gets the populate writes asynchronously).
+%% Every fragment of `Tabs' (`group' is not fragmented) and the nodes holding its copies.
+copies(Config, Tabs) ->
+    F = proplists:get_value(n_fragments, Config),
+    [{Frag, mnesia:table_info(Frag, ram_copies) ++ mnesia:table_info(Frag, disc_copies)}
+     || T <- Tabs,
+        Frag <- case T of
+                    group -> [group];
+                    _ -> [T | [list_to_atom(lists:concat([T, "_frag", K]))
+                               || K <- lists:seq(2, F)]]
+                end].
+
+%% The copies of every subscriber fragment hold as many subscribers (an EC copy gets the
+%% populate writes asynchronously; each was applied by one copy before populate returned).
 wait_populated(Config) ->
-    Nodes = proplists:get_value(table_nodes, Config),
-    Size = mnesia:table_info(subscriber, size),
-    hm_cluster:wait_until(fun() -> lists:all(fun(Nd) -> rpc:call(Nd, mnesia, table_info,
-                                                                 [subscriber, size]) =:= Size
-                                             end, Nodes)
-                          end, 120000).
+    Copies = copies(Config, [subscriber]),
+    Sizes = fun() -> [{Frag, [{H, rpc:call(H, mnesia, table_info, [Frag, size])} || H <- Hs]}
+                      || {Frag, Hs} <- Copies]
+            end,
+    try hm_cluster:wait_until(fun() ->
+                                      lists:all(fun({_, HSs}) ->
+                                                        length(lists:usort([S || {_, S} <- HSs]))
+                                                            =:= 1
+                                                end, Sizes())
+                              end, 120000)
+    catch error:{timeout, _, _} = Timeout ->
+            io:format("copies not populated: ~p~n", [Sizes()]),
+            error(Timeout)
+    end.
 
 %% The program's result lines.
 figures(Text) ->
@@ -161,8 +201,8 @@ report(Rs) ->
      "copied into `_build` and patched by `scripts/mnesia-examples` only in its activity, "
      "access module, populate activity and table creation. 3 peer nodes on this host, all "
      "of them table and generator nodes, 2 generators per node, `n_replicas` 3, "
-     "`n_fragments` 1 (EC tables are not fragmented yet: one fragment, a copy on every "
-     "node, for every context), `ram_copies`, the program's default workload mix (t1 25 %, "
+     "`n_fragments` 1 (one fragment, a copy on every node, for every context; the last "
+     "section: 12 fragments), `ram_copies`, the program's default workload mix (t1 25 %, "
      "t2 25 %, t3 20 %, t4 15 %, t5 15 %), 25,000 subscribers, 2 s warm-up, 10 s measured, "
      "1 s cool-down. `transaction` is the program as shipped (t2 runs in `sync_dirty` "
      "there); `async_dirty` and `async_ec` run every request in that context. TPS is the "
@@ -184,6 +224,20 @@ report(Rs) ->
      "that generated it whenever that node holds a copy: every context then runs locally, "
      "which compares the contexts' own cost.\n\n",
      Table("nearest"),
+     "\n## Fragmented: 12 fragments, placed by the program's foreign keys\n\n"
+     "The program's own fragmented layout: `n_fragments` 12, `n_replicas` 3, its tables "
+     "`subscriber`, `session` and `server` placed fragment by fragment with `suffix` by "
+     "their `foreign_key` properties, with the program's routing (each request on a node "
+     "holding the subscriber's fragment, through a worker there when that is another "
+     "node). `transaction` and `async_dirty` run Mnesia's fragmented tables through "
+     "`mnesia_frag`; `async_ec` runs partitioned EC tables (fragments placed on the "
+     "consistent-hash ring) with `hm_ec_access`, the access module of `async_ec`, in place "
+     "of `mnesia_frag`. \"Copies equal after\" compares the copies of each fragment. Each "
+     "fragment has a copy on every node: the program's generators start with "
+     "`mnesia:wait_for_tables` on every table, which never returns on a node without a "
+     "copy of an EC table (Mnesia loads an EC table's `local_content` copies only where "
+     "they are held).\n\n",
+     Table("fragmented"),
      "\nEach context ran on its own new 3-node cluster, one after the other, in the same "
      "`make` run; the ratios compare figures of that run only.\n"].
 

@@ -8,12 +8,14 @@
 %% access module from a macro, it is given this module, under `async_dirty': exactly what
 %% `hypermnesia:async_ec/2' runs (`mnesia:activity(async_dirty, Fun, Args, hm_ec_access)'),
 %% after `{Tab, ForeignKey}' is read as `Tab'. That is only right for a table of one
-%% fragment, which is how the benchmark is run (`n_fragments' 1); partitioned EC tables are
-%% not used here.
+%% fragment (the runs with `n_fragments' 1). The run on partitioned EC tables needs none of
+%% this: its access module is `hm_ec_access' itself, which reads `mnesia_frag''s names.
 %%
 %% {@link create_table/2} is the patched program's table creation: Mnesia's definition with
-%% `frag_properties' (one fragment, `n_ram_copies' or `n_disc_copies' replicas from
-%% `node_pool') becomes a `pawset' EC table with that many copies on the pool's first nodes.
+%% `frag_properties' of one fragment (`n_ram_copies' or `n_disc_copies' replicas from
+%% `node_pool') becomes a `pawset' EC table with that many copies on the pool's first nodes;
+%% with more fragments, a partitioned `pawset' EC table with the same `frag_properties'
+%% (its `foreign_key' included).
 -module(hm_mnesia_bench_ec).
 
 -export([create_table/2]).
@@ -22,8 +24,8 @@
          first/3, last/3, next/4, prev/4, foldl/6, foldr/6, clear_table/4]).
 
 %% @doc `hypermnesia:create_table/2' for a definition of the bench program: `{type, pawset}'
-%% added, `frag_properties' of one fragment replaced by the copies it places.
-%% `{aborted, {more_than_one_fragment, Tab, N}}' for more fragments.
+%% added, `frag_properties' of one fragment replaced by the copies it places, of more
+%% fragments kept (a partitioned EC table).
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Def) ->
     case lists:keyfind(frag_properties, 1, Def) of
@@ -37,8 +39,8 @@ create_table(Tab, Def) ->
                                  lists:member(Type, [n_ram_copies, n_disc_copies]), N > 0],
                     Rest = lists:keydelete(frag_properties, 1, Def),
                     hypermnesia:create_table(Tab, [{type, pawset} | Copies ++ Rest]);
-                N ->
-                    {aborted, {more_than_one_fragment, Tab, N}}
+                _ ->
+                    hypermnesia:create_table(Tab, [{type, pawset} | Def])
             end
     end.
 

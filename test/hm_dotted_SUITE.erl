@@ -3,23 +3,23 @@
 %% key-value writes from every node read back everywhere, a real partition with puts on
 %% both sides giving siblings that a put with the get's context resolves, deletes leaving
 %% nothing on any copy once stripped, the Merkle anti-entropy baseline converging too, a
-%% copy's process killed and taken up again, and nodes leaving and joining the pool while
+%% copy's process killed and taken up again, `sync_ec' waiting for the other copies, and nodes leaving and joining the pool while
 %% two nodes write, with nothing acknowledged lost.
 -module(hm_dotted_SUITE).
 -include_lib("common_test/include/ct.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([bad_options/1, write_everywhere/1, partition_siblings/1, deletes_strip/1,
-         merkle_partition/1, copy_restarted/1, pool_change_under_load/1]).
+         merkle_partition/1, copy_restarted/1, pool_change_under_load/1, sync_ec_waits/1]).
 
 -define(NODES, 4).
 -define(F, 4).
 
 all() -> [bad_options, write_everywhere, partition_siblings, deletes_strip, merkle_partition,
-          copy_restarted, pool_change_under_load].
+          sync_ec_waits, copy_restarted, pool_change_under_load].
 
 init_per_suite(Config) ->
-    C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "dr",
+    C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "partkd",
                            modules => [?MODULE]}),
     [{cluster, C} | Config].
 
@@ -224,6 +224,35 @@ merkle_partition(Config) ->
     ok = hm_cluster:heal(C),
     converged(Config, Tab, lists:sort([{Tab, {a, K}, 1} || K <- lists:seq(1, 20)]
                                       ++ [{Tab, {b, K}, 4} || K <- lists:seq(1, 20)])).
+
+%% `sync_ec' on a dotted table returns once every other reachable copy holds the write: with
+%% one copy's process suspended, a `sync_ec' write on another holder is still waiting after
+%% the third copy holds it, and returns once the suspended copy is resumed, which then shows
+%% the record at once.
+sync_ec_waits(Config) ->
+    Tab = create(Config, []),
+    Frag = call(1, Config, hm_ec_frag, fragment_table, [Tab, k]),
+    Server = hm_ec_table_server:name(Frag),
+    [W, Slow, Other] = [id_of(Config, N) || N <- call(1, Config, hypermnesia, owners, [Tab, k])],
+    Rec = {Tab, k, synced},
+    ok = call(Slow, Config, sys, suspend, [Server]),
+    Writer = call(W, Config, erlang, spawn,
+                  [fun() -> R = (catch hypermnesia:sync_ec(fun() -> mnesia:write(Rec) end)),
+                            persistent_term:put({sync_ec_waits, Tab}, R)
+                   end]),
+    Held = fun(I) -> call(I, Config, mnesia, dirty_read, [Frag, k]) =:= [Rec] end,
+    wait_until(fun() -> Held(Other) end),
+    true = call(W, Config, erlang, is_process_alive, [Writer]),
+    undefined = call(W, Config, persistent_term, get, [{sync_ec_waits, Tab}, undefined]),
+    ok = call(Slow, Config, sys, resume, [Server]),
+    wait_until(fun() -> call(W, Config, persistent_term, get, [{sync_ec_waits, Tab}, undefined])
+                            =:= ok end),
+    true = Held(Slow),
+    %% with no other copy reachable, it returns at once, as on any EC table
+    C = ?config(cluster, Config),
+    ok = hm_cluster:cut(C, [W], ids(Config) -- [W]),
+    ok = call(W, Config, hypermnesia, sync_ec, [fun() -> mnesia:write({Tab, k, alone}) end]),
+    ok = hm_cluster:heal(C).
 
 %% A copy's process killed: the EC server starts it again, it takes a peer's state before it
 %% takes writes, its Mnesia mirror shows the rows again, and its next writes are new dots.

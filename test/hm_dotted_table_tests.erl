@@ -68,3 +68,22 @@ id_back_in_the_group_is_not_retired_test() ->
     {S2, _} = hm_dotted:set_peers([a, b, c], S1),
     ?assertEqual(0, maps:get(retired, hm_dotted:metadata(S2))),
     ?assertEqual([a, b, c], hm_dotted:peers(S2)).
+
+%% The dots an operation made on its copy: one per write or delete, one per key cleared,
+%% none for a delete_object that matches nothing, and never a dot received from a peer.
+made_test() ->
+    NC = fun(S) -> hm_dotted:node_clock(S) end,
+    Made = fun(KeyOp, S) -> hm_dotted_table:made(a, NC(S), NC(op(KeyOp, S))) end,
+    S0 = with_siblings(),                         % a's own dot 1, b's dot 1
+    ?assertEqual([{a, 2}], Made({k, {write, {t, k, 3}}}, S0)),
+    ?assertEqual([{a, 2}], Made({k, delete}, S0)),
+    ?assertEqual([], Made({k, {delete_object, {t, k, 9}}}, S0)),
+    S1 = op({j, {write, {t, j, 1}}}, S0),
+    ?assertEqual([{a, 3}, {a, 4}], Made({'$all', clear}, S1)),
+    %% a dot that arrives from another copy is not this copy's
+    A = op({k, {write, {t, k, 1}}}, copy(a)),
+    {_, EB} = hm_dotted_table:apply_op({k, {write, {t, k, 2}}}, copy(b)),
+    [Rep] = [M || {send, a, M} <- EB],
+    {A1, _} = hm_dotted:handle(Rep, A),
+    ?assertEqual([], hm_dotted_table:made(a, NC(A), NC(A1))),
+    ?assertEqual([{b, 1}], hm_dotted_table:made(b, NC(A), NC(A1))).

@@ -2,24 +2,25 @@
 %% {@link hm_cluster}): placement on the ring, every access path from every node with and
 %% without a local copy of the key's fragment, a real partition with writes on both sides
 %% (hints where no owner is reachable), a node killed, and nodes added to and removed from
-%% the pool under load with nothing acknowledged lost.
+%% the pool under load with nothing acknowledged lost; a table with a foreign key whose
+%% records live with their parent's.
 -module(hm_partition_SUITE).
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([placement/1, access_from_every_node/1, partition_both_sides/1, node_killed/1,
-         add_and_remove_under_load/1, bad_options/1, key_value_api/1]).
+         add_and_remove_under_load/1, bad_options/1, key_value_api/1, foreign_key/1]).
 -export([writer/2, keys_written/1, failed_writes/1]).
 
 -define(NODES, 5).
 -define(F, 12).
 
-all() -> [bad_options, placement, access_from_every_node, key_value_api, partition_both_sides,
-          add_and_remove_under_load, node_killed].
+all() -> [bad_options, placement, access_from_every_node, key_value_api, foreign_key,
+          partition_both_sides, add_and_remove_under_load, node_killed].
 
 init_per_suite(Config) ->
-    C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "hp",
+    C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "partk",
                            modules => [?MODULE]}),
     [{cluster, C} | Config].
 
@@ -30,6 +31,7 @@ init_per_testcase(Case, Config) -> [{tab, Case} | Config].
 end_per_testcase(_Case, Config) ->
     C = ?config(cluster, Config),
     hm_cluster:heal(C),
+    _ = call(1, Config, hypermnesia, delete_table, [items(Config)]),
     _ = call(1, Config, hypermnesia, delete_table, [?config(tab, Config)]),
     ok.
 
@@ -53,6 +55,12 @@ create(Config, Opts) ->
     Tab.
 
 wait_until(F) -> hm_cluster:wait_until(F, 60000).
+
+%% The table whose foreign key names the case's table.
+items(Config) -> list_to_atom(atom_to_list(?config(tab, Config)) ++ "_items").
+
+frag(Tab, 1) -> Tab;
+frag(Tab, K) -> list_to_atom(atom_to_list(Tab) ++ "_frag" ++ integer_to_list(K)).
 
 all_rows(I, Config, Tab) ->
     lists:sort(ec(I, Config, fun() -> mnesia:select(Tab, [{'_', [], ['$_']}]) end)).
@@ -144,6 +152,101 @@ access_from_every_node(Config) ->
     converged(Config, Tab, Expected -- [{Tab, {I2, 1}, 1, 1}, {Tab, {I3, 2}, 2, 2}]),
     {atomic, ok} = ec(I3, Config, fun() -> mnesia:clear_table(Tab) end),
     converged(Config, Tab, []).
+
+%% A table with `{foreign_key, {Tab, owner}}' (2 copies, the parent 3): fragment K of it is
+%% held by nodes holding the parent's fragment K, so every record is on a node together with
+%% its parent's record; `{Items, Owner}' reads and deletes in one fragment from any node; a
+%% pool change is made on the parent and moves both; Mnesia's refusals.
+foreign_key(Config) ->
+    Tab = create(Config, []),
+    Items = items(Config),
+    Create = fun(FP) -> call(1, Config, hypermnesia, create_table,
+                             [Items, [{type, pawset}, {attributes, [id, owner, n]},
+                                      {frag_properties, FP}]])
+             end,
+    {aborted, {bad_ec_option, Items, {frag_properties, {foreign_key, {nope, owner}}}}} =
+        Create([{foreign_key, {nope, owner}}]),
+    {aborted, {combine_error, Items, {n_fragments, 3}, Tab, {n_fragments, ?F}}} =
+        Create([{foreign_key, {Tab, owner}}, {n_fragments, 3}]),
+    {aborted, {not_supported, Items, {dotted_replication, foreign_key}}} =
+        call(1, Config, hypermnesia, create_table,
+             [Items, [{type, pawset}, {attributes, [id, owner, n]}, {replication, dotted},
+                      {frag_properties, [{foreign_key, {Tab, owner}}]}]]),
+    {atomic, ok} = Create([{foreign_key, {Tab, owner}}, {n_ram_copies, 2}]),
+    Colocated = fun() ->
+                        lists:all(fun(K) ->
+                                          P = call(1, Config, hm_ec_registry, copy_nodes,
+                                                   [frag(Tab, K)]),
+                                          I = call(1, Config, hm_ec_registry, copy_nodes,
+                                                   [frag(Items, K)]),
+                                          length(I) =:= 2 andalso I -- P =:= []
+                                  end, lists:seq(1, ?F))
+                end,
+    true = Colocated(),
+    %% parents and items written from every node
+    Owners = lists:seq(1, 20),
+    Ids = ids(Config),
+    [ok = ec(I, Config, fun() -> mnesia:write({Tab, O, I, x}) end) || {I, O} <- spread(Ids, Owners)],
+    Rows = [{Items, {O, J}, O, J} || O <- Owners, J <- [1, 2, 3]],
+    [ok = ec(I, Config, fun() -> mnesia:write(R) end) || {I, R} <- spread(Ids, Rows)],
+    converged(Config, Items, lists:sort(Rows)),
+    %% on every holder of an item's fragment, the item and its parent are both local
+    [begin
+         K = call(1, Config, hm_ec_frag, fragment, [O, ?F]),
+         [_ | _] = Holders = call(1, Config, hm_ec_registry, copy_nodes, [frag(Items, K)]),
+         [begin
+              [R] = call(1, Config, rpc, call, [H, mnesia, dirty_read, [frag(Items, K), Id]]),
+              [_] = call(1, Config, rpc, call, [H, mnesia, dirty_read, [frag(Tab, K), O]])
+          end || H <- Holders]
+     end || R = {_, Id, O, _} <- Rows],
+    %% the mnesia_frag names, from every node: one fragment, or all of them for a plain name
+    [begin
+         [{Items, {7, 2}, 7, 2}] = ec(I, Config, fun() -> mnesia:read({Items, 7}, {7, 2}) end),
+         [{Items, {7, 2}, 7, 2}] = ec(I, Config, fun() -> mnesia:read(Items, {7, 2}) end),
+         [] = ec(I, Config, fun() -> mnesia:read({Items, 8}, {7, 2}) end),
+         %% table_info of {Tab, Key}: the fragment of Key (its copies), the size of all
+         Owners7 = lists:sort(call(1, Config, hypermnesia, owners, [Tab, 7])),
+         [_, _] = Where = ec(I, Config, fun() -> mnesia:table_info({Items, 7}, ram_copies) end),
+         [] = Where -- Owners7,
+         Owners7 = lists:sort(ec(I, Config, fun() -> mnesia:table_info({Tab, 7}, ram_copies)
+                                            end)),
+         60 = ec(I, Config, fun() -> mnesia:table_info({Items, 7}, size) end),
+         {refused, {combine_error, Tab, frag_properties, {foreign_key, undefined}}} =
+             ec(I, Config, fun() -> try mnesia:read({Tab, 7}, 7)
+                                    catch exit:{aborted, Why} -> {refused, Why}
+                                    end
+                           end)
+     end || I <- Ids],
+    [I1, I2 | _] = Ids,
+    ok = ec(I1, Config, fun() -> mnesia:delete({Items, 7}, {7, 2}, write) end),
+    ok = ec(I2, Config, fun() -> mnesia:delete({Items, {8, 1}}) end),
+    ok = ec(I2, Config, fun() -> mnesia:delete_object({Items, {9, 1}, 9, 1}) end),
+    Left = lists:sort(Rows) -- [{Items, {7, 2}, 7, 2}, {Items, {8, 1}, 8, 1}, {Items, {9, 1}, 9, 1}],
+    converged(Config, Items, Left),
+    {error, {not_supported, {foreign_key, Items}}} =
+        call(1, Config, hypermnesia, get, [Items, {1, 1}, []]),
+    %% pool changes go through the parent, and move both tables
+    C = ?config(cluster, Config),
+    Last = hm_cluster:node(C, lists:last(Ids)),
+    {aborted, {combine_error, Items, "Op only allowed via foreign table", _}} =
+        call(1, Config, hypermnesia, change_table_frag, [Items, {del_node, Last}]),
+    {aborted, {combine_error, Tab, "Too many foreigners", [Items]}} =
+        call(1, Config, hypermnesia, delete_table, [Tab]),
+    {atomic, ok} = call(1, Config, hypermnesia, change_table_frag, [Tab, {del_node, Last}]),
+    true = Colocated(),
+    false = lists:any(fun(K) -> lists:member(Last, call(1, Config, hm_ec_registry, copy_nodes,
+                                                        [frag(Items, K)]))
+                      end, lists:seq(1, ?F)),
+    converged(Config, Items, Left),
+    {atomic, ok} = call(1, Config, hypermnesia, change_table_frag, [Tab, {add_node, Last}]),
+    true = Colocated(),
+    converged(Config, Items, Left),
+    {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Items]),
+    false = call(1, Config, hypermnesia, is_ec_table, [Items]).
+
+%% Each element with the node that writes it, round robin.
+spread(Ids, Xs) ->
+    [{lists:nth(N rem length(Ids) + 1, Ids), X} || {N, X} <- lists:zip(lists:seq(1, length(Xs)), Xs)].
 
 %% get/put/delete with contexts on a siblings table: concurrent puts by two holders of the
 %% key on either side of a cut come back as siblings; a put with the context of the get that

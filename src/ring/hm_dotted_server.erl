@@ -11,8 +11,12 @@
 %% name this module (`server'), {@link hm_ec_table_sup} starts it, {@link hm_ec_server}
 %% tracks it, tells it the copy holders and passes writes to it; it is registered under
 %% {@link hm_ec_table_server:name/1} of the fragment and answers the same calls (`submit',
-%% `info', `status', `queued', the `members' cast). `sync' writes are treated as `async'
-%% ones: the reply comes once the write is applied here and sent to the other copies.
+%% `info', `status', `queued', the `members' cast). An `async' write is answered once it is
+%% applied here and sent to the other copies; a `sync' one (`sync_ec') once every other copy
+%% reachable then holds the dots it made ({@link hm_dotted_table:made/3}), as `sync_ec' waits
+%% on any EC table: a copy that disconnects stops being waited for, and past 30 s the answer
+%% is `{error, {sync_timeout, Nodes}}' (the write stays applied). A process of its own asks
+%% the copies, so this one goes on serving them meanwhile.
 %%
 %% The copy's id is its node. A copy starting while another holder's copy is ready (a
 %% restart, Mnesia restarted on this node, a new copy of a fragment that moves) starts as
@@ -39,6 +43,7 @@
 
 -define(TIMEOUT, 10000).
 -define(PROBE_MS, 2000).
+-define(SYNC_TIMEOUT_MS, 30000).
 
 %%% ---------------------------------------------------------------- API
 
@@ -118,6 +123,24 @@ holds(N, Frag, Dot) ->
     (catch gen_server:call({hm_ec_table_server:name(Frag), N}, {holds, Dot}, ?TIMEOUT))
         =:= true.
 
+%% A `sync' write's answer: `ok' once every copy in `Peers' that is still connected holds
+%% `Made' (asked every 20 ms), `{error, {sync_timeout, Nodes}}' after 30 s; from a process
+%% of its own.
+await_held(From, _Frag, [], _Peers) -> gen_server:reply(From, ok);
+await_held(From, _Frag, _Made, []) -> gen_server:reply(From, ok);
+await_held(From, Frag, Made, Peers) ->
+    Deadline = erlang:monotonic_time(millisecond) + ?SYNC_TIMEOUT_MS,
+    _ = spawn(fun() -> gen_server:reply(From, held_by(Frag, Made, Peers, Deadline)) end),
+    ok.
+
+held_by(Frag, Made, Peers, Deadline) ->
+    Lacking = [N || N <- Peers, lists:member(N, nodes()), not holds(N, Frag, Made)],
+    case {Lacking, erlang:monotonic_time(millisecond) < Deadline} of
+        {[], _} -> ok;
+        {_, true} -> timer:sleep(20), held_by(Frag, Made, Lacking, Deadline);
+        {_, false} -> {error, {sync_timeout, Lacking}}
+    end.
+
 write_at([], _Frag, _Req, Last) -> {error, {unavailable, Last}};
 write_at([N | Ns], Frag, Req, _Last) ->
     try gen_server:call({hm_ec_table_server:name(Frag), N}, Req, ?TIMEOUT) of
@@ -169,13 +192,22 @@ peer_ready(N, Frag) ->
 
 -spec handle_call(term(), gen_server:from(), map()) ->
           {reply, term(), map()} | {stop, normal, term(), map()}.
-handle_call({submit, KeyOp, _Mode}, _From, S = #{tab := Tab, d := D}) ->
+handle_call({submit, KeyOp, Mode}, From, S = #{tab := Tab, d := D}) ->
     case hm_dotted:status(D) of
         syncing -> {reply, {error, {syncing, Tab}}, S};
         ready ->
             case hm_dotted_table:apply_op(KeyOp, D) of
                 {error, _} = E -> {reply, E, S};
-                {D1, Effs} -> applied(ok, Effs, S#{d := D1})
+                {D1, Effs} ->
+                    case {Mode, applied(ok, Effs, S#{d := D1})} of
+                        {sync, {reply, ok, S1}} ->
+                            Made = hm_dotted_table:made(node(), hm_dotted:node_clock(D),
+                                                        hm_dotted:node_clock(D1)),
+                            Peers = [N || N <- hm_dotted:peers(D1), lists:member(N, nodes())],
+                            await_held(From, Tab, Made, Peers),
+                            {noreply, S1};
+                        {_, Reply} -> Reply
+                    end
             end
     end;
 handle_call({kv, Key, What, Ctx0}, _From, S = #{tab := Tab, d := D}) ->
@@ -196,6 +228,9 @@ handle_call({kv, Key, What, Ctx0}, _From, S = #{tab := Tab, d := D}) ->
             {Dot, _} = hm_node_clock:next_dot(node(), hm_dotted:node_clock(D)),
             applied({ok, Dot}, Effs, S#{d := D1})
     end;
+handle_call({holds, Dots}, _From, S = #{d := D}) when is_list(Dots) ->
+    NC = hm_dotted:node_clock(D),
+    {reply, lists:all(fun(Dot) -> hm_node_clock:contains(Dot, NC) end, Dots), S};
 handle_call({holds, Dot}, _From, S = #{d := D}) ->
     {reply, hm_node_clock:contains(Dot, hm_dotted:node_clock(D)), S};
 handle_call({fetch, Key}, _From, S = #{d := D}) ->

@@ -24,7 +24,7 @@
 %% holds, per key, the values of the key's live versions and nothing else.
 -module(hm_dotted_table).
 
--export([apply_op/2, mirror/1, value_context/3]).
+-export([apply_op/2, mirror/1, value_context/3, made/3]).
 -export_type([store_op/0]).
 
 -type store_op() :: {delete, term()} | {write, tuple()}.
@@ -66,6 +66,11 @@ value_context(Key, Rec, D) ->
             end;
         _ -> none
     end.
+
+%% @doc The dots copy `Self' made between its node clocks `Before' and `After' (an
+%% operation's own writes: what a `sync_ec' caller waits for the other copies to hold).
+-spec made(term(), hm_node_clock:clock(), hm_node_clock:clock()) -> [hm_vv:dot()].
+made(Self, Before, After) -> [Dot || Dot = {R, _} <- hm_node_clock:missing(After, Before), R =:= Self].
 
 %% @doc The writes to the Mnesia mirror that carry out a copy's effects, in order (effects
 %% other than `show' have none).

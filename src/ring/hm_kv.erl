@@ -31,7 +31,9 @@
 -opaque context() :: binary().
 
 %% @doc The records of `Key' and a context for a later `put' or `delete'. Errors:
-%% `{not_ec_table, Tab}', `{bad_option, Opt}', `{insufficient_replicas, R, Reachable}'.
+%% `{not_ec_table, Tab}', `{bad_option, Opt}', `{insufficient_replicas, R, Reachable}',
+%% `{not_supported, {foreign_key, Tab}}' (a table with a foreign key: a key alone does not
+%% say which fragment holds its records).
 -spec get(atom(), term(), [{r, pos_integer()}]) ->
           {ok, [tuple()], context()} | {error, term()}.
 get(Tab, Key, Opts) ->
@@ -108,13 +110,19 @@ with_checks(Tab, Opts, Quorum, Fun) ->
         {false, _} -> {error, {not_ec_table, Tab}};
         {true, false} -> {error, {bad_option, Opts}};
         {true, true} ->
-            case [O || O <- Opts, not (is_tuple(O) andalso tuple_size(O) =:= 2
-                                       andalso element(1, O) =:= Quorum
-                                       andalso is_integer(element(2, O))
-                                       andalso element(2, O) >= 1)] of
-                [Bad | _] -> {error, {bad_option, Bad}};
-                [] -> Fun(proplists:get_value(Quorum, Opts, 1))
+            case hm_partition:properties(Tab) of
+                {ok, #{foreign_key := _}} -> {error, {not_supported, {foreign_key, Tab}}};
+                _ -> with_quorum(Opts, Quorum, Fun)
             end
+    end.
+
+with_quorum(Opts, Quorum, Fun) ->
+    case [O || O <- Opts, not (is_tuple(O) andalso tuple_size(O) =:= 2
+                               andalso element(1, O) =:= Quorum
+                               andalso is_integer(element(2, O))
+                               andalso element(2, O) >= 1)] of
+        [Bad | _] -> {error, {bad_option, Bad}};
+        [] -> Fun(proplists:get_value(Quorum, Opts, 1))
     end.
 
 with_context(Tab, Key, Context, W, Write) ->

@@ -24,13 +24,21 @@
 %% catches up from the others before it counts), while reads and writes go on; a copy is
 %% removed only once the others hold every operation it accepted.
 %%
+%% `{foreign_key, {Parent, Attr}}' in `frag_properties' (Mnesia's option, as its bench
+%% program uses it) co-locates related records: the table takes the parent's number of
+%% fragments and pool (given ones must be equal), its fragment `K' is held by the nodes of
+%% the parent's fragment `K', and a record goes to the fragment its attribute `Attr' hashes
+%% to ({@link hm_ec_frag:record_fragment/3}). As in Mnesia, the parent must not have a
+%% foreign key itself, a pool change is made on the parent and moves both tables' fragments,
+%% and a parent is not deleted while such a table names it. Only `tcsb' replication.
+%%
 %% Invariants: the copy holders of a fragment are its preference list on the ring of the
 %% pool once every move is done; a fragment never has fewer copies during a move than
 %% before or after it.
 -module(hm_partition).
 
 -export([create_table/2, delete_table/1, owners/2, change_table_frag/2, properties/1]).
--export([caught_up/3, create_table/3]).
+-export([caught_up/3, create_table/3, foreign_props/5, foreigners/1]).
 
 -define(READY_TIMEOUT_MS, 120000).
 -define(DOTTED_OPTS, [replication, anti_entropy, strip_interval, sync_interval]).
@@ -44,7 +52,8 @@
 %% every db node); the table's copies are placed by the ring, so `ram_copies' and
 %% `disc_copies' may not be given too. Errors: `{bad_ec_option, Tab, Option}',
 %% `{not_active, Tab, Node}' (a pool node where Mnesia does not run), `{combine_error, Tab,
-%% "Too few nodes in node_pool"}', and those of `hypermnesia:create_table/2'. Without an EC
+%% "Too few nodes in node_pool"}', and those of `hypermnesia:create_table/2'. With
+%% `{foreign_key, {Parent, Attr}}' also those of {@link foreign_props/5}. Without an EC
 %% type this is `mnesia:create_table/2' (a Mnesia fragmented table), and without
 %% `frag_properties' it is {@link hm_ec_registry:create_table/2}.
 %%
@@ -91,6 +100,8 @@ replication_opts(Opts) ->
 -spec create_table(atom(), [tuple()], map()) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts, Extra) when is_atom(Tab), is_list(Opts), is_map(Extra) ->
     try parse(Tab, Opts) of
+        #{foreign_key := {Parent, _}} ->
+            {aborted, {bad_ec_option, Tab, {frag_properties, {foreign_key, Parent}}}};
         Props -> create_partitioned(Tab, Opts, Props, Extra)
     catch throw:{aborted, _} = Aborted -> Aborted
     end.
@@ -102,15 +113,24 @@ partitioned([_ | Rest]) -> partitioned(Rest);
 partitioned(_) -> false.
 
 parse(Tab, Opts) ->
-    FP = proplists:get_value(frag_properties, Opts),
-    is_list(FP) orelse throw({aborted, {bad_ec_option, Tab, {frag_properties, FP}}}),
+    FP0 = proplists:get_value(frag_properties, Opts),
+    is_list(FP0) orelse throw({aborted, {bad_ec_option, Tab, {frag_properties, FP0}}}),
     [throw({aborted, {bad_ec_option, Tab, O}})
      || O <- Opts, is_tuple(O),
         lists:member(element(1, O), [ram_copies, disc_copies, disc_only_copies])],
-    Known = [n_fragments, n_ram_copies, n_disc_copies, node_pool],
+    Known = [n_fragments, n_ram_copies, n_disc_copies, node_pool, foreign_key],
     [throw({aborted, {bad_ec_option, Tab, {frag_properties, P}}})
-     || P <- FP, not (is_tuple(P) andalso tuple_size(P) =:= 2
-                      andalso lists:member(element(1, P), Known))],
+     || P <- FP0, not (is_tuple(P) andalso tuple_size(P) =:= 2
+                       andalso lists:member(element(1, P), Known))],
+    {FP, Foreign} = case proplists:get_value(foreign_key, FP0) of
+                        undefined -> {FP0, #{}};
+                        FK ->
+                            Attrs = proplists:get_value(attributes, Opts, [key, val]),
+                            case foreign_props(Tab, FK, Attrs, FP0, parent_props(FK)) of
+                                {ok, FP1, Pos} -> {FP1, #{foreign_key => {element(1, FK), Pos}}};
+                                {error, Reason} -> throw({aborted, Reason})
+                            end
+                    end,
     F = proplists:get_value(n_fragments, FP, 1),
     NR = proplists:get_value(n_ram_copies, FP, 0),
     ND = proplists:get_value(n_disc_copies, FP, 0),
@@ -131,8 +151,74 @@ parse(Tab, Opts) ->
     length(lists:usort(Pool)) >= N
         orelse throw({aborted, {combine_error, Tab, "Too few nodes in node_pool"}}),
     Repl = replication(Tab, Opts, Storage),
-    maps:merge(Repl, #{n_fragments => F, n_copies => N, storage => Storage,
-                       pool => lists:usort(Pool)}).
+    (Foreign =:= #{} orelse maps:get(replication, Repl) =:= tcsb)
+        orelse throw({aborted, {not_supported, Tab, {dotted_replication, foreign_key}}}),
+    maps:merge(maps:merge(Repl, Foreign),
+               #{n_fragments => F, n_copies => N, storage => Storage, pool => lists:usort(Pool)}).
+
+parent_props({Parent, _}) when is_atom(Parent) -> properties(Parent);
+parent_props(_) -> error.
+
+%% @doc The fragmentation properties of a table whose `frag_properties' `FP' name the
+%% foreign key `{Parent, Attr}' (`Attrs': the table's attributes; `ParentProps': the
+%% parent's partitioning, `error' when it is not a partitioned EC table), pure: `FP' with
+%% the parent's `n_fragments', `node_pool' and copies where `FP' gives none, and the
+%% position of `Attr' in the record. Mnesia's rules for `foreign_key' (Mnesia User's Guide,
+%% "Table Fragmentation"): the parent is another table, itself without a foreign key, and
+%% the two have the same number of fragments and the same pool, so that fragment `K' of
+%% both has the same preference list (the first `N' nodes of it for `N' copies). Errors:
+%% `{bad_ec_option, Tab, {frag_properties, {foreign_key, FK}}}' (no such partitioned EC
+%% parent or attribute), `{combine_error, ...}' as Mnesia's.
+-spec foreign_props(atom(), term(), [atom()], [{atom(), term()}], {ok, map()} | error) ->
+          {ok, [{atom(), term()}], pos_integer()} | {error, term()}.
+foreign_props(Tab, FK = {Tab, _}, _Attrs, _FP, _ParentProps) ->
+    {error, {combine_error, Tab, FK}};
+foreign_props(Tab, FK = {_Parent, _Attr}, _Attrs, _FP, error) ->
+    {error, {bad_ec_option, Tab, {frag_properties, {foreign_key, FK}}}};
+foreign_props(Tab, FK = {_, _}, _Attrs, _FP, {ok, #{foreign_key := ParentFK}}) ->
+    {error, {combine_error, Tab, "Multiple levels of foreign_key dependencies", FK, ParentFK}};
+foreign_props(Tab, FK = {Parent, Attr}, Attrs, FP, {ok, PP = #{n_fragments := PF,
+                                                              pool := PPool}}) ->
+    Pos = case Attr of
+              _ when is_integer(Attr), Attr >= 2, Attr =< length(Attrs) + 1 -> Attr;
+              _ when is_atom(Attr) ->
+                  length(lists:takewhile(fun(A) -> A =/= Attr end, Attrs)) + 2;
+              _ -> 0
+          end,
+    F = proplists:get_value(n_fragments, FP, PF),
+    Pool = proplists:get_value(node_pool, FP, PPool),
+    Given = [P || P = {K, _} <- FP, K =:= n_ram_copies orelse K =:= n_disc_copies],
+    Copies = case {Given, PP} of
+                 {[], #{storage := disc_copies, n_copies := N}} -> [{n_disc_copies, N}];
+                 {[], #{n_copies := N}} -> [{n_ram_copies, N}];
+                 _ -> Given
+             end,
+    if
+        Pos < 2; Pos > length(Attrs) + 1 ->
+            {error, {bad_ec_option, Tab, {frag_properties, {foreign_key, FK}}}};
+        F =/= PF ->
+            {error, {combine_error, Tab, {n_fragments, F}, Parent, {n_fragments, PF}}};
+        not is_list(Pool) ->
+            {error, {bad_type, Tab, {node_pool, Pool}}};
+        true ->
+            case lists:usort(Pool) of
+                PPool -> {ok, rebuild(FP, F, PPool, Copies), Pos};
+                _ -> {error, {combine_error, Tab, {node_pool, Pool}, Parent, {node_pool, PPool}}}
+            end
+    end;
+foreign_props(Tab, FK, _Attrs, _FP, _ParentProps) ->
+    {error, {bad_type, Tab, {foreign_key, FK}}}.
+
+rebuild(FP, F, Pool, Copies) ->
+    [{n_fragments, F}, {node_pool, Pool} | Copies]
+        ++ [P || P = {K, _} <- FP, not lists:member(K, [n_fragments, node_pool, n_ram_copies,
+                                                     n_disc_copies, foreign_key])].
+
+%% @doc The partitioned EC tables whose foreign key names `Tab' (Mnesia's "foreigners").
+-spec foreigners(atom()) -> [atom()].
+foreigners(Tab) ->
+    [T || T <- mnesia:system_info(tables),
+          {ok, #{foreign_key := {Parent, _}}} <- [properties(T)], Parent =:= Tab].
 
 %% `{replication, tcsb | dotted}' (default `tcsb') and, with `dotted', `{anti_entropy,
 %% node_clock | merkle}' (default `node_clock'), `{strip_interval, Ms}' and `{sync_interval,
@@ -211,16 +297,19 @@ create_partitioned(Tab, Opts, Props = #{n_fragments := F, storage := Storage}, E
             Aborted
     end.
 
-%% @doc Delete a table; a partitioned one with all its fragments.
+%% @doc Delete a table; a partitioned one with all its fragments, unless a table's foreign
+%% key names it (`{combine_error, Tab, "Too many foreigners", Tables}', as Mnesia).
 -spec delete_table(atom()) -> {atomic, ok} | {aborted, term()}.
 delete_table(Tab) ->
-    case properties(Tab) of
-        {ok, #{n_fragments := F}} ->
+    case {properties(Tab), foreigners(Tab)} of
+        {{ok, _}, [_ | _] = Foreigners} ->
+            {aborted, {combine_error, Tab, "Too many foreigners", Foreigners}};
+        {{ok, #{n_fragments := F}}, []} ->
             [_ | Others] = hm_ec_frag:fragment_names(Tab, F),
             _ = [on_holder(Fr, [], hm_ec_registry, delete_table, [Fr]) || Fr <- Others,
                                                          hm_ec_registry:is_ec_table(Fr)],
             on_holder(Tab, [], hm_ec_registry, delete_table, [Tab]);
-        error -> hm_ec_registry:delete_table(Tab)
+        {error, _} -> hm_ec_registry:delete_table(Tab)
     end.
 
 %% @doc The nodes holding `Key' of `Tab': for a partitioned table the holders of the key's
@@ -256,7 +345,9 @@ properties(Tab) ->
 %% a fragment that moves must be up: Mnesia changes the copies of a table only then. A node
 %% that is down keeps its place (its fragments are served by their other holders) until it is
 %% back; `{del_node, Node}' on it is refused. For a Mnesia fragmented table this is
-%% `mnesia:change_table_frag/2'. Errors: `{not_active, Tab, Node}' (adding a node where
+%% `mnesia:change_table_frag/2'. The tables whose foreign key names `Tab' change with it;
+%% on such a table itself the change is refused (`{combine_error, Tab, "Op only allowed via
+%% foreign table", {foreign_key, FK}}', as Mnesia). Errors: `{not_active, Tab, Node}' (adding a node where
 %% Mnesia does not run, or removing one that is down),
 %% `{already_exists, Tab, Node}', `{no_exists, Tab, Node}', `{combine_error, Tab, "Too few
 %% nodes in node_pool"}', `{not_ready, Fragment, Node}' (a new copy that did not catch up in
@@ -269,6 +360,8 @@ change_table_frag(Tab, Change) ->
                 true -> {aborted, {not_partitioned, Tab}};
                 false -> mnesia:change_table_frag(Tab, Change)
             end;
+        {{ok, #{foreign_key := FK}}, _} ->
+            {aborted, {combine_error, Tab, "Op only allowed via foreign table", {foreign_key, FK}}};
         {{ok, Props}, {add_node, Node}} when is_atom(Node) ->
             try
                 check_active(Tab, [Node]),
@@ -288,7 +381,16 @@ change_table_frag(Tab, Change) ->
         {{ok, _}, _} -> {aborted, {bad_ec_option, Tab, Change}}
     end.
 
-repartition(Tab, Props = #{n_fragments := F, storage := Storage}, NewPool) ->
+%% The table's fragments move, then those of the tables whose foreign key names it (Mnesia
+%% changes their pools together), so that fragment `K' of each is held where the parent's is.
+repartition(Tab, Props, NewPool) ->
+    lists:foldl(fun(T, {atomic, ok}) ->
+                        {ok, TProps} = properties(T),
+                        repartition_one(T, TProps, NewPool);
+                   (_, Aborted) -> Aborted
+                end, repartition_one(Tab, Props, NewPool), foreigners(Tab)).
+
+repartition_one(Tab, Props = #{n_fragments := F, storage := Storage}, NewPool) ->
     New = Props#{pool := NewPool},
     Moves = hm_ring:moves(placement(Props), placement(New)),
     try

@@ -11,6 +11,11 @@
 %% `prev', `table_info') runs unchanged on the local table, which holds exactly what reads
 %% must show, or, for a partitioned table or one without a copy here, through
 %% {@link hm_ec_frag}. Tables that are not EC tables fall through to plain Mnesia.
+%% A partitioned table takes `mnesia_frag''s names too: `table_info({Tab, Key}, Item)' is
+%% about the fragment `Key' hashes to (`size' and `memory': the whole table); on a table with
+%% a foreign key, `{Tab, ForeignKey}' reads and deletes in the fragment of `ForeignKey', and
+%% a record is written to the fragment of its foreign-key attribute
+%% ({@link hm_ec_frag:record_fragment/3}).
 %%
 %% Bad arguments abort the activity exactly as they do in `mnesia:async_dirty/1' on a plain
 %% table (the same checks as `mnesia.erl', in the same order, with the same error terms):
@@ -30,6 +35,9 @@
 
 -define(MODE_KEY, hm_ec_mode).
 
+%% A table, or `mnesia_frag''s name of the fragment of a foreign key: `{Tab, ForeignKey}'.
+-type name() :: atom() | {atom(), term()}.
+
 %% @doc Run `Fun(Args...)' in the `async_ec' (`async') or `sync_ec' (`sync') context:
 %% `mnesia:activity(async_dirty, Fun, Args, hm_ec_access)' with the mode set for its writes.
 -spec activity(async | sync, fun((...) -> R), list()) -> R.
@@ -45,55 +53,67 @@ activity(Mode, Fun, Args) ->
 
 %%% ------------------------------------------------------------- writes
 
--spec write(term(), term(), atom(), tuple(), atom()) -> ok.
-write(Tid, Ts, Tab, Val, LockKind) ->
-    case ec(Tab) of
-        false -> mnesia:write(Tid, Ts, Tab, Val, LockKind);
-        Opts ->
+-spec write(term(), term(), name(), tuple(), atom()) -> ok.
+write(Tid, Ts, Name, Val, LockKind) ->
+    case ec(Name) of
+        false -> mnesia:write(Tid, Ts, Name, Val, LockKind);
+        {Tab, Opts} ->
             %% mnesia:write/5 then mnesia_lib:validate_record/2, as in async_dirty (the lock
             %% kind is not checked there, and a record may hold '_' or '$1' as a value)
             case {is_record_tuple(Val), is_record_tuple(Val) andalso fits(Tab, Val)} of
                 {false, _} -> mnesia:abort({bad_type, Tab, Val, LockKind});
                 {true, false} -> mnesia:abort({bad_type, Val});
-                {true, true} -> submit(Tid, Tab, Opts, {element(2, Val), {write, Val}})
+                {true, true} ->
+                    submit_to(Tid, hm_ec_frag:record_fragment(Tab, Val, Opts),
+                              {element(2, Val), {write, Val}})
             end
     end.
 
--spec delete(term(), term(), atom(), term(), atom()) -> ok.
-delete(Tid, Ts, Tab, Key, LockKind) ->
-    case ec(Tab) of
-        false -> mnesia:delete(Tid, Ts, Tab, Key, LockKind);
-        Opts -> submit(Tid, Tab, Opts, {Key, delete})
+-spec delete(term(), term(), name(), term(), atom()) -> ok.
+delete(Tid, Ts, Name, Key, LockKind) ->
+    case ec(Name) of
+        false -> mnesia:delete(Tid, Ts, Name, Key, LockKind);
+        {_Tab, Opts} ->
+            case hm_ec_frag:key_fragments(Name, Key, Opts) of
+                {error, Reason} -> mnesia:abort(Reason);
+                Frags -> lists:foreach(fun(F) -> submit_to(Tid, F, {Key, delete}) end, Frags)
+            end
     end.
 
--spec delete_object(term(), term(), atom(), tuple(), atom()) -> ok.
-delete_object(Tid, Ts, Tab, Val, LockKind) ->
-    case ec(Tab) of
-        false -> mnesia:delete_object(Tid, Ts, Tab, Val, LockKind);
-        Opts ->
+-spec delete_object(term(), term(), name(), tuple(), atom()) -> ok.
+delete_object(Tid, Ts, Name, Val, LockKind) ->
+    case ec(Name) of
+        false -> mnesia:delete_object(Tid, Ts, Name, Val, LockKind);
+        {Tab, Opts} ->
             %% mnesia:delete_object/5: a pattern is not an object
             case is_record_tuple(Val) andalso {mnesia:has_var(Val), fits(Tab, Val)} of
                 false -> mnesia:abort({bad_type, Tab});
                 {true, _} -> mnesia:abort({bad_type, Tab, Val});
-                {false, true} -> submit(Tid, Tab, Opts, {element(2, Val), {delete_object, Val}});
+                {false, true} ->
+                    submit_to(Tid, hm_ec_frag:record_fragment(Tab, Val, Opts),
+                              {element(2, Val), {delete_object, Val}});
                 {false, false} -> ok       % as in Mnesia: it matches nothing, anywhere, ever
             end
     end.
 
--spec clear_table(term(), term(), atom(), term()) -> ok.
-clear_table(Tid, Ts, Tab, Obj) ->
-    case ec(Tab) of
-        false -> mnesia:clear_table(Tid, Ts, Tab, Obj);
-        Opts -> submit(Tid, Tab, Opts, {'$all', clear})
+-spec clear_table(term(), term(), name(), term()) -> ok.
+clear_table(Tid, Ts, Name, Obj) ->
+    case ec(Name) of
+        false -> mnesia:clear_table(Tid, Ts, Name, Obj);
+        {Tab, Opts} ->
+            lists:foreach(fun(Frag) -> submit_to(Tid, Frag, {'$all', clear}) end,
+                          hm_ec_frag:fragments(Tab, Opts))
     end.
 
-%% The table's EC options, or false for a table that is not an EC table (looked up once per
-%% call: they also say where the key's fragment is).
+%% The table and its EC options, or false for a table that is not an EC table (looked up
+%% once per call: they also say where the key's fragment is). `{Tab, ForeignKey}' is
+%% `mnesia_frag''s name for the fragment of `ForeignKey' of `Tab'.
 ec(Tab) when is_atom(Tab) ->
     case hm_ec_registry:ec_options(Tab) of
-        {ok, Opts} -> Opts;
+        {ok, Opts} -> {Tab, Opts};
         error -> false
     end;
+ec({Tab, _ForeignKey}) when is_atom(Tab) -> ec(Tab);
 ec(_) -> false.
 
 %% What mnesia:write/5 and mnesia:delete_object/5 accept at all.
@@ -106,12 +126,6 @@ fits(Tab, Val) ->
 
 %% Without the node's server (the hypermnesia application is not running here) a write aborts
 %% as Mnesia's activities do where Mnesia does not run: {node_not_running, Node}, at once.
-submit(Tid, Tab, Opts, {'$all', clear}) ->
-    lists:foreach(fun(Frag) -> submit_to(Tid, Frag, {'$all', clear}) end,
-                  hm_ec_frag:fragments(Tab, Opts));
-submit(Tid, Tab, Opts, KeyOp = {Key, _}) ->
-    submit_to(Tid, hm_ec_frag:fragment_table(Tab, Key, Opts), KeyOp).
-
 submit_to(Tid, Tab, KeyOp) ->
     Mode = case get(?MODE_KEY) of
                sync -> sync;
@@ -148,42 +162,50 @@ lock(Tid, Ts, LockItem, LockKind) -> mnesia:lock(Tid, Ts, LockItem, LockKind).
 
 %% A table that is not an EC table, or an EC table in one piece with a copy here, is read by
 %% Mnesia itself; an EC table in fragments, or without a copy here, through hm_ec_frag.
--spec read(term(), term(), atom(), term(), atom()) -> [tuple()].
+-spec read(term(), term(), name(), term(), atom()) -> [tuple()].
 read(Tid, Ts, Tab, Key, LockKind) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:read(Tid, Ts, Tab, Key, LockKind);
         Route -> hm_ec_frag:read(Route, Tid, Ts, Key, LockKind)
     end.
 
--spec match_object(term(), term(), atom(), tuple(), atom()) -> [tuple()].
+-spec match_object(term(), term(), name(), tuple(), atom()) -> [tuple()].
 match_object(Tid, Ts, Tab, Pat, LockKind) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:match_object(Tid, Ts, Tab, Pat, LockKind);
         Route -> hm_ec_frag:select(Route, Tid, Ts, [{Pat, [], ['$_']}], LockKind)
     end.
 
--spec all_keys(term(), term(), atom(), atom()) -> [term()].
+-spec all_keys(term(), term(), name(), atom()) -> [term()].
 all_keys(Tid, Ts, Tab, LockKind) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:all_keys(Tid, Ts, Tab, LockKind);
         Route -> hm_ec_frag:all_keys(Route, Tid, Ts, LockKind)
     end.
 
--spec index_match_object(term(), term(), atom(), tuple(), term(), atom()) -> [tuple()].
+-spec index_match_object(term(), term(), name(), tuple(), term(), atom()) -> [tuple()].
 index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind);
         Route -> hm_ec_frag:index_match_object(Route, Tid, Ts, Pat, Attr, LockKind)
     end.
 
--spec index_read(term(), term(), atom(), term(), term(), atom()) -> [tuple()].
+-spec index_read(term(), term(), name(), term(), term(), atom()) -> [tuple()].
 index_read(Tid, Ts, Tab, Key, Attr, LockKind) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:index_read(Tid, Ts, Tab, Key, Attr, LockKind);
         Route -> hm_ec_frag:index_read(Route, Tid, Ts, Key, Attr, LockKind)
     end.
 
--spec table_info(term(), term(), atom(), atom()) -> term().
+-spec table_info(term(), term(), name(), atom()) -> term().
+table_info(Tid, Ts, {Tab, Key} = Name, Item) when is_atom(Tab) ->
+    %% as mnesia_frag: `size' and `memory' of the whole table, anything else of the
+    %% fragment `Key' hashes to (with or without a foreign key)
+    case ec(Name) of
+        false -> mnesia:abort({bad_type, Name});            % as mnesia:table_info/2
+        _ when Item =:= size; Item =:= memory -> table_info(Tid, Ts, Tab, Item);
+        {Tab, Opts} -> mnesia:table_info(Tid, Ts, hm_ec_frag:fragment_table(Tab, Key, Opts), Item)
+    end;
 table_info(Tid, Ts, Tab, Item) when Item =:= size; Item =:= memory ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:table_info(Tid, Ts, Tab, Item);
@@ -193,14 +215,14 @@ table_info(Tid, Ts, Tab, Item) when Item =:= size; Item =:= memory ->
 %% activity, come through here: they must not route)
 table_info(Tid, Ts, Tab, Item) -> mnesia:table_info(Tid, Ts, Tab, Item).
 
--spec select(term(), term(), atom(), ets:match_spec(), atom()) -> [term()].
+-spec select(term(), term(), name(), ets:match_spec(), atom()) -> [term()].
 select(Tid, Ts, Tab, Spec, LockKind) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:select(Tid, Ts, Tab, Spec, LockKind);
         Route -> hm_ec_frag:select(Route, Tid, Ts, Spec, LockKind)
     end.
 
--spec select(term(), term(), atom(), ets:match_spec(), pos_integer(), atom()) ->
+-spec select(term(), term(), name(), ets:match_spec(), pos_integer(), atom()) ->
           {[term()], term()} | '$end_of_table'.
 select(Tid, Ts, Tab, Spec, Limit, LockKind) ->
     case hm_ec_frag:route(Tab) of
@@ -213,42 +235,42 @@ select_cont(Tid, Ts, Cont) when element(1, Cont) =:= hm_ec_frag_cont ->
     hm_ec_frag:select_cont(Tid, Ts, Cont);
 select_cont(Tid, Ts, Cont) -> mnesia:select_cont(Tid, Ts, Cont).
 
--spec first(term(), term(), atom()) -> term().
+-spec first(term(), term(), name()) -> term().
 first(Tid, Ts, Tab) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:first(Tid, Ts, Tab);
         Route -> hm_ec_frag:first(Route, Tid, Ts)
     end.
 
--spec last(term(), term(), atom()) -> term().
+-spec last(term(), term(), name()) -> term().
 last(Tid, Ts, Tab) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:last(Tid, Ts, Tab);
         Route -> hm_ec_frag:last(Route, Tid, Ts)
     end.
 
--spec next(term(), term(), atom(), term()) -> term().
+-spec next(term(), term(), name(), term()) -> term().
 next(Tid, Ts, Tab, Key) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:next(Tid, Ts, Tab, Key);
         Route -> hm_ec_frag:next(Route, Tid, Ts, Key)
     end.
 
--spec prev(term(), term(), atom(), term()) -> term().
+-spec prev(term(), term(), name(), term()) -> term().
 prev(Tid, Ts, Tab, Key) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:prev(Tid, Ts, Tab, Key);
         Route -> hm_ec_frag:prev(Route, Tid, Ts, Key)
     end.
 
--spec foldl(term(), term(), fun((term(), Acc) -> Acc), Acc, atom(), atom()) -> Acc.
+-spec foldl(term(), term(), fun((term(), Acc) -> Acc), Acc, name(), atom()) -> Acc.
 foldl(Tid, Ts, Fun, Acc, Tab, LockKind) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:foldl(Tid, Ts, Fun, Acc, Tab, LockKind);
         Route -> hm_ec_frag:foldl(Route, Tid, Ts, Fun, Acc, LockKind)
     end.
 
--spec foldr(term(), term(), fun((term(), Acc) -> Acc), Acc, atom(), atom()) -> Acc.
+-spec foldr(term(), term(), fun((term(), Acc) -> Acc), Acc, name(), atom()) -> Acc.
 foldr(Tid, Ts, Fun, Acc, Tab, LockKind) ->
     case hm_ec_frag:route(Tab) of
         local -> mnesia:foldr(Tid, Ts, Fun, Acc, Tab, LockKind);

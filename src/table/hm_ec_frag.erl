@@ -18,13 +18,21 @@
 %% that is not an EC table, and an EC table in one piece with a copy here, never come here:
 %% {@link route/1} says `local' and Mnesia reads them directly.
 %%
+%% A table created with `{foreign_key, {Parent, Attr}}' in its `frag_properties' (Mnesia's
+%% option of that name; see {@link hm_partition}) keeps a record in the fragment its
+%% attribute `Attr' hashes to, not its key: records of the parent's key `P' and the records
+%% naming `P' in `Attr' are in fragments of the same number, held by the same nodes. Such
+%% a table is named as `mnesia_frag' names it: `{Tab, ForeignKey}' reaches the one fragment
+%% of `ForeignKey' ({@link key_fragments/3}); plain `Tab' with a key visits every fragment,
+%% since the key alone does not say where its record is.
+%%
 %% Invariants: a read never fails because a fragment is unreachable (it shows the hints);
 %% a remote read tries each reachable holder in turn; a continuation of {@link select/6}
 %% holds only records already read and the fragments still to read.
 -module(hm_ec_frag).
 
 -export([route/1, fragments/1, fragments/2, fragment_table/2, fragment_table/3, fragment/2,
-         fragment_name/2,
+         fragment_name/2, record_fragment/3, key_fragments/3,
          fragment_names/2, is_local/1, holders/1, holder_order/3]).
 -export([read/5, select/5, select/6, select_cont/3, all_keys/4, index_read/6,
          index_match_object/6, foldl/6, foldr/6, first/3, last/3, next/4, prev/4,
@@ -39,8 +47,19 @@
 %%% ---------------------------------------------------------------- where keys live
 
 %% @doc How `async_ec' reads `Tab' on this node: `local' (Mnesia reads it: not an EC table,
-%% or an EC table in one piece with a copy here) or the fragments to visit.
--spec route(atom()) -> route().
+%% or an EC table in one piece with a copy here) or the fragments to visit. `{Tab,
+%% ForeignKey}' names the one fragment of `ForeignKey' of a table with a foreign key (and
+%% aborts the activity for a partitioned EC table without one, as `mnesia_frag' does).
+-spec route(atom() | {atom(), term()}) -> route().
+route({Tab, FKey} = Name) when is_atom(Tab) ->
+    case hm_ec_registry:ec_options(Tab) of
+        {ok, Opts} ->
+            case key_fragments(Name, FKey, Opts) of
+                {error, Reason} -> mnesia:abort(Reason);
+                Frags -> {frags, Tab, Frags}
+            end;
+        error -> local
+    end;
 route(Tab) ->
     case hm_ec_registry:ec_options(Tab) of
         {ok, #{frag := #{n_fragments := F}}} when F > 1 ->
@@ -80,6 +99,27 @@ fragment_table(Tab, Key, #{frag := #{n_fragments := F}}) when F > 1 ->
     fragment_name(Tab, fragment(Key, F));
 fragment_table(Tab, _Key, _) -> Tab.
 
+%% @doc The fragment a record of EC table `Tab' (EC options `Opts') is kept in: that of its
+%% key, or for a table with a foreign key that of its foreign-key attribute.
+-spec record_fragment(atom(), tuple(), map()) -> atom().
+record_fragment(Tab, Rec, #{frag := #{n_fragments := F, foreign_key := {_Parent, Pos}}}) ->
+    fragment_name(Tab, fragment(element(Pos, Rec), F));
+record_fragment(Tab, Rec, Opts) -> fragment_table(Tab, element(2, Rec), Opts).
+
+%% @doc The fragments where the records of `Key' may be, for a table named `Tab' or, as
+%% `mnesia_frag' names a table with a foreign key, `{Tab, ForeignKey}': one fragment, except
+%% for plain `Tab' with a foreign key (every fragment). `{Tab, ForeignKey}' on a table
+%% without a foreign key is Mnesia's error.
+-spec key_fragments(atom() | {atom(), term()}, term(), map()) ->
+          [atom()] | {error, {combine_error, atom(), frag_properties, {foreign_key, undefined}}}.
+key_fragments({Tab, FKey}, _Key, #{frag := #{n_fragments := F, foreign_key := _}}) ->
+    [fragment_name(Tab, fragment(FKey, F))];
+key_fragments({Tab, _}, _Key, _Opts) ->
+    {error, {combine_error, Tab, frag_properties, {foreign_key, undefined}}};
+key_fragments(Tab, _Key, #{frag := #{n_fragments := F, foreign_key := _}}) ->
+    fragment_names(Tab, F);
+key_fragments(Tab, Key, Opts) -> [fragment_table(Tab, Key, Opts)].
+
 %% @doc The fragment number (1..F) of a key.
 -spec fragment(term(), pos_integer()) -> pos_integer().
 fragment(Key, F) -> erlang:phash2(Key, F) + 1.
@@ -118,11 +158,22 @@ holder_order(Self, Holders, Up) ->
 %%% ---------------------------------------------------------------- reads
 
 -spec read(route(), term(), term(), term(), atom()) -> [tuple()].
-read({frags, Tab, _}, Tid, Ts, Key, LockKind) ->
-    Frag = fragment_table(Tab, Key),
+read({frags, Tab, Frags}, Tid, Ts, Key, LockKind) ->
+    lists:append([read_fragment(Frag, Tid, Ts, Key, LockKind) || Frag <- keyed(Tab, Frags, Key)]).
+
+read_fragment(Frag, Tid, Ts, Key, LockKind) ->
     Read = on_fragment(Frag, fun() -> mnesia:read(Tid, Ts, Frag, Key, LockKind) end,
                        {mnesia, dirty_read, [Frag, Key]}),
     with_hints(Frag, Key, Read).
+
+%% Of the fragments a route visits, those where `Key' may be: the key's own, or for a table
+%% with a foreign key all of them (the route of `{Tab, ForeignKey}' visits one).
+keyed(Tab, Frags, Key) ->
+    case hm_ec_registry:ec_options(Tab) of
+        {ok, #{frag := #{foreign_key := _}}} -> Frags;
+        {ok, Opts} -> [fragment_table(Tab, Key, Opts)];
+        error -> Frags
+    end.
 
 -spec select(route(), term(), term(), ets:match_spec(), atom()) -> [term()].
 select({frags, _, Frags}, Tid, Ts, Spec, LockKind) ->
@@ -211,7 +262,14 @@ next(Route, Tid, Ts, Key) -> step(Route, Tid, Ts, Key, next, first, fun(L) -> L 
 prev(Route, Tid, Ts, Key) -> step(Route, Tid, Ts, Key, prev, last, fun lists:reverse/1).
 
 step({frags, Tab, Frags}, Tid, Ts, Key, Dir, Start, Order) ->
-    Frag = fragment_table(Tab, Key),
+    Frag = case keyed(Tab, Frags, Key) of
+               [One] -> One;
+               Some ->                     % the fragment holding the key, if one does
+                   case [F || F <- Some, read_fragment(F, Tid, Ts, Key, read) =/= []] of
+                       [Holding | _] -> Holding;
+                       [] -> hd(Some)
+                   end
+           end,
     case iterate(Frag, Tid, Ts, Dir, [Key]) of
         '$end_of_table' ->
             Later = tl(lists:dropwhile(fun(F) -> F =/= Frag end, Order(Frags))),
