@@ -89,11 +89,13 @@ bench-crdt: compile
 ## make sim SEEDS=N: the deterministic simulator on seeds 1..N, every fault and workload: each
 ## seed runs EC-table schedules (sim/hm_sim.erl: faults; copies added and removed; full load
 ## with a partition and saturated links), one CRDT schedule (sim/hm_sim_crdt.erl: a type x
-## flavor), one partitioned-table schedule (sim/hm_sim_frag.erl: fragments on a ring, writes
+## flavor), one CRDT-table schedule (sim/hm_sim_crdt_table.erl: copies of a CRDT table of a
+## type x flavor on the runtime's table core, with churn), one partitioned-table schedule
+## (sim/hm_sim_frag.erl: fragments on a ring, writes
 ## from any node, hints, nodes leaving and rejoining the pool) and one DottedDB replica-group
 ## schedule (sim/hm_sim_dotted.erl: churn, loss, partitions, crashes); prints failures (seed,
 ## minimised trace), `sim tables: ...', `sim membership: ...', `sim load: ...',
-## `sim crdt: ...', `sim frag: ...', `sim dotted: ...' and `sim: P passed, F failed'
+## `sim crdt: ...', `sim crdt-table: ...', `sim frag: ...', `sim dotted: ...' and `sim: P passed, F failed'
 ## Then the sessions family (sim/hm_sim_mrdt.erl: sessions over mergeable types on 3-5
 ## nodes, partitions, crashes, history collection), its line `sim sessions: P passed, F failed'.
 ## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of
