@@ -4,7 +4,7 @@ PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
 .PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access \
-        bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
+        bench-crdt bench-crdt-sync bench-crdt-tables bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
 
 all: compile
 
@@ -78,6 +78,27 @@ demo-crdt: examples-build
 ## make shell: an Erlang shell with hypermnesia compiled and loaded.
 shell: bootstrap
 	$(REBAR) shell --apps hypermnesia
+
+## make bench-crdt-sync: lattice propagation of CRDT tables (the runtime's table core)
+## against the per-object delta sync hm_crdt_sync, in the simulator: bytes and messages per
+## update, convergence under loss and a cut -> bench/results/crdt-sync-<date>.md (about 1 min)
+bench-crdt-sync: bootstrap
+	$(REBAR) as test compile
+	mkdir -p _build/bench bench/results
+	erlc -o _build/bench bench/crdt_sync_bench.erl
+	$(SIM_ERL) _build/bench \
+	    -eval 'crdt_sync_bench:main(["bench/results/crdt-sync-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+
+## make bench-crdt-tables: ChiaVe's benchmarks on 3 real nodes (p95 latency against offered
+## throughput, bytes per update, convergence of 10,000 adds to one key under background load,
+## per flavor) -> bench/results/crdt-<date>.md and the CRDT section of bench/REPORT.md
+## (HM_CRDT_RATES, HM_CRDT_SECONDS, HM_CRDT_BG, HM_CRDT_REPS, HM_CRDT_ADDS: see the module)
+bench-crdt-tables: bootstrap
+	$(REBAR) as test compile
+	mkdir -p _build/bench bench/results
+	erlc +debug_info -o _build/bench bench/crdt_table_bench.erl test/hm_cluster.erl
+	erl -noshell -pa _build/test/lib/hypermnesia/ebin _build/bench \
+	    -eval 'crdt_table_bench:main(["bench/results/crdt-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
 
 ## make bench-crdt: microbenchmark of every CRDT type x flavor -> bench/results/crdt.md
 bench-crdt: compile

@@ -685,8 +685,9 @@ link_event(At, Step, S = #{reps := Reps}) ->
 send_all(From, Out, S) -> lists:foldl(fun({To, Msg}, Acc) -> send(From, To, Msg, Acc) end,
                                       S, Out).
 
-send(From, To, Msg, S0 = #{cfg := #{drop := PD, dup := PU, delay := Max}, faults := F}) ->
-    S = bump({msg, element(1, Msg)}, bump(msgs, S0)),
+send(From, To, Msg, S0 = #{cfg := Cfg = #{drop := PD, dup := PU, delay := Max},
+                          faults := F}) ->
+    S = bump({msg, element(1, Msg)}, bump(msgs, wire_bytes(Msg, Cfg, S0))),
     case connected(From, To, S) of
         false -> bump(dropped_cut, S);
         true ->
@@ -711,6 +712,11 @@ send(From, To, Msg, S0 = #{cfg := #{drop := PD, dup := PU, delay := Max}, faults
             end
           end
     end.
+
+%% With option `bytes': the bytes every message sent takes in the external term format (what
+%% Erlang distribution carries, before its atom cache).
+wire_bytes(Msg, #{bytes := true}, S) -> bump(bytes, byte_size(term_to_binary(Msg)), S);
+wire_bytes(_, _, S) -> S.
 
 %% A link with `link_cap' messages in flight is busy: a message sent on it now is dropped, as
 %% Erlang distribution does with `nosuspend' when the connection's buffer is full.

@@ -51,7 +51,9 @@ combos() -> [{T, F} || T <- ?TYPES, F <- hm_crdt:flavors()].
 
 %% @doc The configuration and trace of CRDT-table seed `Seed'. Options override
 %% configuration fields (`n', `crdt' as `{Type, Flavor}', `epoch', `storage', `drop', `dup',
-%% `delay', `duration', `ops', `faults', `crash', `membership'; `crdt_spec' is `crdt').
+%% `delay', `duration', `ops', `faults', `crash', `membership', `keys', and `workload':
+%% `mixed' (the default) or `adds' (a set type: every update adds a new element);
+%% `crdt_spec' is `crdt').
 -spec gen(integer(), map()) -> {hm_sim:cfg(), [hm_sim:action()]}.
 gen(Seed, Opts0) ->
     Opts = case maps:take(crdt_spec, Opts0) of
@@ -73,7 +75,17 @@ gen(Seed, Opts0) ->
     Nodes = hm_sim:nodes_of(N1),
     Cfg = maps:without([ops, faults, membership],
                        Cfg1#{skew => maps:from_list([{Nd, 0} || Nd <- Nodes])}),
-    {OpActs, R2} = gen_ops(Ops, Type, Nodes, Dur, R1),
+    Gen = case maps:get(workload, Cfg1, mixed) of
+              mixed -> Type;
+              adds -> adds                     % a set growing by a new element per update
+          end,
+    {OpActs0, R2} = gen_ops(Ops, Gen, Nodes, Dur, maps:get(keys, Cfg1), R1),
+    OpActs = case Gen of
+                 adds -> [{T, {op, Nd, K, {update, {add, I}}}}
+                          || {I, {T, {op, Nd, K, _}}}
+                                 <- lists:enumerate(lists:keysort(1, OpActs0))];
+                 _ -> OpActs0
+             end,
     {FaultActs0, _} = hm_sim:gen_faults(Fs, Nodes, Dur, R2),
     FaultActs = case maps:get(crash, Cfg, true) of
                     true -> FaultActs0;
@@ -91,14 +103,15 @@ gen(Seed, Opts0) ->
             end,
     {Cfg, lists:keysort(1, OpActs ++ FaultActs ++ Churn)}.
 
-gen_ops(0, _, _, _, R) -> {[], R};
-gen_ops(K, Type, Nodes, Dur, R) ->
+gen_ops(0, _, _, _, _, R) -> {[], R};
+gen_ops(K, Type, Nodes, Dur, Keys, R) ->
     {[T, NI, KI], R1} = hm_sim:draws([{int, 1, Dur}, {int, 1, length(Nodes)},
-                                      {int, 1, length(?KEYS)}], R),
+                                      {int, 1, length(Keys)}], R),
     {Op, R2} = gen_op(Type, R1),
-    {Rest, R3} = gen_ops(K - 1, Type, Nodes, Dur, R2),
-    {[{T, {op, lists:nth(NI, Nodes), lists:nth(KI, ?KEYS), {update, Op}}} | Rest], R3}.
+    {Rest, R3} = gen_ops(K - 1, Type, Nodes, Dur, Keys, R2),
+    {[{T, {op, lists:nth(NI, Nodes), lists:nth(KI, Keys), {update, Op}}} | Rest], R3}.
 
+gen_op(adds, R) -> {{add, 0}, R};
 gen_op(map, R) ->
     hm_sim:pick([{update, hits, gcounter, increment}, {update, hits, gcounter, {increment, 2}},
                  {update, tags, awset, {add, a}}, {update, tags, awset, {add, b}},
