@@ -39,6 +39,8 @@
 
 -export([gen/2, replica_opts/1, update/5, mark_lost/1, converged/1, quiescent/1, finish/1,
          combos/0]).
+%% what the partitioned-table family (hm_sim_frag) shares
+-export([gen_op/2, client_op/3, recorded/5, holds/3, view/1, leftovers/1, key_check/6]).
 
 -define(KEYS, [k1, k2]).
 -define(TYPES, [gcounter, pncounter, awset, rwset, lwwreg, mvreg, ewflag, map]).
@@ -111,6 +113,8 @@ gen_ops(K, Type, Nodes, Dur, Keys, R) ->
     {Rest, R3} = gen_ops(K - 1, Type, Nodes, Dur, Keys, R2),
     {[{T, {op, lists:nth(NI, Nodes), lists:nth(KI, Keys), {update, Op}}} | Rest], R3}.
 
+%% @doc A random update of a type (`adds': a placeholder numbered later).
+-spec gen_op(hm_crdt:type() | adds, rand:state()) -> {term(), rand:state()}.
 gen_op(adds, R) -> {{add, 0}, R};
 gen_op(map, R) ->
     hm_sim:pick([{update, hits, gcounter, increment}, {update, hits, gcounter, {increment, 2}},
@@ -133,30 +137,41 @@ replica_opts(_) -> #{}.
 %% as acknowledged (or counted as refused).
 -spec update(node(), term(), term(), hm_ec_table:state(), map()) ->
           {hm_ec_table:state(), [hm_ec_table:effect()], map()}.
-update(Nd, Key, Op0, R, S = #{now := Now, cfg := #{crdt := {Type, Flavor}}}) ->
-    Op = case {Type, Op0} of
-             {lwwreg, {assign, V}} -> {assign, V, Now div 20};
-             _ -> Op0
-         end,
+update(Nd, Key, Op0, R, S = #{now := Now, cfg := Cfg}) ->
+    Op = client_op(Op0, Now, Cfg),
     {R1, Effs} = hm_ec_table:submit({Key, {update, Op}}, async, client,
                                     {Now * 1000, hm_sim:reachable(Nd, S)}, R),
     case [Reply || {reply, client, Reply} <- Effs] of
         [ok] ->
-            Id = hm_tcsb:self(hm_ec_table:tcsb(R1)),
-            {Dot, Ts} = case Flavor of
-                            op ->
-                                [{O, T, _} | _] = [M || {event, {applied, M}} <- Effs],
-                                {{O, maps:get(O, T)}, T};
-                            _ ->
-                                Seen = hm_crdt:delivered(crdt(Key, R1)),
-                                {{Id, hm_vv:get(Id, Seen)}, Seen}
-                        end,
-            Info = #{key => Key, dot => Dot, ts => Ts, op => Op, origin => Id, lost => false},
+            {Id, Info} = recorded(Key, Op, Effs, R1, Cfg),
             Us = maps:get(updates, S, #{}),
-            {R1, Effs, hm_sim:bump(ops, S#{updates => Us#{{Key, Dot} => Info}})};
+            {R1, Effs, hm_sim:bump(ops, S#{updates => Us#{Id => Info}})};
         Other ->
             {R1, Effs, hm_sim:fail({update_refused, Nd, Key, Op, Other}, S)}
     end.
+
+%% @doc The update a client sends for a trace's operation at simulated time `Now': an
+%% lwwreg assign takes the time, coarse (20 ms) so that ties happen.
+-spec client_op(term(), non_neg_integer(), map()) -> term().
+client_op({assign, V}, Now, #{crdt := {lwwreg, _}}) -> {assign, V, Now div 20};
+client_op(Op, _, _) -> Op.
+
+%% @doc An update the copy `R1' took (`Effs' its effects): its id `{Key, Dot}' and what the
+%% checkers need of it (dot and vector timestamp: the broadcast's in the op flavor, the
+%% key's CRDT's in the lattice flavors).
+-spec recorded(term(), term(), [hm_ec_table:effect()], hm_ec_table:state(), map()) ->
+          {{term(), hm_vv:dot()}, map()}.
+recorded(Key, Op, Effs, R1, #{crdt := {_, Flavor}}) ->
+    Id = hm_tcsb:self(hm_ec_table:tcsb(R1)),
+    {Dot, Ts} = case Flavor of
+                    op ->
+                        [{O, T, _} | _] = [M || {event, {applied, M}} <- Effs],
+                        {{O, maps:get(O, T)}, T};
+                    _ ->
+                        Seen = hm_crdt:delivered(crdt(Key, R1)),
+                        {{Id, hm_vv:get(Id, Seen)}, Seen}
+                end,
+    {{Key, Dot}, #{key => Key, dot => Dot, ts => Ts, op => Op, origin => Id, lost => false}}.
 
 %% The CRDT a copy holds for a key (a new one when it holds none).
 crdt(Key, R) ->
@@ -169,8 +184,9 @@ spec(R) -> maps:get(crdt, hm_ec_table:info([], R)).
 
 rows(R) -> hm_ec_store_map:rows_map(hm_ec_table:store(R)).
 
-%% Whether the copy (or what a crash left of it) holds update `{Key, Dot}': it has
+%% @doc Whether the copy (or what a crash left of it) holds update `{Key, Dot}': it has
 %% delivered it (op: the broadcast delivered it; lattice: the key's CRDT has it).
+-spec holds({term(), hm_vv:dot()}, hm_crdt:flavor(), hm_ec_table:state()) -> boolean().
 holds({_Key, Dot}, op, R) -> hm_vv:contains(Dot, hm_tcsb:delivered(hm_ec_table:tcsb(R)));
 holds({Key, Dot}, _, R) ->
     case maps:get(Key, rows(R), []) of
@@ -203,7 +219,8 @@ holder(R) -> [R || hm_ec_table:status(R) =:= ready].
 
 %%% ================================================================ quiescence and checks
 
-%% What a copy shows, per key: its value and (lattice flavors) its delivered vector.
+%% @doc What a copy shows, per key: its value and (lattice flavors) its delivered vector.
+-spec view(hm_ec_table:state()) -> #{term() => term()}.
 view(R) ->
     maps:map(fun(_, [{_, _, C}]) ->
                      case hm_crdt:flavor(C) of
@@ -227,6 +244,8 @@ converged(S) ->
 -spec quiescent(map()) -> boolean().
 quiescent(S) -> converged(S) andalso lists:all(fun(R) -> leftovers(R) =:= [] end, reps(S)).
 
+%% @doc What a quiescent copy must no longer hold (`[]': nothing).
+-spec leftovers(hm_ec_table:state()) -> list().
 leftovers(R) ->
     B = hm_ec_table:tcsb(R),
     I = hm_ec_table:info([], R),
@@ -265,6 +284,10 @@ finish(S = #{cfg := #{crdt := {Type, Flavor}}, nodes := Nodes, stats := St}) ->
     #{ok => Fs =:= [], failures => Fs,
       stats => St#{quiesced_ms => maps:get(quiesced_ms, S), lost_with_ram_crash => Lost}}.
 
+%% @doc Checker 2 on one key: its value on every copy (`Views') against the type's spec over
+%% the updates copy `R' delivered, and the counter bound.
+-spec key_check(term(), hm_crdt:type(), hm_crdt:flavor(), hm_ec_table:state(), map(),
+                [{node(), map()}]) -> [term()].
 key_check(Key, Type, Flavor, R, Us, Views) ->
     In = [I || {{K, _} = Id, I} <- maps:to_list(Us), K =:= Key, holds(Id, Flavor, R)],
     History = [{Dot, O, Op, sets:from_list([D || #{dot := D} <- In, D =/= Dot,

@@ -6,6 +6,13 @@
 %% `HM_SIM_CRDT_TABLE_SEEDS' overrides) with loss, duplication, reordering, partitions,
 %% crashes and restarts, Mnesia stopping alone and copies added and removed. All must pass
 %% every checker.</li>
+%% <li>`partitioned_test_': partitioned CRDT tables ({@link hm_sim_frag} with option `crdt'):
+%% fragments on a ring, updates from any node, passed on or kept as hints, nodes leaving and
+%% rejoining the pool, partitions, loss and duplication; every type x flavor, 5 seeds each.</li>
+%% <li>`regression_leaving_copy_unsent_batch_test': a copy leaving the pool was removed once
+%% the others held every operation it had broadcast, while updates it had taken still waited
+%% in its epoch's batch: they were lost. Fixed: a copy is removable only with no unsent
+%% update ({@link hm_partition:removable/3}).</li>
 %% <li>`checkers_see_*_test': copies that never exchanged their updates must be reported as
 %% diverged, with acknowledged updates lost and values off the specification; the same
 %% copies once every update is delivered must pass.</li>
@@ -43,6 +50,30 @@ seeds_test_() ->
                                   end)}}, From + 1000}
           end, 1, hm_sim_crdt_table:combos()),
     Tests.
+
+partitioned_test_() ->
+    {Tests, _} =
+        lists:mapfoldl(
+          fun(Spec, From) ->
+                  Name = lists:flatten(io_lib:format("partitioned CRDT table ~p ~p",
+                                                     tuple_to_list(Spec))),
+                  {{Name, {timeout, 60,
+                           ?_test(begin
+                                      {P, _, Tot, Bad} =
+                                          hm_sim_frag:check_seeds({From, 5},
+                                                                  #{crdt => Spec,
+                                                                    epoch => 100}),
+                                      ?assertEqual(5, P),
+                                      ?assert(maps:get(ops, Tot, 0) > 0),
+                                      ?assertEqual([], [{S, maps:get(failures, R)}
+                                                        || {S, R} <- Bad])
+                                  end)}}, From + 100}
+          end, 1, hm_sim_crdt_table:combos()),
+    Tests.
+
+regression_leaving_copy_unsent_batch_test() ->
+    ?assertMatch(#{ok := true, stats := #{copies_removed := N}} when N > 0,
+                 hm_sim_frag:run_seed(2, #{crdt => {awset, state}, epoch => 900})).
 
 %% the same seed gives the same run
 deterministic_test() ->
