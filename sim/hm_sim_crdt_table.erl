@@ -14,7 +14,11 @@
 %% of 20–300 ms, ram, disc or mixed storage, loss, duplication and reordering, client updates
 %% on two keys at random copies (the operations of {@link hm_sim_crdt}'s workloads; a map
 %% updates a counter, a set and a flag field and removes fields), partitions of the four
-%% shapes, crashes and restarts, Mnesia stopping alone, and copies added and removed (churn).
+%% shapes, crashes and restarts, and copies added and removed (churn).
+%%
+%% Partitioned CRDT tables (fragments on a ring, updates from any node passed on to a holder
+%% or kept as hints, nodes leaving and rejoining the pool) run in {@link hm_sim_frag} with
+%% option `crdt', with the checkers below per fragment.
 %%
 %% == What is acknowledged ==
 %% An update is acknowledged when the copy it was made at applied it (`async_ec' and
@@ -194,7 +198,7 @@ holds({Key, Dot}, _, R) ->
         [] -> false
     end.
 
-%% @doc A copy went down or away (a crash, Mnesia stopping, a copy removed; the simulator
+%% @doc A copy went down or away (a crash, Mnesia stopping under it, a copy removed; the simulator
 %% state shows it so): every acknowledged update no copy holds any more is lost.
 -spec mark_lost(map()) -> map().
 mark_lost(S = #{cfg := Cfg}) when not is_map_key(crdt, Cfg) -> S;

@@ -4,7 +4,7 @@
 %% <ul>
 %% <li>`seeds_test_': for every type x flavor, a fixed set of seeds (20 each,
 %% `HM_SIM_CRDT_TABLE_SEEDS' overrides) with loss, duplication, reordering, partitions,
-%% crashes and restarts, Mnesia stopping alone and copies added and removed. All must pass
+%% crashes and restarts, and copies added and removed. All must pass
 %% every checker.</li>
 %% <li>`partitioned_test_': partitioned CRDT tables ({@link hm_sim_frag} with option `crdt'):
 %% fragments on a ring, updates from any node, passed on or kept as hints, nodes leaving and
