@@ -116,7 +116,8 @@ bench-crdt: compile
 ## from any node, hints, nodes leaving and rejoining the pool) and one DottedDB replica-group
 ## schedule (sim/hm_sim_dotted.erl: churn, loss, partitions, crashes); prints failures (seed,
 ## minimised trace), `sim tables: ...', `sim membership: ...', `sim load: ...',
-## `sim crdt: ...', `sim crdt-table: ...', `sim frag: ...', `sim dotted: ...' and `sim: P passed, F failed'
+## `sim crdt: ...', `sim crdt-table: ...', `sim frag: ...', `sim frag crdt: ...' (partitioned
+## CRDT tables), `sim dotted: ...' and `sim: P passed, F failed'
 ## Then the sessions family (sim/hm_sim_mrdt.erl: sessions over mergeable types on 3-5
 ## nodes, partitions, crashes, history collection), its line `sim sessions: P passed, F failed'.
 ## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of

@@ -1035,12 +1035,21 @@ main(["seeds", N]) ->
                maps:get(hints_kept, FTot, 0), maps:get(copies_removed, FTot, 0),
                maps:get(msgs, FTot, 0)]),
     io:format("sim frag: ~p passed, ~p failed~n", [FP, FF]),
+    {XP, XF, XTot, XBad} = hm_sim_frag:check_seeds({1, Count}, #{crdt => any}),
+    [io:format("FAILED partitioned CRDT-table seed ~p: ~p~n", [Seed, maps:get(failures, Res)])
+     || {Seed, Res} <- XBad],
+    io:format("~p partitioned CRDT-table schedules (a type x flavor and an epoch per seed), ~p "
+              "updates, ~p passed on, ~p hints, ~p copies moved away, ~p messages~n",
+              [XP + XF, maps:get(ops, XTot, 0), maps:get(passed_on, XTot, 0),
+               maps:get(hints_kept, XTot, 0), maps:get(copies_removed, XTot, 0),
+               maps:get(msgs, XTot, 0)]),
+    io:format("sim frag crdt: ~p passed, ~p failed~n", [XP, XF]),
     {DP, DF, DTot, DBad} = hm_sim_dotted:check_seeds({1, Count}, #{}),
     [hm_sim_dotted:print_failure(Seed, Res) || {Seed, Res} <- DBad],
     io:format("~s", [hm_sim_dotted:summary_line(DP, DF, DTot)]),
     io:format("sim: ~p passed, ~p failed~n",
-              [P + MP + LP + CP + TP + FP + DP, F + MF + LF + CF + TF + FF + DF]),
-    halt(case F + MF + LF + CF + TF + FF + DF of 0 -> 0; _ -> 1 end);
+              [P + MP + LP + CP + TP + FP + XP + DP, F + MF + LF + CF + TF + FF + XF + DF]),
+    halt(case F + MF + LF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
@@ -1056,9 +1065,13 @@ main(["seed", S]) ->
     FRes = hm_sim_frag:run_seed(Seed, #{}),
     io:format("partitioned-table seed ~p: ~p~n", [Seed, maps:get(failures, FRes)]),
     FOk = maps:get(ok, FRes),
+    XRes = hm_sim_frag:run_seed(Seed, #{crdt => any}),
+    io:format("partitioned CRDT-table seed ~p: ~p~n", [Seed, maps:get(failures, XRes)]),
+    XOk = maps:get(ok, XRes),
     {DCfg, DTrace} = hm_sim_dotted:gen(Seed, #{}),
     DOk = hm_sim_dotted:replay(Seed, DCfg, DTrace),
-    halt(case Ok andalso MOk andalso LOk andalso COk andalso TOk andalso FOk andalso DOk of
+    halt(case Ok andalso MOk andalso LOk andalso COk andalso TOk andalso FOk andalso XOk
+             andalso DOk of
              true -> 0;
              false -> 1
          end);

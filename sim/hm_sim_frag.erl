@@ -22,7 +22,8 @@
 %% two pool changes (a node leaves the pool, and may come back). After the work phase: heal,
 %% finish the moves, hand off the hints, run until quiescent, check.
 %%
-%% With option `crdt => {Type, Flavor}' (and `epoch') the table is a CRDT table: client
+%% With option `crdt => {Type, Flavor}' (and `epoch'; `crdt => any': the seed picks them)
+%% the table is a CRDT table: client
 %% updates of the type instead of writes, the broadcast epoch's timers, and the checkers of
 %% {@link hm_sim_crdt_table} per key on every holder of its fragment (the type's spec, the
 %% counter bound) on top of these.
@@ -51,10 +52,11 @@ gen(Seed, Opts) ->
         hm_sim:draws([{int, 4, 6}, {int, 3, 8}, {int, 2, 3}, {int, 1, 2}, {int, 0, 10},
                       {int, 0, 10}, {int, 1, 100}, {int, 30, 80}, {int, 0, 3}, {int, 0, 1}],
                      R0),
-    Cfg = maps:merge(#{kind => frag, n => N, fragments => F, copies => Copies,
-                       type => element(TI, {pawset, prwset}), policy => term_order,
-                       storage => ram, drop => Drop / 100, dup => Dup / 100, delay => Delay,
-                       duration => 5000, seed => Seed, skew => #{}}, Opts),
+    Cfg = crdt_spec(Seed, maps:merge(#{kind => frag, n => N, fragments => F, copies => Copies,
+                                       type => element(TI, {pawset, prwset}),
+                                       policy => term_order, storage => ram,
+                                       drop => Drop / 100, dup => Dup / 100, delay => Delay,
+                                       duration => 5000, seed => Seed, skew => #{}}, Opts)),
     Nodes = hm_sim:nodes_of(maps:get(n, Cfg)),
     Dur = maps:get(duration, Cfg),
     {Ops0, R2} = gen_ops(NOps, Nodes, Dur, R1),
@@ -67,6 +69,13 @@ gen(Seed, Opts) ->
     {T2, _} = rand:uniform_s(Dur div 2, R5),
     Moves = [{T1, {pool, del, Leaver}}] ++ [{T1 + T2, {pool, add, Leaver}} || Back =:= 1],
     {Cfg, lists:keysort(1, Ops ++ Faults ++ Moves)}.
+
+%% `crdt => any': the seed picks the type and flavor, and an epoch of 50 to 500 ms.
+crdt_spec(Seed, Cfg = #{crdt := any}) ->
+    Combos = hm_sim_crdt_table:combos(),
+    Cfg#{crdt := lists:nth(1 + Seed rem length(Combos), Combos),
+         epoch => maps:get(epoch, Cfg, 50 + (Seed * 37) rem 451)};
+crdt_spec(_, Cfg) -> Cfg.
 
 %% A CRDT table (option `crdt => {Type, Flavor}', and `epoch'): the same times, nodes and
 %% keys, with updates of the type drawn from a random stream of their own.
