@@ -4,7 +4,7 @@ PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
 .PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access \
-        bench-crdt bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
+        bench-crdt bench-crdt-sync bench-crdt-tables bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
 
 all: compile
 
@@ -79,6 +79,27 @@ demo-crdt: examples-build
 shell: bootstrap
 	$(REBAR) shell --apps hypermnesia
 
+## make bench-crdt-sync: lattice propagation of CRDT tables (the runtime's table core)
+## against the per-object delta sync hm_crdt_sync, in the simulator: bytes and messages per
+## update, convergence under loss and a cut -> bench/results/crdt-sync-<date>.md (about 1 min)
+bench-crdt-sync: bootstrap
+	$(REBAR) as test compile
+	mkdir -p _build/bench bench/results
+	erlc -o _build/bench bench/crdt_sync_bench.erl
+	$(SIM_ERL) _build/bench \
+	    -eval 'crdt_sync_bench:main(["bench/results/crdt-sync-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+
+## make bench-crdt-tables: ChiaVe's benchmarks on 3 real nodes (p95 latency against offered
+## throughput, bytes per update, convergence of 10,000 adds to one key under background load,
+## per flavor) -> bench/results/crdt-<date>.md and the CRDT section of bench/REPORT.md
+## (HM_CRDT_RATES, HM_CRDT_SECONDS, HM_CRDT_BG, HM_CRDT_REPS, HM_CRDT_ADDS: see the module)
+bench-crdt-tables: bootstrap
+	$(REBAR) as test compile
+	mkdir -p _build/bench bench/results
+	erlc +debug_info -o _build/bench bench/crdt_table_bench.erl test/hm_cluster.erl
+	erl -noshell -pa _build/test/lib/hypermnesia/ebin _build/bench \
+	    -eval 'crdt_table_bench:main(["bench/results/crdt-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+
 ## make bench-crdt: microbenchmark of every CRDT type x flavor -> bench/results/crdt.md
 bench-crdt: compile
 	mkdir -p _build/bench
@@ -89,11 +110,14 @@ bench-crdt: compile
 ## make sim SEEDS=N: the deterministic simulator on seeds 1..N, every fault and workload: each
 ## seed runs EC-table schedules (sim/hm_sim.erl: faults; copies added and removed; full load
 ## with a partition and saturated links), one CRDT schedule (sim/hm_sim_crdt.erl: a type x
-## flavor), one partitioned-table schedule (sim/hm_sim_frag.erl: fragments on a ring, writes
+## flavor), one CRDT-table schedule (sim/hm_sim_crdt_table.erl: copies of a CRDT table of a
+## type x flavor on the runtime's table core, with churn), one partitioned-table schedule
+## (sim/hm_sim_frag.erl: fragments on a ring, writes
 ## from any node, hints, nodes leaving and rejoining the pool) and one DottedDB replica-group
 ## schedule (sim/hm_sim_dotted.erl: churn, loss, partitions, crashes); prints failures (seed,
 ## minimised trace), `sim tables: ...', `sim membership: ...', `sim load: ...',
-## `sim crdt: ...', `sim frag: ...', `sim dotted: ...' and `sim: P passed, F failed'
+## `sim crdt: ...', `sim crdt-table: ...', `sim frag: ...', `sim frag crdt: ...' (partitioned
+## CRDT tables), `sim dotted: ...' and `sim: P passed, F failed'
 ## Then the sessions family (sim/hm_sim_mrdt.erl: sessions over mergeable types on 3-5
 ## nodes, partitions, crashes, history collection), its line `sim sessions: P passed, F failed'.
 ## make sim SEED=S [TRACE=file]: replay one seed, both schedules (or a minimised trace of

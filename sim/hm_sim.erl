@@ -22,7 +22,10 @@
 %% message with the configured probabilities; a cut drops everything across it. Every
 %% replica ticks every 250 ms of simulated time (acks, retransmission with resend_due/2,
 %% stabilization, gc). After the work phase: heal, restart every crashed replica, turn the
-%% random faults off, run until quiescent (or a time cap), then check. The CRDT workloads
+%% random faults off, run until quiescent (or a time cap), then check. With option `crdt'
+%% the copies are CRDT tables (every type in every flavor, a broadcast epoch, client updates,
+%% churn): the same table path, with the schedules and checkers of
+%% {@link hm_sim_crdt_table}. The CRDT workloads
 %% (issue 5: every hm_crdt type in every flavor) run on the same scheduler, network, faults,
 %% checkers 3-4 and minimiser as a driver module: {@link hm_sim_crdt}; so do the replica
 %% groups under DottedDB replication: {@link hm_sim_dotted}.
@@ -88,6 +91,8 @@
 -spec gen(integer(), map()) -> {cfg(), [action()]}.
 gen(Seed, Opts = #{load := true}) ->
     gen_load(Seed, maps:remove(load, Opts));
+gen(Seed, Opts = #{crdt := true}) ->
+    hm_sim_crdt_table:gen(Seed, maps:remove(crdt, Opts));
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#5eed, 16#51e}),
     {[N, TI, PI, SI, Drop, Dup, Delay, NOps, NFaults], R1} =
@@ -307,7 +312,10 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
         S4 = run_until(Dur, S3),
         S5 = final_heal(S4),
         S6 = quiesce(Dur, S5),
-        finish(S6)
+        case Cfg of
+            #{crdt := _} -> hm_sim_crdt_table:finish(S6);
+            _ -> finish(S6)
+        end
     catch Class:Reason:Stack ->
             #{ok => false, failures => [{exception, Class, Reason, lists:sublist(Stack, 6)}],
               stats => #{}}
@@ -346,9 +354,11 @@ new_replica(Nd, Inc, Members, Durable, S) ->
                                             Storage);
                 St -> St
             end,
-    hm_ec_table:new(#{tab => sim, type => Type, policy => Policy, record => {r, 3},
-                      cookie => sim, node => Nd, incarnation => Inc, members => Members,
-                      store => Store, events => true, tcsb => TOpts}).
+    hm_ec_table:new(maps:merge(#{tab => sim, type => Type, policy => Policy, record => {r, 3},
+                                 cookie => sim, node => Nd, incarnation => Inc,
+                                 members => Members, store => Store, events => true,
+                                 tcsb => TOpts},
+                               hm_sim_crdt_table:replica_opts(maps:get(cfg, S)))).
 
 %% Carry out a replica's effects: its sends go through the network, its events to the
 %% checkers; replies, timers, log lines need nothing here; dropped messages are counted.
@@ -359,7 +369,16 @@ effects(Nd, Effs, S) ->
              [] -> S;
              Ds -> bump(dropped_invalid, length(Ds), S)
          end,
-    send_all(Nd, Out, events(Nd, Ev, S1)).
+    send_all(Nd, Out, events(Nd, Ev, timers(Nd, Effs, S1))).
+
+%% A CRDT table's timers (the broadcast epoch) go off on the copy that set them, unless it
+%% went down meanwhile; a table of records sets none the simulator needs.
+timers(Nd, Effs, S = #{cfg := #{crdt := _}, inc := Incs}) ->
+    lists:foldl(fun({timer, Ms, Msg}, Acc) ->
+                        schedule(Ms, {timer, Nd, maps:get(Nd, Incs, 0), Msg}, Acc);
+                   (_, Acc) -> Acc
+                end, S, Effs);
+timers(_, _, S) -> S.
 
 rows(R) -> hm_ec_store_map:rows_map(hm_ec_table:store(R)).
 meta(R) -> hm_ec_store_map:meta_map(hm_ec_table:store(R)).
@@ -453,7 +472,14 @@ event({deliver, From, To, Msg, Epoch}, S) ->
             effects(To, Effs, put_rep(To, R1, S))
     end;
 event({action, A}, S) ->
-    action(A, bump(actions, S)).
+    action(A, bump(actions, S));
+event({timer, Nd, Inc, Msg}, S = #{inc := Incs}) ->
+    case up(Nd, S) andalso maps:get(Nd, Incs) =:= Inc of
+        false -> S;
+        true ->
+            {R1, Effs} = hm_ec_table:timeout(Msg, maps:get(Nd, maps:get(reps, S))),
+            effects(Nd, Effs, put_rep(Nd, R1, S))
+    end.
 
 put_rep(Nd, R, S = #{reps := Reps}) -> S#{reps := Reps#{Nd => R}}.
 
@@ -467,6 +493,11 @@ action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
     case up(Nd, S) andalso hm_ec_table:status(maps:get(Nd, maps:get(reps, S))) of
         false -> bump(ops_skipped, S);
         syncing -> bump(ops_refused, S);             % hm_ec_server refuses: {syncing, Tab}
+        ready when element(1, Spec) =:= update ->
+            %% a CRDT table's update (hm_sim_crdt_table)
+            {R1, Effs, S1} = hm_sim_crdt_table:update(Nd, Key, element(2, Spec),
+                                                      maps:get(Nd, maps:get(reps, S)), S),
+            effects(Nd, Effs, put_rep(Nd, R1, S1));
         ready ->
             Rec = fun(V) -> {r, Key, V} end,
             KeyOp = case Spec of
@@ -513,8 +544,9 @@ action({remove, Nd}, S = #{nodes := Nodes, reps := Reps, ops := Ops}) ->
                             end, Ops),
             Ms = Nodes -- [Nd],
             S1 = lists:foldl(fun(M, Acc) -> new_epoch(Nd, M, Acc) end, S, Ms),
-            bump(removes, set_members(Ms, S1#{nodes := Ms, reps := Reps#{Nd := out},
-                                              ops := Ops1}))
+            S2 = hm_sim_crdt_table:mark_lost(S1#{nodes := Ms, reps := Reps#{Nd := out},
+                                                 ops := Ops1}),
+            bump(removes, set_members(Ms, S2))
     end;
 action({partition, Shape, Groups}, S) ->
     bump({partition, Shape}, reconnect(S#{groups := Groups}, S));
@@ -564,7 +596,7 @@ action({mnesia_start, Nd}, S) ->
 %% Nd's copy stops (a crash, or Mnesia stopping there): what survives is its durable store. A
 %% ram copy, or a disc one with no durable broadcast state (it will take a snapshot), no
 %% longer holds what it delivered.
-take_down(Nd, S = #{reps := Reps, ops := Ops}) ->
+take_down(Nd, S0 = #{reps := Reps, ops := Ops}) ->
     D = hm_ec_store_map:durable(hm_ec_table:store(maps:get(Nd, Reps))),
     Stateful = D =/= none andalso lists:keymember(state, 1, hm_ec_store:log_read(D)),
     Ops1 = case Stateful of
@@ -575,7 +607,8 @@ take_down(Nd, S = #{reps := Reps, ops := Ops}) ->
                                  end, Ops);
                true -> Ops
            end,
-    S#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1}.
+    S = S0#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1},
+    hm_sim_crdt_table:mark_lost(S).
 
 %% Nd's copy starts again from what survived, as a new incarnation; `none' if it is not down.
 bring_up(Nd, S = #{reps := Reps, inc := Incs, nodes := Nodes}) ->
@@ -653,8 +686,9 @@ link_event(At, Step, S = #{reps := Reps}) ->
 send_all(From, Out, S) -> lists:foldl(fun({To, Msg}, Acc) -> send(From, To, Msg, Acc) end,
                                       S, Out).
 
-send(From, To, Msg, S0 = #{cfg := #{drop := PD, dup := PU, delay := Max}, faults := F}) ->
-    S = bump({msg, element(1, Msg)}, bump(msgs, S0)),
+send(From, To, Msg, S0 = #{cfg := Cfg = #{drop := PD, dup := PU, delay := Max},
+                          faults := F}) ->
+    S = bump({msg, element(1, Msg)}, bump(msgs, wire_bytes(Msg, Cfg, S0))),
     case connected(From, To, S) of
         false -> bump(dropped_cut, S);
         true ->
@@ -679,6 +713,11 @@ send(From, To, Msg, S0 = #{cfg := #{drop := PD, dup := PU, delay := Max}, faults
             end
           end
     end.
+
+%% With option `bytes': the bytes every message sent takes in the external term format (what
+%% Erlang distribution carries, before its atom cache).
+wire_bytes(Msg, #{bytes := true}, S) -> bump(bytes, byte_size(term_to_binary(Msg)), S);
+wire_bytes(_, _, S) -> S.
 
 %% A link with `link_cap' messages in flight is busy: a message sent on it now is dropped, as
 %% Erlang distribution does with `nosuspend' when the connection's buffer is full.
@@ -778,6 +817,7 @@ quiesce(Dur, T, S) ->
     end.
 
 check(F, S = #{driver := D}) -> D:F(S);
+check(F, S = #{cfg := #{crdt := _}}) -> hm_sim_crdt_table:F(S);
 check(converged, S) -> converged(S);
 check(quiescent, S) -> quiescent(S).
 
@@ -945,7 +985,8 @@ totals(St, Tot) ->
               end, Tot, St).
 
 %% @doc Command line: `["seeds", N]' (table seeds 1..N, the same with copies added and
-%% removed, then CRDT seeds 1..N of {@link hm_sim_crdt}, then DottedDB group seeds 1..N of
+%% removed, then CRDT seeds 1..N of {@link hm_sim_crdt}, then CRDT-table seeds 1..N of
+%% {@link hm_sim_crdt_table}, then DottedDB group seeds 1..N of
 %% {@link hm_sim_dotted}), `["seed", S]' (the schedules
 %% of seed S), `["seed", S, TraceFile]'
 %% (a minimised trace of either kind), `["report", File]'. Halts with status 1 when a schedule
@@ -982,6 +1023,13 @@ main(["seeds", N]) ->
               [CP + CF, maps:get(ops, CTot, 0), maps:get(msgs, CTot, 0),
                maps:get(full_states, CTot, 0), fault_line(CTot)]),
     io:format("sim crdt: ~p passed, ~p failed~n", [CP, CF]),
+    {TP, TF, TTot, TBad} = check_seeds({1, Count}, #{crdt => true}),
+    [print_failure(Seed, #{crdt => true}, Res) || {Seed, Res} <- TBad],
+    io:format("~p CRDT-table schedules (type x flavor x epoch, ram/disc/mixed, copies added and "
+              "removed), ~p updates (~p lost with a ram crash), ~p messages; faults injected: "
+              "~s~n", [TP + TF, maps:get(ops, TTot, 0), maps:get(lost_with_ram_crash, TTot, 0),
+                       maps:get(msgs, TTot, 0), fault_line(TTot)]),
+    io:format("sim crdt-table: ~p passed, ~p failed~n", [TP, TF]),
     {FP, FF, FTot, FBad} = hm_sim_frag:check_seeds({1, Count}, #{}),
     [io:format("FAILED partitioned-table seed ~p: ~p~n", [Seed, maps:get(failures, Res)])
      || {Seed, Res} <- FBad],
@@ -991,12 +1039,21 @@ main(["seeds", N]) ->
                maps:get(hints_kept, FTot, 0), maps:get(copies_removed, FTot, 0),
                maps:get(msgs, FTot, 0)]),
     io:format("sim frag: ~p passed, ~p failed~n", [FP, FF]),
+    {XP, XF, XTot, XBad} = hm_sim_frag:check_seeds({1, Count}, #{crdt => any}),
+    [io:format("FAILED partitioned CRDT-table seed ~p: ~p~n", [Seed, maps:get(failures, Res)])
+     || {Seed, Res} <- XBad],
+    io:format("~p partitioned CRDT-table schedules (a type x flavor and an epoch per seed), ~p "
+              "updates, ~p passed on, ~p hints, ~p copies moved away, ~p messages~n",
+              [XP + XF, maps:get(ops, XTot, 0), maps:get(passed_on, XTot, 0),
+               maps:get(hints_kept, XTot, 0), maps:get(copies_removed, XTot, 0),
+               maps:get(msgs, XTot, 0)]),
+    io:format("sim frag crdt: ~p passed, ~p failed~n", [XP, XF]),
     {DP, DF, DTot, DBad} = hm_sim_dotted:check_seeds({1, Count}, #{}),
     [hm_sim_dotted:print_failure(Seed, Res) || {Seed, Res} <- DBad],
     io:format("~s", [hm_sim_dotted:summary_line(DP, DF, DTot)]),
     io:format("sim: ~p passed, ~p failed~n",
-              [P + MP + LP + CP + FP + DP, F + MF + LF + CF + FF + DF]),
-    halt(case F + MF + LF + CF + FF + DF of 0 -> 0; _ -> 1 end);
+              [P + MP + LP + CP + TP + FP + XP + DP, F + MF + LF + CF + TF + FF + XF + DF]),
+    halt(case F + MF + LF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
@@ -1007,12 +1064,18 @@ main(["seed", S]) ->
     LOk = replay(Seed, LCfg, LTrace),
     {CCfg, CTrace} = hm_sim_crdt:gen(Seed, #{}),
     COk = hm_sim_crdt:replay(Seed, CCfg, CTrace),
+    {TCfg, TTrace} = gen(Seed, #{crdt => true}),
+    TOk = replay(Seed, TCfg, TTrace),
     FRes = hm_sim_frag:run_seed(Seed, #{}),
     io:format("partitioned-table seed ~p: ~p~n", [Seed, maps:get(failures, FRes)]),
     FOk = maps:get(ok, FRes),
+    XRes = hm_sim_frag:run_seed(Seed, #{crdt => any}),
+    io:format("partitioned CRDT-table seed ~p: ~p~n", [Seed, maps:get(failures, XRes)]),
+    XOk = maps:get(ok, XRes),
     {DCfg, DTrace} = hm_sim_dotted:gen(Seed, #{}),
     DOk = hm_sim_dotted:replay(Seed, DCfg, DTrace),
-    halt(case Ok andalso MOk andalso LOk andalso COk andalso FOk andalso DOk of
+    halt(case Ok andalso MOk andalso LOk andalso COk andalso TOk andalso FOk andalso XOk
+             andalso DOk of
              true -> 0;
              false -> 1
          end);

@@ -75,7 +75,7 @@
 %% {@link hm_sim:minimise_with/3}; `make sim SEED=S TRACE=File' replays it.
 -module(hm_sim_crdt).
 
--export([main/1, gen/2, run/2, run_seed/2, check_seeds/2, check/2, combos/0, replay/3,
+-export([main/1, gen/2, gen_op/2, run/2, run_seed/2, check_seeds/2, check/2, combos/0, replay/3,
          print_failure/2]).
 %% driver callbacks of hm_sim
 -export([event/2, nodeup/3, action/2, converged/1, quiescent/1]).
@@ -145,6 +145,8 @@ gen_ops(K, Type, Nodes, Dur, R) ->
     {Rest, R4} = gen_ops(K - 1, Type, Nodes, Dur, R3),
     {[{T, {op, Nd, Op}} | Rest], R4}.
 
+%% @doc A random client operation of a type (the CRDT-table family draws them too).
+-spec gen_op(hm_crdt:type(), rand:state()) -> {term(), rand:state()}.
 gen_op(gcounter, R) ->
     hm_sim:pick([increment, increment, {increment, 0}, {increment, 2}, {increment, 3}], R);
 gen_op(pncounter, R) ->

@@ -10,7 +10,7 @@
 %% ({@link hm_ec_hints:pass_on/4}: a write with no reachable holder is kept, and older hints
 %% of its fragment leave first), the placement and the moves of a pool change
 %% ({@link hm_ring:placement/3}, {@link hm_ring:moves/2}), and the condition for removing a
-%% copy that leaves ({@link hm_partition:caught_up/3}). A move adds the new copies (empty,
+%% copy that leaves ({@link hm_partition:removable/3}). A move adds the new copies (empty,
 %% syncing: they catch up by state transfer), and removes a leaving copy only once the new
 %% ones are ready and the others hold every operation it originated, as
 %% `hypermnesia:change_table_frag/2' does; like Mnesia, it waits while the fragment's holders
@@ -21,6 +21,12 @@
 %% (halves, isolated, bridge, flapping), message loss, duplication and reordering, and one or
 %% two pool changes (a node leaves the pool, and may come back). After the work phase: heal,
 %% finish the moves, hand off the hints, run until quiescent, check.
+%%
+%% With option `crdt => {Type, Flavor}' (and `epoch'; `crdt => any': the seed picks them)
+%% the table is a CRDT table: client
+%% updates of the type instead of writes, the broadcast epoch's timers, and the checkers of
+%% {@link hm_sim_crdt_table} per key on every holder of its fragment (the type's spec, the
+%% counter bound) on top of these.
 %%
 %% Checkers: (1) every fragment's holders converge (same rows, same delivered vector); (2) no
 %% lost acknowledged write: every write a node applied or passed on, and every hint it kept,
@@ -46,13 +52,15 @@ gen(Seed, Opts) ->
         hm_sim:draws([{int, 4, 6}, {int, 3, 8}, {int, 2, 3}, {int, 1, 2}, {int, 0, 10},
                       {int, 0, 10}, {int, 1, 100}, {int, 30, 80}, {int, 0, 3}, {int, 0, 1}],
                      R0),
-    Cfg = maps:merge(#{kind => frag, n => N, fragments => F, copies => Copies,
-                       type => element(TI, {pawset, prwset}), policy => term_order,
-                       storage => ram, drop => Drop / 100, dup => Dup / 100, delay => Delay,
-                       duration => 5000, seed => Seed, skew => #{}}, Opts),
+    Cfg = crdt_spec(Seed, maps:merge(#{kind => frag, n => N, fragments => F, copies => Copies,
+                                       type => element(TI, {pawset, prwset}),
+                                       policy => term_order, storage => ram,
+                                       drop => Drop / 100, dup => Dup / 100, delay => Delay,
+                                       duration => 5000, seed => Seed, skew => #{}}, Opts)),
     Nodes = hm_sim:nodes_of(maps:get(n, Cfg)),
     Dur = maps:get(duration, Cfg),
-    {Ops, R2} = gen_ops(NOps, Nodes, Dur, R1),
+    {Ops0, R2} = gen_ops(NOps, Nodes, Dur, R1),
+    Ops = crdt_ops(Seed, Cfg, Ops0),
     {Faults0, R3} = hm_sim:gen_faults(NFaults, Nodes, Dur, R2),
     Faults = [A || A = {_, Fa} <- Faults0, element(1, Fa) =/= crash,
                    element(1, Fa) =/= restart],
@@ -61,6 +69,23 @@ gen(Seed, Opts) ->
     {T2, _} = rand:uniform_s(Dur div 2, R5),
     Moves = [{T1, {pool, del, Leaver}}] ++ [{T1 + T2, {pool, add, Leaver}} || Back =:= 1],
     {Cfg, lists:keysort(1, Ops ++ Faults ++ Moves)}.
+
+%% `crdt => any': the seed picks the type and flavor, and an epoch of 50 to 500 ms.
+crdt_spec(Seed, Cfg = #{crdt := any}) ->
+    Combos = hm_sim_crdt_table:combos(),
+    Cfg#{crdt := lists:nth(1 + Seed rem length(Combos), Combos),
+         epoch => maps:get(epoch, Cfg, 50 + (Seed * 37) rem 451)};
+crdt_spec(_, Cfg) -> Cfg.
+
+%% A CRDT table (option `crdt => {Type, Flavor}', and `epoch'): the same times, nodes and
+%% keys, with updates of the type drawn from a random stream of their own.
+crdt_ops(Seed, #{crdt := {Type, _}}, Ops) ->
+    {Ups, _} = lists:mapfoldl(fun({T, {op, Nd, Key, _}}, R) ->
+                                      {Op, R1} = hm_sim_crdt_table:gen_op(Type, R),
+                                      {{T, {op, Nd, Key, {update, Op}}}, R1}
+                              end, rand:seed_s(exsss, {Seed, 16#c7f4, 16#9}), Ops),
+    Ups;
+crdt_ops(_, _, Ops) -> Ops.
 
 gen_ops(0, _, _, R) -> {[], R};
 gen_ops(K, Nodes, Dur, R) ->
@@ -113,12 +138,16 @@ check_seeds({From, Count}, Opts) ->
                 end, {0, 0, #{}, []}, lists:seq(From, From + Count - 1)).
 
 %% A copy of fragment K on Nd: empty, syncing unless it is one of a new table's holders.
-new_copy(Nd, K, Members, S = #{cfg := #{type := Type, policy := Policy}, reps := Reps}) ->
+new_copy(Nd, K, Members, S = #{cfg := Cfg = #{type := Type, policy := Policy},
+                               reps := Reps}) ->
     Inc = maps:get({Nd, K}, maps:get(inc, S), 0) + 1,
-    {R, Effs} = hm_ec_table:new(#{tab => frag_tab(K), type => Type, policy => Policy,
-                                  record => {r, 3}, cookie => sim, node => Nd,
-                                  incarnation => Inc, members => Members,
-                                  store => hm_ec_store_map:new(set, ram), events => true}),
+    {R, Effs} = hm_ec_table:new(maps:merge(#{tab => frag_tab(K), type => Type,
+                                             policy => Policy, record => {r, 3},
+                                             cookie => sim, node => Nd, incarnation => Inc,
+                                             members => Members,
+                                             store => hm_ec_store_map:new(set, ram),
+                                             events => true},
+                                           hm_sim_crdt_table:replica_opts(Cfg))),
     S1 = S#{reps := Reps#{Nd := (maps:get(Nd, Reps))#{K => R}},
             inc := (maps:get(inc, S))#{{Nd, K} => Inc}},
     effects(Nd, K, Effs, S1).
@@ -133,7 +162,12 @@ put_copy(Nd, K, R, S = #{reps := Reps}) ->
 %% A copy's effects: its sends go through the network tagged with the fragment; the dots
 %% of the operations it submits are recorded by the caller.
 effects(Nd, K, Effs, S) ->
-    hm_sim:send_all(Nd, [{To, {K, M}} || {send, To, M} <- Effs], S).
+    S1 = lists:foldl(fun({timer, Ms, Msg}, Acc) ->
+                             Inc = maps:get({Nd, K}, maps:get(inc, Acc)),
+                             hm_sim:schedule(Ms, {timer, Nd, K, Inc, Msg}, Acc);
+                        (_, Acc) -> Acc
+                     end, S, Effs),
+    hm_sim:send_all(Nd, [{To, {K, M}} || {send, To, M} <- Effs], S1).
 
 %%% ================================================================ driver callbacks
 
@@ -155,7 +189,16 @@ event({deliver, From, To, {K, Msg}, Epoch}, S) ->
             effects(To, K, Effs, put_copy(To, K, R1, S))
     end;
 event({action, A}, S) ->
-    action(A, hm_sim:bump(actions, S)).
+    action(A, hm_sim:bump(actions, S));
+event({timer, Nd, K, Inc, Msg}, S) ->
+    %% a CRDT table's broadcast epoch, on the copy that set it if it is still there
+    case {copy(Nd, K, S), maps:get({Nd, K}, maps:get(inc, S))} of
+        {none, _} -> S;
+        {R, Inc} ->
+            {R1, Effs} = hm_ec_table:timeout(Msg, R),
+            effects(Nd, K, Effs, put_copy(Nd, K, R1, S));
+        _ -> S
+    end.
 
 -spec nodeup(node(), node(), map()) -> map().
 nodeup(At, Peer, S) ->
@@ -165,9 +208,10 @@ nodeup(At, Peer, S) ->
               end, S, maps:get(At, maps:get(reps, S))).
 
 -spec action(term(), map()) -> map().
-action({op, Nd, Key, Spec}, S = #{cfg := #{fragments := F}}) ->
+action({op, Nd, Key, Spec}, S = #{cfg := Cfg = #{fragments := F}, now := Now}) ->
     K = hm_ec_frag:fragment(Key, F),
     KeyOp = case Spec of
+                {update, Op} -> {Key, {update, hm_sim_crdt_table:client_op(Op, Now, Cfg)}};
                 {write, V} -> {Key, {write, {r, Key, V}}};
                 delete -> {Key, delete};
                 {delete_object, V} -> {Key, {delete_object, {r, Key, V}}}
@@ -206,6 +250,18 @@ submit_at(Nd, K, KeyOp, S = #{now := Now}) ->
     {R1, Effs} = hm_ec_table:submit(KeyOp, async, client, {Now * 1000, hm_sim:reachable(Nd, S)},
                                     R),
     S1 = put_copy(Nd, K, R1, S),
+    case KeyOp of
+        {Key, {update, Op}} ->
+            %% a CRDT table's update: acknowledged when this copy took it
+            [ok] = [Reply || {reply, client, Reply} <- Effs],
+            {Id, Info} = hm_sim_crdt_table:recorded(Key, Op, Effs, R1, maps:get(cfg, S)),
+            Us = maps:get(updates, S1, #{}),
+            {ok, effects(Nd, K, Effs, S1#{acked := [{K, Id} | maps:get(acked, S1)],
+                                          updates => Us#{Id => Info}})};
+        _ -> submit_record(Nd, K, Effs, S1)
+    end.
+
+submit_record(Nd, K, Effs, S1) ->
     case [Msg || {send, _, {op, Msg}} <- Effs] ++ [M || {event, {applied, M}} <- Effs] of
         [{O, Ts, _} | _] ->
             Dot = {O, maps:get(O, Ts)},
@@ -300,7 +356,8 @@ all_talk(Nodes, S) ->
 
 caught_up(Nd, K, All, S) ->
     Delivered = fun(N) -> hm_tcsb:delivered(hm_ec_table:tcsb(copy(N, K, S))) end,
-    hm_partition:caught_up(Nd, Delivered(Nd), [Delivered(N) || N <- All -- [Nd]]).
+    hm_partition:removable(Nd, hm_ec_table:info([], copy(Nd, K, S)),
+                           [Delivered(N) || N <- All -- [Nd]]).
 
 drop_copy(Nd, K, S = #{reps := Reps}) ->
     hm_sim:bump(copies_removed, S#{reps := Reps#{Nd := maps:remove(K, maps:get(Nd, Reps))}}).
@@ -315,6 +372,24 @@ members(K, Ms, S) ->
 
 %%% ================================================================ checks
 
+%% A CRDT table: every key's value on every holder of its fragment is the type's spec over
+%% the updates delivered, and a counter's is within Maelstrom's bound.
+crdt_values(S = #{cfg := #{crdt := {Type, Flavor}}, holders := Holders}) ->
+    Us = maps:get(updates, S, #{}),
+    lists:foldl(fun({K, Hs}, Acc) ->
+                        Rs = [R || Nd <- Hs, R <- [copy(Nd, K, Acc)], R =/= none],
+                        Views = [{Nd, hm_sim_crdt_table:view(copy(Nd, K, Acc))}
+                                 || Nd <- Hs, copy(Nd, K, Acc) =/= none],
+                        Keys = lists:usort([Key || {Key, _} <- maps:keys(Us),
+                                                   hm_ec_frag:fragment(Key, maps:size(Holders))
+                                                       =:= K]),
+                        Fs = lists:append([hm_sim_crdt_table:key_check(Key, Type, Flavor, hd(Rs),
+                                                                        Us, Views)
+                                           || Rs =/= [], Key <- Keys]),
+                        lists:foldl(fun hm_sim:fail/2, Acc, Fs)
+                end, S, maps:to_list(Holders));
+crdt_values(S) -> S.
+
 -spec converged(map()) -> boolean().
 converged(S = #{holders := Holders, moves := Moves, hints := Hints}) ->
     Moves =:= [] andalso lists:all(fun(Hs) -> Hs =:= [] end, maps:values(Hints)) andalso
@@ -322,18 +397,25 @@ converged(S = #{holders := Holders, moves := Moves, hints := Hints}) ->
 
 fragment_converged(K, Hs, S) ->
     Rs = [copy(Nd, K, S) || Nd <- Hs],
+    Shown = case maps:get(cfg, S) of
+                #{crdt := _} -> fun hm_sim_crdt_table:view/1;    % a CRDT table: per-key values
+                _ -> fun rows/1
+            end,
     lists:all(fun(R) -> R =/= none andalso hm_ec_table:status(R) =:= ready end, Rs) andalso
         length(lists:usort([hm_tcsb:delivered(hm_ec_table:tcsb(R)) || R <- Rs])) =:= 1 andalso
-        length(lists:usort([rows(R) || R <- Rs])) =:= 1.
+        length(lists:usort([Shown(R) || R <- Rs])) =:= 1.
 
 -spec quiescent(map()) -> boolean().
 quiescent(S = #{holders := Holders}) ->
     converged(S) andalso
         lists:all(fun({K, Hs}) ->
                           lists:all(fun(Nd) ->
-                                            B = hm_ec_table:tcsb(copy(Nd, K, S)),
+                                            R = copy(Nd, K, S),
+                                            B = hm_ec_table:tcsb(R),
                                             hm_tcsb:log_size(B) =:= 0 andalso
-                                                hm_tcsb:pending(B) =:= 0
+                                                hm_tcsb:pending(B) =:= 0 andalso
+                                                (not is_map_key(crdt, maps:get(cfg, S)) orelse
+                                                 hm_sim_crdt_table:leftovers(R) =:= [])
                                     end, Hs)
                   end, maps:to_list(Holders)).
 
@@ -352,14 +434,20 @@ finish(S0 = #{holders := Holders, pool := Pool, reps := Reps, stats := St, acked
              [] -> S1;
              _ -> hm_sim:fail({hints_left, Left}, S1)
          end,
+    Holds = case S2 of
+                #{cfg := #{crdt := {_, Flavor}}} ->
+                    fun(Id, R) -> hm_sim_crdt_table:holds(Id, Flavor, R) end;
+                _ ->
+                    fun(Dot, R) -> hm_vv:contains(Dot, hm_tcsb:delivered(hm_ec_table:tcsb(R)))
+                    end
+            end,
     Lost = [{K, Dot} || {K, Dot} <- Acked, Nd <- maps:get(K, Holders),
-                        copy(Nd, K, S2) =:= none orelse
-                            not hm_vv:contains(Dot, hm_tcsb:delivered(
-                                                      hm_ec_table:tcsb(copy(Nd, K, S2))))],
-    S3 = case Lost of
-             [] -> S2;
-             _ -> hm_sim:fail({acknowledged_op_lost, lists:sublist(lists:usort(Lost), 5)}, S2)
-         end,
+                        copy(Nd, K, S2) =:= none orelse not Holds(Dot, copy(Nd, K, S2))],
+    S3a = case Lost of
+              [] -> S2;
+              _ -> hm_sim:fail({acknowledged_op_lost, lists:sublist(lists:usort(Lost), 5)}, S2)
+          end,
+    S3 = crdt_values(S3a),
     Ring = hm_ring:placement(hm_ring:new(Pool), F, N),
     Placed = maps:map(fun(_, Hs) -> lists:sort(Hs) end, Holders),
     S4 = case maps:map(fun(_, Hs) -> lists:sort(Hs) end, Ring) of

@@ -1,18 +1,20 @@
 %% @doc CRDT tables on three real nodes (OTP `peer', the shared harness {@link hm_cluster}):
 %% every type and flavor from the public API, fully replicated and partitioned, updated from
-%% every node, through a real partition with updates on both sides, and a node killed.
+%% every node, through a real partition with updates on both sides, and a node killed (every
+%% type and flavor: killed during a partition, restarted, all copies compared).
 -module(hm_crdt_table_SUITE).
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([api_and_errors/1, conveniences/1, partition_every_type/1, node_killed/1,
-         config_file/1]).
+         partition_and_kill_every_type/1, config_file/1]).
 
-all() -> [api_and_errors, conveniences, partition_every_type, node_killed, config_file].
+all() -> [api_and_errors, conveniences, partition_every_type, node_killed,
+          partition_and_kill_every_type, config_file].
 
 init_per_suite(Config) ->
-    C = hm_cluster:start(#{nodes => 3, dir => ?config(priv_dir, Config), prefix => "crdt",
+    C = hm_cluster:start(#{nodes => 3, dir => ?config(priv_dir, Config), prefix => "crdtk",
                            modules => [?MODULE]}),
     [{cluster, C} | Config].
 
@@ -208,6 +210,90 @@ node_killed(Config) ->
     [ok = call(3, Config, hypermnesia, increment, [Tab, K, 10]) || Tab <- Tabs, K <- [a, b]],
     [ok = converged(Config, Tab, [{a, 15}, {b, 15}]) || Tab <- Tabs],
     ok.
+
+%% Every type and flavor, a copy on each of the three nodes: node 3 updates (and the update
+%% reaches everyone), node 1 is cut off from nodes 2 and 3, both sides update, node 3 is
+%% killed (`kill -9') during the cut and node 2 goes on updating alone, the cut heals, node
+%% 3 restarts (its ram copy empty: it catches up by state transfer) and updates again.
+%% Then every copy shows the same value, the one the type's concurrent semantics give over
+%% every acknowledged update.
+partition_and_kill_every_type(Config) ->
+    C = ?config(cluster, Config),
+    Tabs = [{create(Config, T, F, replicated), T} || T <- hm_crdt:types(),
+                                                     F <- hm_crdt:flavors()],
+    [ok = call(3, Config, hypermnesia, update, [Tab, K, Op])
+     || {Tab, T} <- Tabs, K <- [k1, k2], Op <- kill_steps(T, before)],
+    [ok = converged(Config, Tab, [{K, kill_value(T, before)} || K <- [k1, k2]])
+     || {Tab, T} <- Tabs],
+    ok = hm_cluster:cut(C, [1], [2, 3]),
+    [begin
+         {Side1, Side2, _} = scenario(T),
+         [ok = call(1, Config, hypermnesia, update, [Tab, K, Op]) || K <- [k1, k2], Op <- Side1],
+         [ok = call(2, Config, hypermnesia, update, [Tab, K, Op]) || K <- [k1, k2], Op <- Side2]
+     end || {Tab, T} <- Tabs],
+    %% node 2 must have sent its side's updates to node 3 or keep them: either way they
+    %% survive node 3's death, since node 2 stays up
+    ok = hm_cluster:kill(C, 3),
+    [ok = call(2, Config, hypermnesia, update, [Tab, K, Op])
+     || {Tab, T} <- Tabs, K <- [k1, k2], Op <- kill_steps(T, alone)],
+    ok = hm_cluster:heal(C),
+    ok = hm_cluster:restart(C, 3),
+    %% node 3 back and caught up: every copy shows every acknowledged update so far
+    [ok = converged(Config, Tab, [{K, kill_value(T, healed)} || K <- [k1, k2]])
+     || {Tab, T} <- Tabs],
+    [ok = call(3, Config, hypermnesia, update, [Tab, K, Op])
+     || {Tab, T} <- Tabs, K <- [k1, k2], Op <- kill_steps(T, restarted)],
+    [ok = converged(Config, Tab, [{K, kill_value(T, final)} || K <- [k1, k2]])
+     || {Tab, T} <- Tabs],
+    %% all copies compared: the whole state of every key, as each node's copy holds it
+    [?assertEqual(1, length(lists:usort([[call(I, Config, hypermnesia, value, [Tab, K])
+                                          || K <- [k1, k2]] || I <- [1, 2, 3]])))
+     || {Tab, _} <- Tabs],
+    ok.
+
+%% Updates of the kill scenario: before the cut at node 3, at node 2 alone once node 3 is
+%% dead, at node 3 once restarted (the scenario's two sides run in between).
+kill_steps(T, before) when T =:= gcounter; T =:= pncounter -> [{increment, 100}];
+kill_steps(T, alone) when T =:= gcounter; T =:= pncounter -> [{increment, 1000}];
+kill_steps(T, restarted) when T =:= gcounter; T =:= pncounter -> [{increment, 10000}];
+kill_steps(T, before) when T =:= awset; T =:= rwset -> [{add, z}];
+kill_steps(T, alone) when T =:= awset; T =:= rwset -> [{remove, z}, {add, y}];
+kill_steps(T, restarted) when T =:= awset; T =:= rwset -> [{add, x}];
+kill_steps(lwwreg, before) -> [{assign, w, 5}];
+kill_steps(lwwreg, alone) -> [{assign, v, 25}];
+kill_steps(lwwreg, restarted) -> [{assign, u, 30}];
+kill_steps(mvreg, restarted) -> [{assign, u}];
+kill_steps(mvreg, _) -> [{assign, w}];
+kill_steps(ewflag, before) -> [disable];
+kill_steps(ewflag, alone) -> [enable];
+kill_steps(ewflag, restarted) -> [];
+kill_steps(map, before) -> [{update, h, ewflag, enable}];
+kill_steps(map, alone) -> [{update, f, gcounter, {increment, 1}}];
+kill_steps(map, restarted) -> [{update, g, awset, {add, d}}].
+
+%% What every copy shows after the updates of kill_steps/2 up to `before', once node 3 is
+%% back (`healed'), or after the whole scenario (`final').
+kill_value(gcounter, before) -> 100;
+kill_value(pncounter, before) -> 100;
+kill_value(T, before) when T =:= awset; T =:= rwset -> [z];
+kill_value(lwwreg, before) -> w;
+kill_value(mvreg, before) -> [w];
+kill_value(ewflag, before) -> false;
+kill_value(map, before) -> [{h, ewflag, true}];
+kill_value(gcounter, healed) -> 1108;
+kill_value(pncounter, healed) -> 1096;
+kill_value(T, healed) when T =:= awset; T =:= rwset -> [a, b, c, y];
+kill_value(lwwreg, healed) -> v;
+kill_value(mvreg, healed) -> [w, x];
+kill_value(ewflag, healed) -> true;
+kill_value(map, healed) -> [{f, gcounter, 4}, {g, awset, [e]}, {h, ewflag, true}];
+kill_value(gcounter, final) -> 11108;
+kill_value(pncounter, final) -> 11096;
+kill_value(T, final) when T =:= awset; T =:= rwset -> [a, b, c, x, y];
+kill_value(lwwreg, final) -> u;
+kill_value(mvreg, final) -> [u];
+kill_value(ewflag, final) -> true;
+kill_value(map, final) -> [{f, gcounter, 4}, {g, awset, [d, e]}, {h, ewflag, true}].
 
 %% `hypermnesia:start/1' with one configuration file on every node at once: each table is
 %% created once, as the file says, and works from every node.

@@ -38,7 +38,7 @@
 -module(hm_partition).
 
 -export([create_table/2, delete_table/1, owners/2, change_table_frag/2, properties/1]).
--export([caught_up/3, create_table/3, foreign_props/5, foreigners/1]).
+-export([caught_up/3, removable/3, create_table/3, foreign_props/5, foreigners/1]).
 
 -define(READY_TIMEOUT_MS, 120000).
 -define(DOTTED_OPTS, [replication, anti_entropy, strip_interval, sync_interval]).
@@ -471,14 +471,23 @@ copy_ready(Node, Frag) ->
 %% Every other reachable holder has delivered every operation `Node' accepted.
 caught_up(Frag, Node) ->
     case copy_info(Node, Frag) of
-        #{delivered := Mine} ->
+        Info = #{delivered := _} ->
             Others = [case copy_info(H, Frag) of
                           #{delivered := D} -> D;
                           _ -> undefined
                       end || H <- hm_ec_registry:copy_nodes(Frag), H =/= Node, is_up(H)],
-            not lists:member(undefined, Others) andalso caught_up(Node, Mine, Others);
+            not lists:member(undefined, Others) andalso removable(Node, Info, Others);
         _ -> true                       % no copy there any more: nothing to wait for
     end.
+
+%% @doc Whether the copy on `Node', whose status is `Info' ({@link hm_ec_table:info/2}),
+%% may be removed: it holds no update it took and has not sent yet (a state or delta CRDT
+%% table's epoch batch), and it is {@link caught_up/3} with the other holders' delivered
+%% vectors `Others'.
+-spec removable(node(), #{delivered := hm_vv:vv(), unsent_updates => non_neg_integer(),
+                          atom() => term()}, [hm_vv:vv()]) -> boolean().
+removable(Node, Info = #{delivered := Mine}, Others) ->
+    maps:get(unsent_updates, Info, 0) =:= 0 andalso caught_up(Node, Mine, Others).
 
 %% @doc Whether a copy on `Node' that has delivered `Mine' may be removed: every vector of
 %% `Others' (what the other holders delivered) holds every operation `Node' originated.

@@ -52,20 +52,23 @@ is_spec(_) -> false.
 new({Type, Flavor}) -> hm_crdt:new(Type, Flavor).
 
 %% @doc At the origin `Replica' (the broadcast's replica id), the payload that carries `Op'
-%% on the key whose state is `C', or why `Op' is not an operation of the type.
+%% on the key whose state is `C', and, in the lattice flavors, the key's state once `Op' is
+%% applied here (the same as applying the payload to `C', without a join that costs as much
+%% as the state is large; `none' in the op flavor, applied through the broadcast); or why
+%% `Op' is not an operation of the type.
 -spec prepare(term(), hm_vv:replica(), spec(), hm_crdt:crdt()) ->
-          {ok, payload()} | {error, {bad_op, hm_crdt:type(), term()}}.
+          {ok, payload(), hm_crdt:crdt() | none} | {error, {bad_op, hm_crdt:type(), term()}}.
 prepare(Op, Replica, {Type, Flavor}, C) ->
     case hm_crdt:is_op(Type, Op) of
         false -> {error, {bad_op, Type, Op}};
         true when Flavor =:= op ->
             case hm_crdt:prepare(Op, Replica, C) of
-                {ok, PureOp} -> {ok, {op, PureOp}};
+                {ok, PureOp} -> {ok, {op, PureOp}, none};
                 {error, _} -> {error, {bad_op, Type, Op}}
             end;
         true ->
             case hm_crdt:mutate(Op, Replica, C) of
-                {ok, _, Ev} -> {ok, {event, Ev}};
+                {ok, C1, Ev} -> {ok, {event, Ev}, C1};
                 {error, _} -> {error, {bad_op, Type, Op}}
             end
     end.

@@ -175,9 +175,9 @@ submit({Key, Op}, Mode, From, Env, T = #t{crdt = Spec, tcsb = B, tab = Tab}) ->
         {none, _} -> submit_op({Key, Op}, Mode, From, Env, T);
         {{_, Flavor}, {update, CrdtOp}} ->
             case hm_ec_crdt:prepare(CrdtOp, hm_tcsb:self(B), Spec, crdt_state(Key, T)) of
-                {ok, Payload} when Flavor =/= op, Mode =:= async ->
-                    batch(Key, Payload, From, T);
-                {ok, Payload} -> submit_op({Key, {crdt, Payload}}, Mode, From, Env, T);
+                {ok, Payload, C1} when Flavor =/= op, Mode =:= async ->
+                    batch(Key, Payload, C1, From, T);
+                {ok, Payload, _} -> submit_op({Key, {crdt, Payload}}, Mode, From, Env, T);
                 {error, _} = E -> {T, [{reply, From, E}]}
             end;
         {_, _} -> {T, [{reply, From, {error, {crdt_table, Tab}}}]}
@@ -204,8 +204,7 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
 %% once, and the updates of an epoch leave together, as one message of the table's
 %% broadcast, when it ends (for `state', only the last state of each key). A disc copy
 %% logs them until then, so a restart sends them.
-batch(Key, Payload, From, T = #t{batch = Bt, epoch = Ms, store = St, record = {Name, _}}) ->
-    C1 = hm_ec_crdt:effect(Payload, {node, 1}, #{}, crdt_state(Key, T)),
+batch(Key, Payload, C1, From, T = #t{batch = Bt, epoch = Ms, store = St, record = {Name, _}}) ->
     Bt1 = [{Key, Payload} | Bt],
     St1 = crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St)),
     St2 = case hm_ec_store:is_disc(St1) of
@@ -557,8 +556,17 @@ persist(T = #t{store = St, tcsb = B}, Msg = {Origin, Ts, _}) ->
         false -> T
     end.
 
-apply_key(T, Origin, Ts, _, {crdt, {batch, Pairs}}) ->
-    lists:foldl(fun({Key, P}, Acc) -> apply_key(Acc, Origin, Ts, Key, {crdt, P}) end, T, Pairs);
+apply_key(T = #t{store = St0, record = {Name, _}}, Origin, Ts, _, {crdt, {batch, Pairs}}) ->
+    %% an epoch's payloads of a key are applied in memory, in order, and the key written once
+    %% (a write copies the key's whole state)
+    Dot = {Origin, maps:get(Origin, Ts)},
+    St = maps:fold(fun(Key, Ps, Acc) ->
+                           C1 = lists:foldl(fun(P, C) -> hm_ec_crdt:effect(P, Dot, Ts, C) end,
+                                            crdt_state(Key, T#t{store = Acc}), Ps),
+                           crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, Acc))
+                   end, St0, maps:groups_from_list(fun({K, _}) -> K end,
+                                                   fun({_, P}) -> P end, Pairs)),
+    T#t{store = St};
 apply_key(T = #t{crdt = Spec, store = St, record = {Name, _}}, Origin, Ts, Key, {crdt, P})
   when Spec =/= none ->
     C1 = hm_ec_crdt:effect(P, {Origin, maps:get(Origin, Ts)}, Ts, crdt_state(Key, T)),

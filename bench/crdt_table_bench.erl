@@ -1,0 +1,308 @@
+%% @doc ChiaVe's benchmarks on CRDT tables, on real nodes (the ChiaVe paper, *ChiaVe: A
+%% Flexible CRDT-Based Key-Value Store*, §6.1 "Latency vs. Throughput" and §6.2
+%% "Convergence Time"), per flavor, on three peer nodes of this host ({@link hm_cluster}),
+%% an `awset' table per flavor with a copy on every node and the broadcast epoch at 100 ms
+%% (ChiaVe's setting for its convergence runs).
+%%
+%% <dl>
+%% <dt>Latency against offered throughput</dt><dd>open-loop generators on every node offer a
+%% total rate of adds (`hypermnesia:update(Tab, Key, {add, E})') and reads
+%% (`hypermnesia:value/2') on 1,000 keys, write-only, 80/20 and read-only; a call's latency
+%% counts from the moment it was due, so a generator that falls behind counts its queueing
+%% (no coordinated omission). The p95 over every call, and the rate achieved.</dd>
+%% <dt>Bytes on the wire per update</dt><dd>the bytes every node sent on its distribution
+%% connections (`send_oct' of the connections' ports) during the write-only points, over
+%% the updates made: everything a table sends per update (its operations or batches,
+%% acknowledgements, retransmissions), and the generators' own traffic, which is none (they
+%% run on the nodes).</dd>
+%% <dt>Convergence</dt><dd>under a background load of writes and reads on other keys, node 1
+%% adds N new elements to one key (ChiaVe: 10,000), one call after the other; every node polls that
+%% key's size in its own copy. A node's convergence time runs from the first
+%% add to when its copy holds all N; the p95 over the nodes and repetitions.</dd>
+%% </dl>
+%%
+%% `main([File])' writes `File' (Markdown) and the generated CRDT section of
+%% bench/REPORT.md. Environment: `HM_CRDT_RATES' (offered total ops/s, default
+%% "1000,4000,12000"), `HM_CRDT_SECONDS' (per point, default 2), `HM_CRDT_BG' (background
+%% ops/s of the convergence runs, default "0,2000"), `HM_CRDT_REPS' (convergence
+%% repetitions, default 1), `HM_CRDT_ADDS' (adds per convergence run, default
+%% "1000,3000,10000"); a convergence run stops adding and waiting 45 s after its first
+%% add (what is not there then is reported as not converged).
+-module(crdt_table_bench).
+
+-export([main/1, gen/6, adds/4, watch/4, sent_bytes/0]).
+
+-define(KEYS, 1000).
+-define(WORKERS, 8).
+%% a convergence run stops waiting this long after its first add
+-define(CONVERGE_CAP_MS, 45000).
+
+-spec main([string()]) -> no_return().
+main([File]) ->
+    Rates = ints(env("HM_CRDT_RATES", "1000,4000,12000")),
+    Secs = list_to_integer(env("HM_CRDT_SECONDS", "2")),
+    Bgs = ints(env("HM_CRDT_BG", "0,2000")),
+    Reps = list_to_integer(env("HM_CRDT_REPS", "1")),
+    Sizes = ints(env("HM_CRDT_ADDS", "1000,3000,10000")),
+    Dir = filename:join(env("TMPDIR", "/tmp"), "hm_crdt_bench_" ++ os:getpid()),
+    C = hm_cluster:start(#{nodes => 3, dir => Dir, prefix => "crdtb", modules => [?MODULE]}),
+    T0 = erlang:monotonic_time(millisecond),
+    try
+        Nodes = hm_cluster:nodes(C),
+        Flavors = [op, state, delta],
+        [{atomic, ok} = hm_cluster:call(C, 1, hypermnesia, create_table,
+                                        [tab(F), [{crdt, awset}, {flavor, F}, {epoch, 100},
+                                                  {ram_copies, Nodes}]]) || F <- Flavors],
+        Lat = [{F, Mix, R, latency_point(C, tab(F), Mix, R, Secs)}
+               || F <- Flavors, Mix <- [100, 80, 0], R <- Rates],
+        Conv = [{F, Bg, Adds, converge(C, F, Bg, Reps, Adds)}
+                || Adds <- Sizes, F <- Flavors, Bg <- Bgs],
+        Wall = (erlang:monotonic_time(millisecond) - T0) div 1000,
+        Md = report(File, Lat, Conv, #{rates => Rates, secs => Secs, reps => Reps,
+                                       adds => Sizes, wall => Wall}),
+        ok = file:write_file(File, Md),
+        ok = report_section(Md),
+        io:format("~s", [Md])
+    after
+        hm_cluster:stop(C),
+        _ = file:del_dir_r(Dir)
+    end,
+    halt(0).
+
+env(K, D) -> case os:getenv(K) of false -> D; "" -> D; V -> V end.
+ints(S) -> [list_to_integer(X) || X <- string:lexemes(S, ",")].
+
+tab(F) -> list_to_atom("crdtb_" ++ atom_to_list(F)).
+
+%%% ------------------------------------------------------------- latency and bytes
+
+%% Offer `Rate' ops/s in all (a third per node) for `Secs' s, `WritePct' % adds.
+latency_point(C, Tab, WritePct, Rate, Secs) ->
+    Before = [hm_cluster:call(C, I, ?MODULE, sent_bytes, []) || I <- [1, 2, 3]],
+    Self = self(),
+    Ps = [spawn_link(fun() ->
+                             R = hm_cluster:call(C, I, ?MODULE, gen,
+                                                 [Tab, WritePct, Rate / 3, Secs * 1000, I,
+                                                  random], (Secs + 120) * 1000),
+                             Self ! {lat, self(), R}
+                     end) || I <- [1, 2, 3]],
+    Rs = [receive {lat, P, R} -> R end || P <- Ps],
+    After = [hm_cluster:call(C, I, ?MODULE, sent_bytes, []) || I <- [1, 2, 3]],
+    Lats = lists:sort(lists:append([L || {L, _, _} <- Rs])),
+    Writes = lists:sum([W || {_, W, _} <- Rs]),
+    %% the calls made over the time the slowest node took to make its share (a generator
+    %% that falls behind makes every call it was offered, later)
+    Elapsed = lists:max([E || {_, _, E} <- Rs]),
+    #{p95_ms => pct(Lats, 0.95) / 1000, p50_ms => pct(Lats, 0.50) / 1000,
+      achieved => round(length(Lats) * 1000000 / max(Elapsed, Secs * 1000000)),
+      writes => Writes,
+      bytes => lists:sum(After) - lists:sum(Before)}.
+
+pct([], _) -> 0;
+pct(L, P) -> lists:nth(max(1, round(P * length(L))), L).
+
+%% @doc Bytes this node sent so far on its distribution connections.
+-spec sent_bytes() -> non_neg_integer().
+sent_bytes() ->
+    lists:sum([case inet:getstat(Port, [send_oct]) of
+                   {ok, [{send_oct, N}]} -> N;
+                   _ -> 0
+               end || {_, Port} <- erlang:system_info(dist_ctrl), is_port(Port)]).
+
+%% @doc On a node: `?WORKERS' open-loop workers offering `Rate' ops/s together for `Ms' ms,
+%% `WritePct' % adds of a random element to a random key of `Keys' (`random': 1,000 keys),
+%% the rest reads. Returns every call's latency in µs, counted from when it was due, how
+%% many adds were made, and how long it took (µs).
+-spec gen(atom(), 0..100, number(), pos_integer(), integer(), random | [term()]) ->
+          {[non_neg_integer()], non_neg_integer(), non_neg_integer()}.
+gen(Tab, WritePct, Rate, Ms, Seed, random) ->
+    Self = self(),
+    Start = erlang:monotonic_time(microsecond) + 10000,
+    Gap = ?WORKERS * 1000000 / Rate,
+    Ws = [spawn_link(fun() ->
+                             rand:seed(exsss, {Seed, W, 17}),
+                             Self ! {done, self(), work(Tab, WritePct, Start + W * Gap / ?WORKERS,
+                                                        Gap, Start + Ms * 1000, [], 0)}
+                     end) || W <- lists:seq(1, ?WORKERS)],
+    Rs = [receive {done, P, R} -> R end || P <- Ws],
+    {lists:append([L || {L, _} <- Rs]), lists:sum([N || {_, N} <- Rs]),
+     erlang:monotonic_time(microsecond) - Start}.
+
+work(_Tab, _WritePct, Due, _Gap, End, Lats, Writes) when Due >= End -> {Lats, Writes};
+work(Tab, WritePct, Due, Gap, End, Lats, Writes) ->
+    Now = erlang:monotonic_time(microsecond),
+    _ = case round(Due) - Now of
+            Wait when Wait > 1000 -> receive after Wait div 1000 -> ok end;
+            _ -> ok
+        end,
+    Key = rand:uniform(?KEYS),
+    W = rand:uniform(100) =< WritePct,
+    _ = case W of
+            true -> ok = hypermnesia:update(Tab, Key, {add, rand:uniform(1000)});
+            false -> hypermnesia:value(Tab, Key)
+        end,
+    Lat = erlang:monotonic_time(microsecond) - round(Due),
+    work(Tab, WritePct, Due + Gap, Gap, End, [Lat | Lats],
+         Writes + case W of true -> 1; false -> 0 end).
+
+%%% ------------------------------------------------------------- convergence
+
+%% Background load `Bg' ops/s (80 % adds on the 1,000 other keys), then `Adds' adds to key
+%% `big' from node 1; the convergence time of every node, `Reps' times.
+converge(C, F, Bg, Reps, Adds) ->
+    Tab = tab(F),
+    Times = lists:append(
+              [begin
+                   Key = {big, Bg, Rep},
+                   Self = self(),
+                   %% a generator process on each node, stopped with its workers (linked)
+                   Loads = [{I, hm_cluster:call(C, I, erlang, spawn,
+                                                [?MODULE, gen, [Tab, 80, Bg / 3, 600000,
+                                                                Rep * 10 + I, random]])}
+                            || Bg > 0, I <- [1, 2, 3]],
+                   Until = os:system_time(millisecond) + ?CONVERGE_CAP_MS + 200,
+                   Watchers = [spawn_link(fun() ->
+                                                  Self ! {conv, self(),
+                                                          hm_cluster:call(C, I, ?MODULE, watch,
+                                                                          [Tab, Key, Adds, Until],
+                                                                          ?CONVERGE_CAP_MS + 30000)}
+                                          end) || I <- [1, 2, 3]],
+                   timer:sleep(200),
+                   {Start, _Made} = hm_cluster:call(C, 1, ?MODULE, adds,
+                                                    [Tab, Key, Adds, Until],
+                                                    ?CONVERGE_CAP_MS + 30000),
+                   Ends = [receive {conv, P, E} -> E end || P <- Watchers],
+                   [true = hm_cluster:call(C, I, erlang, exit, [P, kill]) || {I, P} <- Loads],
+                   [case E of
+                        timeout -> timeout;
+                        _ -> (E - Start) / 1000
+                    end || E <- Ends]
+               end || Rep <- lists:seq(1, Reps)]),
+    Done = lists:sort([T || T <- Times, T =/= timeout]),
+    %% a run that did not converge counts as longer than any that did
+    #{p95_ms => case Done =:= [] orelse pct(Done ++ [infinity || T <- Times, T =:= timeout],
+                                            0.95) =:= infinity of
+                    true -> none;
+                    false -> pct(Done, 0.95)
+                end,
+      max_ms => case Done of [] -> none; _ -> lists:last(Done) end,
+      samples => length(Times), timeouts => length(Times) - length(Done)}.
+
+%% @doc On node 1: add `N' new elements to `Key', one call after the other, stopping at
+%% the host's time `Until' (ms, `os:system_time/1'); returns when the first was
+%% made (the host's clock, `os:system_time/1' in µs: the same for every node of the host) and
+%% how many were.
+-spec adds(atom(), term(), pos_integer(), integer()) -> {integer(), non_neg_integer()}.
+adds(Tab, Key, N, Until) ->
+    Start = os:system_time(microsecond),
+    {Start, add_loop(Tab, Key, 1, N, Until)}.
+
+add_loop(_Tab, _Key, I, N, _Until) when I > N -> N;
+add_loop(Tab, Key, I, N, Until) ->
+    case I rem 100 =:= 0 andalso os:system_time(millisecond) > Until of
+        true -> I - 1;
+        false ->
+            ok = hypermnesia:update(Tab, Key, {add, I}),
+            add_loop(Tab, Key, I + 1, N, Until)
+    end.
+
+%% @doc On a node: poll this node's copy of `Key' (every 20 ms, every 100 ms once it holds
+%% 2,000 elements: a poll copies the whole set) until it holds `N' elements;
+%% returns when (the host's clock in µs), or `timeout' once that clock passes `Cap' (ms).
+-spec watch(atom(), term(), pos_integer(), integer()) -> integer() | timeout.
+watch(Tab, Key, N, Cap) ->
+    Size = case mnesia:dirty_read(Tab, Key) of
+               [{_, _, C}] -> length(hm_ec_crdt:value(C));
+               [] -> 0
+           end,
+    Now = os:system_time(microsecond),
+    if Size >= N -> Now;
+       Now div 1000 > Cap -> timeout;
+       Size >= 2000 -> receive after 100 -> watch(Tab, Key, N, Cap) end;
+       true -> receive after 20 -> watch(Tab, Key, N, Cap) end
+    end.
+
+%%% ------------------------------------------------------------- report
+
+%% ChiaVe's published p95 convergence of 10,000 adds (s), at 10k and 50k background ops/s,
+%% on a 16-vCPU host.
+chiave(delta) -> {1.06, 2.15};
+chiave(op) -> {0.61, 1.60};
+chiave(state) -> {1.51, 4.35}.
+
+report(File, Lat, Conv, #{rates := Rates, secs := Secs, reps := Reps, adds := Sizes,
+                          wall := Wall}) ->
+    Id = filename:basename(File, ".md"),
+    Cores = erlang:system_info(logical_processors_available),
+    Head = io_lib:format(
+             "# CRDT tables: ChiaVe's benchmarks (run `~s`)~n~n"
+             "Generated by `make bench-crdt-tables` (bench/crdt_table_bench.erl) in ~p s, ~s, "
+             "3 peer nodes on one host with ~p cores, shared with other work while it ran "
+             "(ChiaVe: a 16-vCPU host). One `awset` table per flavor, a copy on every node, "
+             "broadcast epoch 100 ms. Offered rates ~w ops/s in all, ~p s per point; "
+             "convergence: ~w adds to one key, ~p repetitions per background load, every "
+             "node's copy timed.~n~n",
+             [Id, Wall, "OTP " ++ erlang:system_info(otp_release), Cores, Rates, Secs, Sizes,
+              Reps]),
+    LatHead = "## p95 latency against offered throughput\n\n"
+        "| flavor | workload | offered ops/s | achieved ops/s | p50 ms | p95 ms |\n"
+        "|---|---|---|---|---|---|\n",
+    LatRows = [io_lib:format("| ~p | ~s | ~p | ~p | ~.2f | ~.2f |~n",
+                             [F, mix(Mix), R, A, P50, P95])
+               || {F, Mix, R, #{achieved := A, p50_ms := P50, p95_ms := P95}} <- Lat],
+    BytesHead = "\n## Bytes on the wire per update (write-only points)\n\n"
+        "Bytes the three nodes sent on their distribution connections, over the updates "
+        "made: operations or batches, acknowledgements, retransmissions.\n\n"
+        "| flavor | offered ops/s | updates | bytes per update |\n|---|---|---|---|\n",
+    BytesRows = [io_lib:format("| ~p | ~p | ~p | ~.1f |~n", [F, R, W, B / max(1, W)])
+                 || {F, 100, R, #{writes := W, bytes := B}} <- Lat],
+    ConvHead = "\n## Time to converge of N adds to one set key under background load\n\n"
+        "From the first add until a node's copy holds every element; p95 over the nodes and "
+        "repetitions. ChiaVe's figures are for 10,000 adds. Target: half ChiaVe's p95 at its "
+        "lowest published load (10k ops/s), at the highest background load this host "
+        "sustains.\n\n"
+        "| flavor | adds | background ops/s offered | p95 s | max s | samples "
+        "| not converged in 45 s | ChiaVe p95 s at 10k / 50k ops/s | target s | met |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n",
+    MaxBg = lists:max([Bg || {_, Bg, _, _} <- Conv]),
+    ConvRows = [begin
+                    {C10, C50} = chiave(F),
+                    {Met, P} = case P95 of
+                                   none -> {"no", "-"};
+                                   _ -> {case Bg =:= MaxBg andalso Adds =:= 10000 of
+                                             true when P95 / 1000 =< C10 / 2 -> "yes";
+                                             true -> "no";
+                                             false -> "-"
+                                         end, io_lib:format("~.2f", [P95 / 1000])}
+                               end,
+                    io_lib:format("| ~p | ~p | ~p | ~s | ~s | ~p | ~p | ~.2f / ~.2f | ~.2f | ~s |~n",
+                                  [F, Adds, Bg, P, secs(Max), N, To, C10, C50, C10 / 2, Met])
+                end || {F, Bg, Adds, #{p95_ms := P95, max_ms := Max, samples := N,
+                                 timeouts := To}} <- Conv],
+    iolist_to_binary([Head, LatHead, LatRows, BytesHead, BytesRows, ConvHead, ConvRows]).
+
+mix(100) -> "write-only";
+mix(0) -> "read-only";
+mix(W) -> io_lib:format("~p/~p", [W, 100 - W]).
+
+secs(none) -> "-";
+secs(Ms) -> io_lib:format("~.2f", [Ms / 1000]).
+
+%% The generated CRDT section of bench/REPORT.md, between its markers (added at the end
+%% the first time).
+report_section(Md) ->
+    File = "bench/REPORT.md",
+    {ok, Old} = file:read_file(File),
+    Begin = <<"<!-- BEGIN GENERATED crdt-tables: crdt_table_bench writes this part; edit outside "
+              "the markers -->">>,
+    End = <<"<!-- END GENERATED crdt-tables -->">>,
+    Body = re:replace(Md, <<"^#">>, <<"###">>, [global, multiline, {return, binary}]),
+    New = case binary:split(Old, Begin) of
+              [Pre, Rest] ->
+                  [_, Post] = binary:split(Rest, End),
+                  [Pre, Begin, <<"\n">>, Body, <<"\n">>, End, Post];
+              [_] ->
+                  [Old, <<"\n## CRDT tables: ChiaVe's benchmarks (generated)\n\n">>, Begin,
+                   <<"\n">>, Body, <<"\n">>, End, <<"\n">>]
+          end,
+    file:write_file(File, New).
