@@ -98,6 +98,32 @@ gc_test() ->
     %% nothing to collect twice
     ?assertMatch(#{delete := []}, hm_mrdt_history:gc_plan(map_store(M2), [Head, Side], [])).
 
+%% A merge shares every bucket only one side changed: merging two commits that each changed
+%% a key of another bucket writes a tree and a commit, no leaf; keys of one bucket changed on
+%% both sides make one new leaf.
+merge_shares_leaves_test() ->
+    Keys = lists:seq(1, 200),
+    {M0, Base} = commit(#{}, none, maps:from_list([{K, {hm_mrdt_counter, 0}} || K <- Keys]), base),
+    Bucket = fun(K) -> erlang:phash2(K, 64) end,
+    [K1, K2 | _] = Keys,
+    true = Bucket(K1) =/= Bucket(K2),
+    [K3 | _] = [K || K <- Keys, K =/= K1, Bucket(K) =:= Bucket(K1)],
+    {M1, A} = commit(M0, Base, #{K1 => {hm_mrdt_counter, 1}}, a),
+    {M2, B} = commit(M1, Base, #{K2 => {hm_mrdt_counter, 2}}, b),
+    NewBlocks = fun(Map, X, Y) ->
+                        {ok, M, St} = hm_mrdt_history:merge_commits(map_store(Map), X, Y),
+                        {M, lists:sort([element(1, Blk) || {{block, _}, Blk} <- hm_mrdt_history:writes(St)])}
+                end,
+    {AB, Written} = NewBlocks(M2, A, B),
+    ?assertEqual([commit, tree], Written),
+    {M3, _} = merge(M2, A, B),
+    ?assertEqual([{K1, 1}, {K2, 2}, {K3, 0}], [{K, value(M3, AB, K)} || K <- [K1, K2, K3]]),
+    {M4, C} = commit(M3, Base, #{K3 => {hm_mrdt_counter, 3}}, c),
+    {AC, Written2} = NewBlocks(M4, A, C),
+    ?assertEqual([commit, leaf, tree], Written2),
+    {M5, _} = merge(M4, A, C),
+    ?assertEqual([{K1, 1}, {K2, 0}, {K3, 3}], [{K, value(M5, AC, K)} || K <- [K1, K2, K3]]).
+
 %% Two roots that share no history: nothing to collect.
 gc_disjoint_test() ->
     {M1, A} = incr(#{}, none, 1),

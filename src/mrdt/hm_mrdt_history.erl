@@ -355,6 +355,9 @@ three_way(St0, L, A, B) ->
 
 %% @doc Three-way merge of trees, bucket by bucket and key by key; a key both sides changed
 %% merges with its type (see {@link hm_mrdt_map} for the rules on keys present on one side).
+%% A bucket only one side changed is taken from that side as it is (its leaf is shared, not
+%% rewritten); only a bucket both sides changed gets a new leaf, and only when its merged
+%% entries differ from both sides'.
 -spec merge_trees(store(), hash() | empty, hash() | empty, hash() | empty) ->
           {ok, hash() | empty, store()} | {conflict, term()}.
 merge_trees(St, _, T, T) -> {ok, T, St};
@@ -363,18 +366,39 @@ merge_trees(St, L, A, L) -> {ok, A, St};
 merge_trees(St0, L, A, B) ->
     try
         {BL, BA, BB} = {buckets(St0, L), buckets(St0, A), buckets(St0, B)},
-        Changed = [Bk || Bk <- lists:usort(maps:keys(BA) ++ maps:keys(BB)),
-                         maps:get(Bk, BA, none) =/= maps:get(Bk, BB, none)],
-        {Entries, St} = lists:foldl(
-                          fun(Bk, {Acc, S}) ->
-                                  merge_leaves(S, leaf(S, maps:get(Bk, BL, none)),
-                                               leaf(S, maps:get(Bk, BA, none)),
-                                               leaf(S, maps:get(Bk, BB, none)), Acc)
-                          end, {#{}, St0}, Changed),
-        %% Entries are set over A: A's buckets the merge did not touch stay as they are.
-        {T, St1} = set_entries(St, A, Entries),
-        {ok, T, St1}
+        {Bs, St1} = lists:foldl(
+                      fun(Bk, {Acc, S}) ->
+                              {LL, LA, LB} = {maps:get(Bk, BL, none), maps:get(Bk, BA, none),
+                                              maps:get(Bk, BB, none)},
+                              {Leaf, S1} = merge_bucket(S, LL, LA, LB),
+                              {set_bucket(Acc, Bk, Leaf), S1}
+                      end, {BA, St0}, lists:usort(maps:keys(BA) ++ maps:keys(BB))),
+        if Bs =:= BA, Bs =:= BB -> {ok, min(A, B), St1};
+           Bs =:= BA -> {ok, A, St1};
+           Bs =:= BB -> {ok, B, St1};
+           map_size(Bs) =:= 0 -> {ok, empty, St1};
+           true -> {T, St2} = put_block(St1, {tree, Bs, nonce(St1)}),
+                   {ok, T, St2}
+        end
     catch throw:{conflict, _} = C -> C
+    end.
+
+set_bucket(Bs, Bk, none) -> maps:remove(Bk, Bs);
+set_bucket(Bs, Bk, Leaf) -> Bs#{Bk => Leaf}.
+
+%% One bucket's leaf after the merge (`none': no leaf).
+merge_bucket(St, _, X, X) -> {X, St};
+merge_bucket(St, X, X, Y) -> {Y, St};
+merge_bucket(St, X, Y, X) -> {Y, St};
+merge_bucket(St0, LL, LA, LB) ->
+    {EA, EB} = {leaf(St0, LA), leaf(St0, LB)},
+    {Es, St} = merge_leaves(St0, leaf(St0, LL), EA, EB, #{}),
+    Merged = maps:filter(fun(_, E) -> E =/= none end, Es),
+    if Merged =:= EA, Merged =:= EB -> {min(LA, LB), St};
+       Merged =:= EA -> {LA, St};
+       Merged =:= EB -> {LB, St};
+       map_size(Merged) =:= 0 -> {none, St};
+       true -> put_block(St, {leaf, Merged, nonce(St)})
     end.
 
 merge_leaves(St0, LL, LA, LB, Acc0) ->
