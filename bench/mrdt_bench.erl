@@ -1,6 +1,6 @@
 %% @doc Benchmark of sessions over mergeable types against plain EC tables (after "Banyan:
 %% Coordination-free Distributed Transactions over Mergeable Types", section 5.2, Fig. 8, and
-%% section 5.3, Fig. 11). Three peer nodes of test/hm_cluster.erl (`mrdtb1_...'), a
+%% section 5.3, Fig. 11). Three peer nodes of test/hm_cluster.erl (`sesskb1_...'), a
 %% repository and a plain `pawset' table on all three; the clients run on node 1.
 %%
 %% <ul>
@@ -37,7 +37,7 @@ main([Profile, File]) ->
                          "quick" -> {[1, 8, 32, 128], 6400};
                          "full" -> {[1, 2, 4, 8, 16, 32, 64, 128], 32000}
                      end,
-    C = hm_cluster:start(#{nodes => 3, prefix => "mrdtb", modules => [?MODULE]}),
+    C = hm_cluster:start(#{nodes => 3, prefix => "sesskb", modules => [?MODULE]}),
     try
         Nodes = hm_cluster:nodes(C),
         {atomic, ok} = hm_cluster:call(C, 1, hypermnesia, create_table,

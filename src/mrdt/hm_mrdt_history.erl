@@ -41,7 +41,7 @@
 
 -export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2]).
 -export([commit/3, commit_info/2, tree_of/2, lookup/3, read/3, write_tree/3, entries/2]).
--export([lcas/3, is_ancestor/3, merge_commits/3, merge_with_lca/4, merge_trees/4,
+-export([lcas/3, is_ancestor/3, merge_commits/3, merge_writes/4, merge_writes/5, merge_trees/4,
          complete/2, max_graft/1, gc_plan/3]).
 -export_type([store/0, hash/0, key/0, commit/0, entry/0, gc_plan/0]).
 
@@ -328,21 +328,6 @@ merged_lca(St, [L1, L2 | Ls]) ->
                end,
     merged_lca(St2, [M | Ls]).
 
-%% @doc Merge `A' and `B' whose LCA is known to be `L' (a publish: `L' is the session's base,
-%% an ancestor of the public branch `A').
--spec merge_with_lca(store(), commit(), commit(), commit()) ->
-          {ok, commit(), store()} | {conflict, term()}.
-merge_with_lca(St, L, A, B) ->
-    try
-        case {A, B} of
-            {L, _} -> {ok, B, St};
-            {_, L} -> {ok, A, St};
-            _ -> three_way(St, L, A, B)
-        end
-    catch throw:{conflict, _} = C -> C;
-          throw:{missing, K} -> {conflict, {missing, K}}
-    end.
-
 three_way(St0, L, A, B) ->
     Nonce0 = nonce(St0),
     St1 = set_nonce(St0, {merge, lists:sort([A, B])}),
@@ -351,6 +336,48 @@ three_way(St0, L, A, B) ->
             {C, St3} = commit(St2, [A, B], T),
             {ok, C, set_nonce(St3, Nonce0)};
         {conflict, _} = Conflict -> throw(Conflict)
+    end.
+
+%% @doc Carry writes made over tree `Old' onto tree `New' (a descendant): each key written
+%% (`#{Key => {Type, Value}}') merges with its type, the LCA being the key's value in `Old'
+%% and the other side its value in `New'; a key unchanged between the two keeps the written
+%% value. This is a publish onto a public branch that moved since the session's base, and a
+%% refresh that moves a session with unpublished writes. `{conflict, {Key, Reason}}' when a
+%% type refuses.
+-spec merge_writes(store(), hash() | empty, hash() | empty, #{term() => {module(), term()}}) ->
+          {ok, #{term() => {module(), term()}}} | {conflict, term()}.
+merge_writes(_, T, T, Writes) -> {ok, Writes};
+merge_writes(St, Old, New, Writes) -> merge_writes(St, Old, New, #{}, Writes).
+
+%% @doc {@link merge_writes/4} onto tree `New' overlaid with `Over' (writes not yet stored
+%% in a tree: a group of publishes merged one after the other into one commit).
+-spec merge_writes(store(), hash() | empty, hash() | empty, #{term() => {module(), term()}},
+                   #{term() => {module(), term()}}) ->
+          {ok, #{term() => {module(), term()}}} | {conflict, term()}.
+merge_writes(_, T, T, Over, Writes) when map_size(Over) =:= 0 -> {ok, Writes};
+merge_writes(St, Old, New, Over, Writes) ->
+    try {ok, maps:map(fun(K, {T, V}) -> merge_write(St, K, T, V, Old, New, Over) end, Writes)}
+    catch throw:{conflict, _} = C -> C
+    end.
+
+merge_write(St, K, T, V, Old, New, Over) ->
+    L = case read(St, Old, K) of
+            {ok, T, LV} -> LV;
+            _ -> none
+        end,
+    Now = case Over of
+              #{K := {TO, VO}} -> {ok, TO, VO};
+              _ -> read(St, New, K)
+          end,
+    case Now of
+        {ok, T, L} -> {T, V};
+        {ok, T, A} ->
+            case hm_mrdt:merge(T, L, A, V) of
+                {ok, M} -> {T, M};
+                {conflict, R} -> throw({conflict, {K, R}})
+            end;
+        {ok, T2, _} -> throw({conflict, {K, {type_mismatch, T2, T}}});
+        not_found -> {T, V}
     end.
 
 %% @doc Three-way merge of trees, bucket by bucket and key by key; a key both sides changed

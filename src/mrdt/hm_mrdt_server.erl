@@ -34,10 +34,10 @@ name(Repo) -> list_to_atom("hm_mrdt_server_" ++ atom_to_list(Repo)).
 -spec connect(pid(), pid()) -> {ok, reference(), hm_mrdt_history:commit()}.
 connect(Server, Owner) -> gen_server:call(Server, {connect, Owner}, infinity).
 
-%% @doc Merge session `Id''s commit `C' (its blocks already written) into the public branch.
--spec publish(pid(), reference(), hm_mrdt_history:hash()) ->
+%% @doc Squash session `Id''s pending writes into a commit of the public branch.
+-spec publish(pid(), reference(), #{term() => {module(), term()}}) ->
           {ok, hm_mrdt_history:commit()} | {conflict, term()}.
-publish(Server, Id, C) -> gen_server:call(Server, {publish, Id, C}, infinity).
+publish(Server, Id, Writes) -> gen_server:call(Server, {publish, Id, Writes}, infinity).
 
 %% @doc Remote refresh; returns the public branch's head.
 -spec refresh(pid(), reference()) -> {ok, hm_mrdt_history:commit()}.
@@ -52,7 +52,7 @@ rebased(Server, Id, Base) -> gen_server:call(Server, {rebased, Id, Base}, infini
 close(Server, Id) -> gen_server:call(Server, {close, Id}, infinity).
 
 waiting_publishes() ->
-    receive {'$gen_call', From, {publish, Id, C}} -> [{From, Id, C} | waiting_publishes()]
+    receive {'$gen_call', From, {publish, Id, W}} -> [{From, Id, W} | waiting_publishes()]
     after 0 -> []
     end.
 
@@ -95,11 +95,11 @@ handle_call({connect, Owner}, _, S0) ->
     Head = hm_mrdt_node:head(N),
     {reply, {ok, Id, Head},
      save(S#{node := hm_mrdt_node:open(N, Id, Head), monitors := Ms#{MRef => Id}}, [])};
-handle_call({publish, Id, C}, From, S = #{node := N, tab := Tab}) ->
+handle_call({publish, Id, W}, From, S = #{node := N, tab := Tab}) ->
     %% group commit: every publish already waiting is merged with this one, in one commit
-    Batch = [{From, Id, C} | waiting_publishes()],
+    Batch = [{From, Id, W} | waiting_publishes()],
     {N1, St, Results} = hm_mrdt_node:publish_many(N, hm_mrdt_store:reader(Tab),
-                                                  [{I, Cm} || {_, I, Cm} <- Batch]),
+                                                  [{I, Ws} || {_, I, Ws} <- Batch]),
     S1 = save(S#{node := N1}, St),
     Head = hm_mrdt_node:head(N1),
     [gen_server:reply(F, case R of ok -> {ok, Head}; Conflict -> Conflict end)

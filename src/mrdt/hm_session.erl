@@ -182,12 +182,12 @@ handle_call({write, Key, Type, Value}, _, S = #{cache := C}) ->
         {ok, Sess} -> {reply, ok, S#{session := Sess, cache := maps:remove(Key, C)}};
         {error, _} = E -> {reply, E, S}
     end;
-handle_call(publish, _, S = #{tab := Tab, server := Server, id := Id}) ->
-    case hm_mrdt_session:squash(session(S), hm_mrdt_store:reader(Tab)) of
-        {unchanged, _, _} -> {reply, ok, S};
-        {C, Sess, St} ->
-            ok = hm_mrdt_store:write(Tab, hm_mrdt_history:writes(St), []),
-            case hm_mrdt_server:publish(Server, Id, C) of
+handle_call(publish, _, S = #{server := Server, id := Id}) ->
+    Sess = session(S),
+    case hm_mrdt_session:pending(Sess) of
+        P when map_size(P) =:= 0 -> {reply, ok, S};
+        P ->
+            case hm_mrdt_server:publish(Server, Id, P) of
                 {ok, Head} ->
                     {reply, ok, S#{session := hm_mrdt_session:published(Sess, Head),
                                    cache := #{}}};
