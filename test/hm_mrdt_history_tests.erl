@@ -124,6 +124,23 @@ merge_shares_leaves_test() ->
     {M5, _} = merge(M4, A, C),
     ?assertEqual([{K1, 1}, {K2, 0}, {K3, 3}], [{K, value(M5, AC, K)} || K <- [K1, K2, K3]]).
 
+%% Writes made over one tree carried onto a newer one: an unchanged key keeps the written
+%% value, a changed counter merges (LCA the old value), a key of another type conflicts,
+%% and the overlay (writes of an earlier publish of the same group) counts as the newer side.
+merge_writes_test() ->
+    C = hm_mrdt_counter,
+    {M1, Old} = commit(#{}, none, #{a => {C, 1}, b => {C, 10}, s => {hm_mrdt_set, []}}, old),
+    {M2, New} = commit(M1, Old, #{b => {C, 15}, s => {hm_mrdt_set, [x]}}, new),
+    St = map_store(M2),
+    [TO, TN] = [hm_mrdt_history:tree_of(St, X) || X <- [Old, New]],
+    ?assertEqual({ok, #{a => {C, 2}, b => {C, 17}, n => {C, 5}}},
+                 hm_mrdt_history:merge_writes(St, TO, TN, #{a => {C, 2}, b => {C, 12}, n => {C, 5}})),
+    ?assertEqual({conflict, {s, {type_mismatch, hm_mrdt_set, C}}},
+                 hm_mrdt_history:merge_writes(St, TO, TN, #{s => {C, 1}})),
+    ?assertEqual({ok, #{a => {C, 8}}},
+                 hm_mrdt_history:merge_writes(St, TO, TN, #{a => {C, 4}}, #{a => {C, 5}})),
+    ?assertEqual({ok, #{a => {C, 3}}}, hm_mrdt_history:merge_writes(St, TN, TN, #{a => {C, 3}})).
+
 %% Two roots that share no history: nothing to collect.
 gc_disjoint_test() ->
     {M1, A} = incr(#{}, none, 1),

@@ -356,28 +356,52 @@ merge_writes(St, Old, New, Writes) -> merge_writes(St, Old, New, #{}, Writes).
           {ok, #{term() => {module(), term()}}} | {conflict, term()}.
 merge_writes(_, T, T, Over, Writes) when map_size(Over) =:= 0 -> {ok, Writes};
 merge_writes(St, Old, New, Over, Writes) ->
-    try {ok, maps:map(fun(K, {T, V}) -> merge_write(St, K, T, V, Old, New, Over) end, Writes)}
+    %% each tree's bucket map is read once; a key whose entry (type and blob) is the same in
+    %% both trees is unchanged, without reading its value
+    {BOld, BNew} = {buckets(St, Old), buckets(St, New)},
+    try {ok, maps:map(fun(K, {T, V}) -> merge_write(St, K, T, V, BOld, BNew, Over) end, Writes)}
     catch throw:{conflict, _} = C -> C
     end.
 
-merge_write(St, K, T, V, Old, New, Over) ->
-    L = case read(St, Old, K) of
-            {ok, T, LV} -> LV;
-            _ -> none
-        end,
+merge_write(St, K, T, V, BOld, BNew, Over) ->
+    EOld = entry_in(St, BOld, K),
     Now = case Over of
-              #{K := {TO, VO}} -> {ok, TO, VO};
-              _ -> read(St, New, K)
+              #{K := {TO, VO}} -> {value, TO, VO};
+              _ -> entry_in(St, BNew, K)
           end,
     case Now of
-        {ok, T, L} -> {T, V};
-        {ok, T, A} ->
-            case hm_mrdt:merge(T, L, A, V) of
-                {ok, M} -> {T, M};
-                {conflict, R} -> throw({conflict, {K, R}})
+        {ok, {T2, _}} when T2 =/= T -> throw({conflict, {K, {type_mismatch, T2, T}}});
+        {value, T2, _} when T2 =/= T -> throw({conflict, {K, {type_mismatch, T2, T}}});
+        EOld -> {T, V};
+        not_found -> {T, V};
+        _ ->
+            L = case EOld of
+                    {ok, {T, HL}} -> blob(St, HL);
+                    _ -> none
+                end,
+            A = case Now of
+                    {ok, {_, HA}} -> blob(St, HA);
+                    {value, _, VA} -> VA
+                end,
+            case A of
+                L -> {T, V};
+                _ ->
+                    case hm_mrdt:merge(T, L, A, V) of
+                        {ok, M} -> {T, M};
+                        {conflict, R} -> throw({conflict, {K, R}})
+                    end
+            end
+    end.
+
+%% The entry of a key in a tree's bucket map: `{ok, {Type, BlobHash}}' or `not_found'.
+entry_in(St, Buckets, K) ->
+    case maps:find(bucket(K), Buckets) of
+        {ok, L} ->
+            case maps:find(K, leaf(St, L)) of
+                {ok, E} -> {ok, E};
+                error -> not_found
             end;
-        {ok, T2, _} -> throw({conflict, {K, {type_mismatch, T2, T}}});
-        not_found -> {T, V}
+        error -> not_found
     end.
 
 %% @doc Three-way merge of trees, bucket by bucket and key by key; a key both sides changed
