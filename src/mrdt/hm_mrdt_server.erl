@@ -9,7 +9,10 @@
 %% {@link hm_mrdt_node:publish_many/3}).
 %%
 %% Every `interval' milliseconds (application environment `mrdt_interval_ms', default 1000)
-%% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/4}). A
+%% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/5}), unless
+%% the application environment `mrdt_collect' is `false' (read on every tick; then history
+%% is only collected on {@link gc/1}, and the repository keeps every version, as Banyan
+%% does). A
 %% session whose process dies is closed. After a restart the public branch is read back from
 %% the node's branch record; the sessions of before are gone, so the record is rewritten
 %% without their bases. It stops when the repository's table is deleted.
@@ -128,12 +131,14 @@ handle_cast(_, S) -> {noreply, S}.
 
 -spec handle_info(term(), map()) -> {noreply, map()} | {stop, normal, map()}.
 handle_info(tick, S0 = #{interval := I, repo := Repo}) ->
-    case hm_mrdt_store:exists(Repo) of
-        true ->
-            {_, S} = collect(remote_refresh(S0)),
-            _ = erlang:send_after(I, self(), tick),
-            {noreply, S};
-        false -> {stop, normal, S0}          % the repository was deleted
+    try tick(S0) of
+        S -> _ = erlang:send_after(I, self(), tick),
+             {noreply, S}
+    catch Class:Reason:Stack ->
+            case hm_mrdt_store:exists(Repo) of
+                false -> {stop, normal, S0};     % deleted, before this tick or during it
+                true -> erlang:raise(Class, Reason, Stack)
+            end
     end;
 handle_info({'DOWN', MRef, process, _, _}, S = #{monitors := Ms}) ->
     case maps:take(MRef, Ms) of
@@ -143,6 +148,15 @@ handle_info({'DOWN', MRef, process, _, _}, S = #{monitors := Ms}) ->
 handle_info(_, S) -> {noreply, S}.
 
 %%% ------------------------------------------------------------------ internals
+
+%% Remote refresh, then collection unless switched off.
+tick(S0 = #{repo := Repo}) ->
+    true = hm_mrdt_store:exists(Repo),
+    S = remote_refresh(S0),
+    case application:get_env(hypermnesia, mrdt_collect, true) of
+        false -> S;
+        _ -> element(2, collect(S))
+    end.
 
 repo_nodes(#{repo := Repo}) -> hm_mrdt_store:nodes(Repo).
 
