@@ -141,6 +141,20 @@ merge_writes_test() ->
                  hm_mrdt_history:merge_writes(St, TO, TN, #{a => {C, 4}}, #{a => {C, 5}})),
     ?assertEqual({ok, #{a => {C, 3}}}, hm_mrdt_history:merge_writes(St, TN, TN, #{a => {C, 3}})).
 
+%% Small values live in their leaf: two sides that reach the same value by two changes
+%% (each adds 2) still merge with the type (5 + 2 + 2), not as one version.
+equal_values_merge_test() ->
+    {M1, L} = commit(#{}, none, #{x => {hm_mrdt_counter, 5}}, l),
+    {M2, A} = commit(M1, L, #{x => {hm_mrdt_counter, 7}}, a),
+    {M3, B} = commit(M2, L, #{x => {hm_mrdt_counter, 7}}, b),
+    {M4, AB} = merge(M3, A, B),
+    ?assertEqual(9, value(M4, AB, x)),
+    %% a large value has a blob of its own
+    Big = binary:copy(<<1>>, 1000),
+    {M5, C} = commit(M4, AB, #{y => {hm_mrdt_set, [Big]}}, c),
+    ?assertEqual([Big], value(M5, C, y)),
+    ?assertMatch([_], [B1 || {{block, _}, {blob, hm_mrdt_set, _, _} = B1} <- maps:to_list(M5)]).
+
 %% Two roots that share no history: nothing to collect.
 gc_disjoint_test() ->
     {M1, A} = incr(#{}, none, 1),

@@ -13,7 +13,9 @@
 %% written in order. Keys and values:
 %% <ul>
 %% <li>`{block, Hash}': `{commit, Parents, Tree, Height}', `{tree, #{Bucket => LeafHash},
-%% Nonce}', `{leaf, #{Key => {Type, BlobHash}}, Nonce}', `{blob, Type, Value, Nonce}'. Keys are
+%% Nonce}', `{leaf, #{Key => {Type, BlobHash | {v, Value}}}, Nonce}', `{blob, Type, Value,
+%% Nonce}'. A value of at most 256 bytes (external format) is kept in its leaf (`{v, Value}'),
+%% a larger one in a blob of its own: a small value costs no record and no read. Keys are
 %% spread over 64 buckets, so a commit that changes a few keys writes a few small blocks and
 %% shares the rest with its parent.</li>
 %% <li>`{obj, Hash}': a value of a type with references (`hm_mrdt:refs/2'), addressed by
@@ -46,11 +48,13 @@
 -export_type([store/0, hash/0, key/0, commit/0, entry/0, gc_plan/0]).
 
 -define(BUCKETS, 64).
+%% Values up to this many bytes (external format) are kept in their leaf, not in a blob.
+-define(INLINE, 256).
 
 -type hash() :: hm_mrdt:hash().
 -type key() :: {block, hash()} | {obj, hash()} | {graft, hash()} | {cache, [hash()]}.
 -type commit() :: hash() | none.
--type entry() :: {module(), hash()}.
+-type entry() :: {module(), hash() | {v, term()}}.
 -opaque store() :: #{fetch := fun((key()) -> {ok, term()} | not_found),
                      new := #{key() => term()},
                      order := [key()],
@@ -152,7 +156,7 @@ leaf(St, L) ->
     {leaf, Es, _} = block(St, L),
     Es.
 
-%% @doc The entry `{Type, BlobHash}' of `Key' in a tree.
+%% @doc The entry `{Type, BlobHash | {v, Value}}' of `Key' in a tree.
 -spec lookup(store(), hash() | empty, term()) -> {ok, entry()} | not_found.
 lookup(St, T, Key) ->
     case maps:find(bucket(Key), buckets(St, T)) of
@@ -168,11 +172,12 @@ read(St, T, Key) ->
         _ -> not_found
     end.
 
+blob(_, {v, V}) -> V;
 blob(St, B) ->
     {blob, _, V, _} = block(St, B),
     V.
 
-%% @doc Every `{Key, {Type, BlobHash}}' of a tree.
+%% @doc Every `{Key, {Type, BlobHash | {v, Value}}}' of a tree.
 -spec entries(store(), hash() | empty) -> [{term(), entry()}].
 entries(St, T) ->
     lists:append([maps:to_list(leaf(St, L)) || L <- maps:values(buckets(St, T))]).
@@ -195,7 +200,10 @@ put_blob(St, Type, V) ->
                           true -> [V];
                           false -> []
                       end),
-    put_block(St1, {blob, Type, V, nonce(St)}).
+    case erlang:external_size(V) =< ?INLINE of
+        true -> {{v, V}, St1};
+        false -> put_block(St1, {blob, Type, V, nonce(St)})
+    end.
 
 %% Base with these entries set (`none' entries removed).
 set_entries(St0, Base, Entries) ->
@@ -393,7 +401,7 @@ merge_write(St, K, T, V, BOld, BNew, Over) ->
             end
     end.
 
-%% The entry of a key in a tree's bucket map: `{ok, {Type, BlobHash}}' or `not_found'.
+%% The entry of a key in a tree's bucket map: `{ok, Entry}' or `not_found'.
 entry_in(St, Buckets, K) ->
     case maps:find(bucket(K), Buckets) of
         {ok, L} ->
@@ -462,7 +470,9 @@ merge_leaves(St0, LL, LA, LB, Acc0) ->
 
 merge_entry(St, _, X, X, Y) -> {found(Y), St};
 merge_entry(St, _, X, Y, X) -> {found(Y), St};
-merge_entry(St, _, _, Y, Y) -> {found(Y), St};
+%% the same blob is the same version; two equal values kept in leaves may be two changes
+%% (two increments of a counter by the same amount), which only the type can merge
+merge_entry(St, _, _, {ok, {_, H}} = Y, Y) when is_binary(H) -> {found(Y), St};
 merge_entry(St, _, _, {ok, E}, error) -> {E, St};
 merge_entry(St, _, _, error, {ok, E}) -> {E, St};
 merge_entry(St, K, L, {ok, {T, HA}}, {ok, {T, HB}}) ->
@@ -497,8 +507,8 @@ complete(St, C) ->
                      end,
         Collected = max_graft(St) >= H - 1 orelse get(St, {graft, C}) =/= not_found,
         _ = [block(St, P) || P <- Ps, not Collected],
-        lists:foreach(fun({_, {_, B}}) ->
-                              {blob, Type, V, _} = block(St, B),
+        lists:foreach(fun({_, {Type, B}}) ->
+                              V = blob(St, B),
                               lists:foreach(fun(R) -> present(St, {obj, R}) end,
                                             hm_mrdt:refs(Type, V))
                       end, entries(St, T)),
@@ -643,6 +653,8 @@ reach_leaf(_, L, Acc) when is_map_key(L, Acc) -> Acc;
 reach_leaf(St, L, Acc) ->
     case get(St, {block, L}) of
         {ok, {leaf, Es, _}} ->
-            maps:fold(fun(_, {_, B}, A) -> A#{B => true} end, Acc#{L => true}, Es);
+            maps:fold(fun(_, {_, {v, _}}, A) -> A;
+                         (_, {_, B}, A) -> A#{B => true}
+                      end, Acc#{L => true}, Es);
         _ -> Acc
     end.
