@@ -217,11 +217,12 @@ publish(S0 = #{sessions := Ss}, Id) ->
     case hm_mrdt_session:pending(Sess) of
         P when map_size(P) =:= 0 -> S0;
         P ->
-            #{nodest := NS} = S0,
-            case hm_mrdt_node:publish(maps:get(N, NS), store(S0, N), Id, P) of
+            S00 = write(S0, N, hm_mrdt_session:objects(Sess), []),
+            #{nodest := NS} = S00,
+            case hm_mrdt_node:publish(maps:get(N, NS), store(S00, N), Id, P) of
                 {ok, NSt, St} ->
                     Head = hm_mrdt_node:head(NSt),
-                    S1 = save(S0#{nodest := NS#{N := NSt}}, N, St),
+                    S1 = save(S00#{nodest := NS#{N := NSt}}, N, St),
                     #{published := Pub, elems := Es} = S1,
                     bump(S1#{sessions := Ss#{Id := Ses#{sess := hm_mrdt_session:published(Sess, Head),
                                                         incr := 0, elems := []}},
@@ -232,9 +233,10 @@ publish(S0 = #{sessions := Ss}, Id) ->
     end.
 
 %% Every session of node N publishes at once (the server's group commit).
-publish_group(S0 = #{sessions := Ss0, nodest := NS}, N) ->
-    Batch = [{Id, P} || {Id, #{node := M, sess := Sess}} <- lists:sort(maps:to_list(Ss0)), M =:= N,
-                        P <- [hm_mrdt_session:pending(Sess)], map_size(P) > 0],
+publish_group(S00 = #{sessions := Ss0}, N) ->
+    Mine = [{Id, Sess} || {Id, #{node := M, sess := Sess}} <- lists:sort(maps:to_list(Ss0)), M =:= N],
+    S0 = #{nodest := NS} = write(S00, N, lists:append([hm_mrdt_session:objects(Sess) || {_, Sess} <- Mine]), []),
+    Batch = [{Id, P} || {Id, Sess} <- Mine, P <- [hm_mrdt_session:pending(Sess)], map_size(P) > 0],
     {NSt, St, Results} = hm_mrdt_node:publish_many(maps:get(N, NS), store(S0, N), Batch),
     Head = hm_mrdt_node:head(NSt),
     S1 = save(S0#{nodest := NS#{N := NSt}}, N, St),

@@ -155,6 +155,40 @@ equal_values_merge_test() ->
     ?assertEqual([Big], value(M5, C, y)),
     ?assertMatch([_], [B1 || {{block, _}, {blob, hm_mrdt_set, _, _} = B1} <- maps:to_list(M5)]).
 
+%% A linked log appended twice between publishes, and rebased over another session's append:
+%% every value the published one refers to is stored, so the log reads whole from the public
+%% branch and its commit counts as fully received.
+linked_log_session_test() ->
+    L = hm_mrdt_linked_log,
+    Publish = fun(Map, N, Id, Sess) ->
+                      M1 = maps:merge(Map, maps:from_list(hm_mrdt_session:objects(Sess))),
+                      {ok, N1, St} = hm_mrdt_node:publish(N, map_store(M1), Id,
+                                                          hm_mrdt_session:pending(Sess)),
+                      {apply_writes(M1, St), N1}
+              end,
+    Write = fun(Map, Sess, E) ->
+                    {ok, S1} = hm_mrdt_session:write(Sess, map_store(Map), log, L, E),
+                    S1
+            end,
+    Read = fun(Map, N) ->
+                   St = map_store(Map),
+                   Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
+                   Head = hm_mrdt_node:head(N),
+                   {hm_mrdt_history:complete(St, Head),
+                    L:read(value(Map, Head, log), Fetch)}
+           end,
+    N0 = hm_mrdt_node:open(hm_mrdt_node:open(hm_mrdt_node:new(n1, none), s1, none), s2, none),
+    S1 = Write(#{}, Write(#{}, hm_mrdt_session:new(s1, none), {1, a}), {2, b}),
+    ?assertEqual({ok, [{2, b}, {1, a}]}, hm_mrdt_session:read(S1, map_store(#{}), log)),
+    {M1, N1} = Publish(#{}, N0, s1, S1),
+    ?assertEqual({true, [{2, b}, {1, a}]}, Read(M1, N1)),
+    %% s2 appends twice on the empty base while s1 publishes, then refreshes and publishes
+    S2 = Write(M1, Write(M1, hm_mrdt_session:new(s2, none), {3, c}), {4, d}),
+    {ok, S2r} = hm_mrdt_session:rebase(S2, map_store(M1), hm_mrdt_node:head(N1)),
+    N2 = hm_mrdt_node:open(N1, s2, hm_mrdt_node:head(N1)),
+    {M2, N3} = Publish(M1, N2, s2, S2r),
+    ?assertEqual({true, [{4, d}, {3, c}, {2, b}, {1, a}]}, Read(M2, N3)).
+
 %% Two roots that share no history: nothing to collect.
 gc_disjoint_test() ->
     {M1, A} = incr(#{}, none, 1),

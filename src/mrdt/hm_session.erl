@@ -182,11 +182,13 @@ handle_call({write, Key, Type, Value}, _, S = #{cache := C}) ->
         {ok, Sess} -> {reply, ok, S#{session := Sess, cache := maps:remove(Key, C)}};
         {error, _} = E -> {reply, E, S}
     end;
-handle_call(publish, _, S = #{server := Server, id := Id}) ->
+handle_call(publish, _, S = #{tab := Tab, server := Server, id := Id}) ->
     Sess = session(S),
     case hm_mrdt_session:pending(Sess) of
         P when map_size(P) =:= 0 -> {reply, ok, S};
         P ->
+            %% linked values the writes refer to, before the commit that names the writes
+            ok = hm_mrdt_store:write(Tab, hm_mrdt_session:objects(Sess), []),
             case hm_mrdt_server:publish(Server, Id, P) of
                 {ok, Head} ->
                     {reply, ok, S#{session := hm_mrdt_session:published(Sess, Head),
