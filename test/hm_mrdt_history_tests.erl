@@ -153,7 +153,7 @@ equal_values_merge_test() ->
     Big = binary:copy(<<1>>, 1000),
     {M5, C} = commit(M4, AB, #{y => {hm_mrdt_set, [Big]}}, c),
     ?assertEqual([Big], value(M5, C, y)),
-    ?assertMatch([_], [B1 || {{block, _}, {blob, hm_mrdt_set, _, _} = B1} <- maps:to_list(M5)]).
+    ?assertMatch([_], [Blob || {{block, _}, {blob, hm_mrdt_set, _, _} = Blob} <- maps:to_list(M5)]).
 
 %% A linked log appended twice between publishes, and rebased over another session's append:
 %% every value the published one refers to is stored, so the log reads whole from the public
