@@ -184,11 +184,14 @@ faults: bootstrap
 	HM_FAULTS_SECONDS=$(HM_FAULTS_SECONDS) $(REBAR) ct --suite test/hm_faults_SUITE
 	HM_LOAD=full $(REBAR) ct --suite test/hm_ec_SUITE --case partition_under_full_load
 
-## make bench-sessions: sessions over mergeable types against plain EC tables
-## (bench/mrdt_bench.erl): 3 nodes, 1 to 128 clients, 80 % reads, every write published;
-## repository size after collection; log append time, blob log against linked log
-## -> bench/results/sessions-<date>.md. BENCH_PROFILE=full for 8 client counts and 32k
-## operations.
+## make bench-sessions: sessions over mergeable types (bench/mrdt_bench.erl), 3 peer nodes:
+## overhead against plain EC tables by clients (1 to 128; 80 % reads; publish after every
+## write, every 10 or every 100 operations), counter throughput under conflicts (publish and
+## refresh every 100 operations), log append time by log length (blob log against linked
+## log), storage after 32k operations with and without history collection
+## -> bench/results/sessions-<yyyymmdd-hhmm>.md and the generated part of the sessions section
+## of bench/REPORT.md. About 2 minutes. BENCH_PROFILE=full: 8 client counts, 32k operations,
+## key spaces 1024 and 4096.
 BENCH_PROFILE ?= quick
 SESSIONS_RESULTS = bench/results/sessions-$(shell date +%Y%m%d-%H%M).md
 bench-sessions: compile

@@ -214,41 +214,32 @@ add(S = #{sessions := Ss, next := E}, Id) ->
 
 publish(S0 = #{sessions := Ss}, Id) ->
     Ses = #{node := N, sess := Sess} = maps:get(Id, Ss),
-    case hm_mrdt_session:squash(Sess, store(S0, N)) of
-        {unchanged, _, _} -> S0;
-        {C, Sess1, St} ->
-            S1 = write(S0, N, hm_mrdt_history:writes(St), []),
-            #{nodest := NS} = S1,
-            case hm_mrdt_node:publish(maps:get(N, NS), store(S1, N), Id, C) of
-                {ok, NSt, St2} ->
+    case hm_mrdt_session:pending(Sess) of
+        P when map_size(P) =:= 0 -> S0;
+        P ->
+            S00 = write(S0, N, hm_mrdt_session:objects(Sess), []),
+            #{nodest := NS} = S00,
+            case hm_mrdt_node:publish(maps:get(N, NS), store(S00, N), Id, P) of
+                {ok, NSt, St} ->
                     Head = hm_mrdt_node:head(NSt),
-                    S2 = save(S1#{nodest := NS#{N := NSt}}, N, St2),
-                    #{published := P, elems := Es} = S2,
-                    bump(S2#{sessions := Ss#{Id := Ses#{sess := hm_mrdt_session:published(Sess1, Head),
+                    S1 = save(S00#{nodest := NS#{N := NSt}}, N, St),
+                    #{published := Pub, elems := Es} = S1,
+                    bump(S1#{sessions := Ss#{Id := Ses#{sess := hm_mrdt_session:published(Sess, Head),
                                                         incr := 0, elems := []}},
-                             published := P + maps:get(incr, Ses),
+                             published := Pub + maps:get(incr, Ses),
                              elems := maps:get(elems, Ses) ++ Es}, publishes, 1);
                 {conflict, R} -> throw({check, {publish_conflict, R}})
             end
     end.
 
 %% Every session of node N publishes at once (the server's group commit).
-publish_group(S0 = #{sessions := Ss0}, N) ->
-    Ids = lists:sort([Id || {Id, #{node := M}} <- maps:to_list(Ss0), M =:= N]),
-    {Commits, S1} = lists:foldl(
-                      fun(Id, {Cs, Acc = #{sessions := Ss}}) ->
-                              Ses = #{sess := Sess} = maps:get(Id, Ss),
-                              case hm_mrdt_session:squash(Sess, store(Acc, N)) of
-                                  {unchanged, _, _} -> {Cs, Acc};
-                                  {C, Sess1, St} ->
-                                      Acc1 = write(Acc, N, hm_mrdt_history:writes(St), []),
-                                      {[{Id, C} | Cs], Acc1#{sessions := Ss#{Id := Ses#{sess := Sess1}}}}
-                              end
-                      end, {[], S0}, Ids),
-    #{nodest := NS} = S1,
-    {NSt, St2, Results} = hm_mrdt_node:publish_many(maps:get(N, NS), store(S1, N), lists:reverse(Commits)),
+publish_group(S00 = #{sessions := Ss0}, N) ->
+    Mine = [{Id, Sess} || {Id, #{node := M, sess := Sess}} <- lists:sort(maps:to_list(Ss0)), M =:= N],
+    S0 = #{nodest := NS} = write(S00, N, lists:append([hm_mrdt_session:objects(Sess) || {_, Sess} <- Mine]), []),
+    Batch = [{Id, P} || {Id, Sess} <- Mine, P <- [hm_mrdt_session:pending(Sess)], map_size(P) > 0],
+    {NSt, St, Results} = hm_mrdt_node:publish_many(maps:get(N, NS), store(S0, N), Batch),
     Head = hm_mrdt_node:head(NSt),
-    S2 = save(S1#{nodest := NS#{N := NSt}}, N, St2),
+    S1 = save(S0#{nodest := NS#{N := NSt}}, N, St),
     lists:foldl(fun({Id, ok}, Acc = #{sessions := Ss, published := P, elems := Es}) ->
                         Ses = #{sess := Sess} = maps:get(Id, Ss),
                         bump(Acc#{sessions := Ss#{Id := Ses#{sess := hm_mrdt_session:published(Sess, Head),
@@ -256,7 +247,7 @@ publish_group(S0 = #{sessions := Ss0}, N) ->
                                   published := P + maps:get(incr, Ses),
                                   elems := maps:get(elems, Ses) ++ Es}, publishes, 1);
                    ({_, {conflict, R}}, _) -> throw({check, {publish_conflict, R}})
-                end, S2, Results).
+                end, S1, Results).
 
 refresh(S0, Id) ->
     #{node := N} = maps:get(Id, maps:get(sessions, S0)),

@@ -25,7 +25,7 @@
 all() -> [atomic_visibility, partition_publish_heal, gc_bounded, errors].
 
 init_per_suite(Config) ->
-    C = hm_cluster:start(#{nodes => 3, prefix => "mrdt", modules => [?MODULE],
+    C = hm_cluster:start(#{nodes => 3, prefix => "sessk", modules => [?MODULE],
                            app_env => [{max_backoff_ms, 500}, {mrdt_interval_ms, 200}],
                            log_filter => {mrdt_netsplit, {fun hm_cluster:netsplit_filter/2, []}}}),
     [{cluster, C} | Config].

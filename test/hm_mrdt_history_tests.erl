@@ -98,6 +98,97 @@ gc_test() ->
     %% nothing to collect twice
     ?assertMatch(#{delete := []}, hm_mrdt_history:gc_plan(map_store(M2), [Head, Side], [])).
 
+%% A merge shares every bucket only one side changed: merging two commits that each changed
+%% a key of another bucket writes a tree and a commit, no leaf; keys of one bucket changed on
+%% both sides make one new leaf.
+merge_shares_leaves_test() ->
+    Keys = lists:seq(1, 200),
+    {M0, Base} = commit(#{}, none, maps:from_list([{K, {hm_mrdt_counter, 0}} || K <- Keys]), base),
+    Bucket = fun(K) -> erlang:phash2(K, 64) end,
+    [K1, K2 | _] = Keys,
+    true = Bucket(K1) =/= Bucket(K2),
+    [K3 | _] = [K || K <- Keys, K =/= K1, Bucket(K) =:= Bucket(K1)],
+    {M1, A} = commit(M0, Base, #{K1 => {hm_mrdt_counter, 1}}, a),
+    {M2, B} = commit(M1, Base, #{K2 => {hm_mrdt_counter, 2}}, b),
+    NewBlocks = fun(Map, X, Y) ->
+                        {ok, M, St} = hm_mrdt_history:merge_commits(map_store(Map), X, Y),
+                        {M, lists:sort([element(1, Blk) || {{block, _}, Blk} <- hm_mrdt_history:writes(St)])}
+                end,
+    {AB, Written} = NewBlocks(M2, A, B),
+    ?assertEqual([commit, tree], Written),
+    {M3, _} = merge(M2, A, B),
+    ?assertEqual([{K1, 1}, {K2, 2}, {K3, 0}], [{K, value(M3, AB, K)} || K <- [K1, K2, K3]]),
+    {M4, C} = commit(M3, Base, #{K3 => {hm_mrdt_counter, 3}}, c),
+    {AC, Written2} = NewBlocks(M4, A, C),
+    ?assertEqual([commit, leaf, tree], Written2),
+    {M5, _} = merge(M4, A, C),
+    ?assertEqual([{K1, 1}, {K2, 0}, {K3, 3}], [{K, value(M5, AC, K)} || K <- [K1, K2, K3]]).
+
+%% Writes made over one tree carried onto a newer one: an unchanged key keeps the written
+%% value, a changed counter merges (LCA the old value), a key of another type conflicts,
+%% and the overlay (writes of an earlier publish of the same group) counts as the newer side.
+merge_writes_test() ->
+    C = hm_mrdt_counter,
+    {M1, Old} = commit(#{}, none, #{a => {C, 1}, b => {C, 10}, s => {hm_mrdt_set, []}}, old),
+    {M2, New} = commit(M1, Old, #{b => {C, 15}, s => {hm_mrdt_set, [x]}}, new),
+    St = map_store(M2),
+    [TO, TN] = [hm_mrdt_history:tree_of(St, X) || X <- [Old, New]],
+    ?assertEqual({ok, #{a => {C, 2}, b => {C, 17}, n => {C, 5}}},
+                 hm_mrdt_history:merge_writes(St, TO, TN, #{a => {C, 2}, b => {C, 12}, n => {C, 5}})),
+    ?assertEqual({conflict, {s, {type_mismatch, hm_mrdt_set, C}}},
+                 hm_mrdt_history:merge_writes(St, TO, TN, #{s => {C, 1}})),
+    ?assertEqual({ok, #{a => {C, 8}}},
+                 hm_mrdt_history:merge_writes(St, TO, TN, #{a => {C, 4}}, #{a => {C, 5}})),
+    ?assertEqual({ok, #{a => {C, 3}}}, hm_mrdt_history:merge_writes(St, TN, TN, #{a => {C, 3}})).
+
+%% Small values live in their leaf: two sides that reach the same value by two changes
+%% (each adds 2) still merge with the type (5 + 2 + 2), not as one version.
+equal_values_merge_test() ->
+    {M1, L} = commit(#{}, none, #{x => {hm_mrdt_counter, 5}}, l),
+    {M2, A} = commit(M1, L, #{x => {hm_mrdt_counter, 7}}, a),
+    {M3, B} = commit(M2, L, #{x => {hm_mrdt_counter, 7}}, b),
+    {M4, AB} = merge(M3, A, B),
+    ?assertEqual(9, value(M4, AB, x)),
+    %% a large value has a blob of its own
+    Big = binary:copy(<<1>>, 1000),
+    {M5, C} = commit(M4, AB, #{y => {hm_mrdt_set, [Big]}}, c),
+    ?assertEqual([Big], value(M5, C, y)),
+    ?assertMatch([_], [Blob || {{block, _}, {blob, hm_mrdt_set, _, _} = Blob} <- maps:to_list(M5)]).
+
+%% A linked log appended twice between publishes, and rebased over another session's append:
+%% every value the published one refers to is stored, so the log reads whole from the public
+%% branch and its commit counts as fully received.
+linked_log_session_test() ->
+    L = hm_mrdt_linked_log,
+    Publish = fun(Map, N, Id, Sess) ->
+                      M1 = maps:merge(Map, maps:from_list(hm_mrdt_session:objects(Sess))),
+                      {ok, N1, St} = hm_mrdt_node:publish(N, map_store(M1), Id,
+                                                          hm_mrdt_session:pending(Sess)),
+                      {apply_writes(M1, St), N1}
+              end,
+    Write = fun(Map, Sess, E) ->
+                    {ok, S1} = hm_mrdt_session:write(Sess, map_store(Map), log, L, E),
+                    S1
+            end,
+    Read = fun(Map, N) ->
+                   St = map_store(Map),
+                   Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
+                   Head = hm_mrdt_node:head(N),
+                   {hm_mrdt_history:complete(St, Head),
+                    L:read(value(Map, Head, log), Fetch)}
+           end,
+    N0 = hm_mrdt_node:open(hm_mrdt_node:open(hm_mrdt_node:new(n1, none), s1, none), s2, none),
+    S1 = Write(#{}, Write(#{}, hm_mrdt_session:new(s1, none), {1, a}), {2, b}),
+    ?assertEqual({ok, [{2, b}, {1, a}]}, hm_mrdt_session:read(S1, map_store(#{}), log)),
+    {M1, N1} = Publish(#{}, N0, s1, S1),
+    ?assertEqual({true, [{2, b}, {1, a}]}, Read(M1, N1)),
+    %% s2 appends twice on the empty base while s1 publishes, then refreshes and publishes
+    S2 = Write(M1, Write(M1, hm_mrdt_session:new(s2, none), {3, c}), {4, d}),
+    {ok, S2r} = hm_mrdt_session:rebase(S2, map_store(M1), hm_mrdt_node:head(N1)),
+    N2 = hm_mrdt_node:open(N1, s2, hm_mrdt_node:head(N1)),
+    {M2, N3} = Publish(M1, N2, s2, S2r),
+    ?assertEqual({true, [{4, d}, {3, c}, {2, b}, {1, a}]}, Read(M2, N3)).
+
 %% Two roots that share no history: nothing to collect.
 gc_disjoint_test() ->
     {M1, A} = incr(#{}, none, 1),

@@ -13,7 +13,9 @@
 %% written in order. Keys and values:
 %% <ul>
 %% <li>`{block, Hash}': `{commit, Parents, Tree, Height}', `{tree, #{Bucket => LeafHash},
-%% Nonce}', `{leaf, #{Key => {Type, BlobHash}}, Nonce}', `{blob, Type, Value, Nonce}'. Keys are
+%% Nonce}', `{leaf, #{Key => {Type, BlobHash | {v, Value}}}, Nonce}', `{blob, Type, Value,
+%% Nonce}'. A value of at most 256 bytes (external format) is kept in its leaf (`{v, Value}'),
+%% a larger one in a blob of its own: a small value costs no record and no read. Keys are
 %% spread over 64 buckets, so a commit that changes a few keys writes a few small blocks and
 %% shares the rest with its parent.</li>
 %% <li>`{obj, Hash}': a value of a type with references (`hm_mrdt:refs/2'), addressed by
@@ -41,16 +43,18 @@
 
 -export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2]).
 -export([commit/3, commit_info/2, tree_of/2, lookup/3, read/3, write_tree/3, entries/2]).
--export([lcas/3, is_ancestor/3, merge_commits/3, merge_with_lca/4, merge_trees/4,
+-export([lcas/3, is_ancestor/3, merge_commits/3, merge_writes/4, merge_writes/5, merge_trees/4,
          complete/2, max_graft/1, gc_plan/3]).
 -export_type([store/0, hash/0, key/0, commit/0, entry/0, gc_plan/0]).
 
 -define(BUCKETS, 64).
+%% Values up to this many bytes (external format) are kept in their leaf, not in a blob.
+-define(INLINE, 256).
 
 -type hash() :: hm_mrdt:hash().
 -type key() :: {block, hash()} | {obj, hash()} | {graft, hash()} | {cache, [hash()]}.
 -type commit() :: hash() | none.
--type entry() :: {module(), hash()}.
+-type entry() :: {module(), hash() | {v, term()}}.
 -opaque store() :: #{fetch := fun((key()) -> {ok, term()} | not_found),
                      new := #{key() => term()},
                      order := [key()],
@@ -152,7 +156,7 @@ leaf(St, L) ->
     {leaf, Es, _} = block(St, L),
     Es.
 
-%% @doc The entry `{Type, BlobHash}' of `Key' in a tree.
+%% @doc The entry `{Type, BlobHash | {v, Value}}' of `Key' in a tree.
 -spec lookup(store(), hash() | empty, term()) -> {ok, entry()} | not_found.
 lookup(St, T, Key) ->
     case maps:find(bucket(Key), buckets(St, T)) of
@@ -168,11 +172,12 @@ read(St, T, Key) ->
         _ -> not_found
     end.
 
+blob(_, {v, V}) -> V;
 blob(St, B) ->
     {blob, _, V, _} = block(St, B),
     V.
 
-%% @doc Every `{Key, {Type, BlobHash}}' of a tree.
+%% @doc Every `{Key, {Type, BlobHash | {v, Value}}}' of a tree.
 -spec entries(store(), hash() | empty) -> [{term(), entry()}].
 entries(St, T) ->
     lists:append([maps:to_list(leaf(St, L)) || L <- maps:values(buckets(St, T))]).
@@ -195,7 +200,10 @@ put_blob(St, Type, V) ->
                           true -> [V];
                           false -> []
                       end),
-    put_block(St1, {blob, Type, V, nonce(St)}).
+    case erlang:external_size(V) =< ?INLINE of
+        true -> {{v, V}, St1};
+        false -> put_block(St1, {blob, Type, V, nonce(St)})
+    end.
 
 %% Base with these entries set (`none' entries removed).
 set_entries(St0, Base, Entries) ->
@@ -328,21 +336,6 @@ merged_lca(St, [L1, L2 | Ls]) ->
                end,
     merged_lca(St2, [M | Ls]).
 
-%% @doc Merge `A' and `B' whose LCA is known to be `L' (a publish: `L' is the session's base,
-%% an ancestor of the public branch `A').
--spec merge_with_lca(store(), commit(), commit(), commit()) ->
-          {ok, commit(), store()} | {conflict, term()}.
-merge_with_lca(St, L, A, B) ->
-    try
-        case {A, B} of
-            {L, _} -> {ok, B, St};
-            {_, L} -> {ok, A, St};
-            _ -> three_way(St, L, A, B)
-        end
-    catch throw:{conflict, _} = C -> C;
-          throw:{missing, K} -> {conflict, {missing, K}}
-    end.
-
 three_way(St0, L, A, B) ->
     Nonce0 = nonce(St0),
     St1 = set_nonce(St0, {merge, lists:sort([A, B])}),
@@ -353,8 +346,77 @@ three_way(St0, L, A, B) ->
         {conflict, _} = Conflict -> throw(Conflict)
     end.
 
+%% @doc Carry writes made over tree `Old' onto tree `New' (a descendant): each key written
+%% (`#{Key => {Type, Value}}') merges with its type, the LCA being the key's value in `Old'
+%% and the other side its value in `New'; a key unchanged between the two keeps the written
+%% value. This is a publish onto a public branch that moved since the session's base, and a
+%% refresh that moves a session with unpublished writes. `{conflict, {Key, Reason}}' when a
+%% type refuses.
+-spec merge_writes(store(), hash() | empty, hash() | empty, #{term() => {module(), term()}}) ->
+          {ok, #{term() => {module(), term()}}} | {conflict, term()}.
+merge_writes(_, T, T, Writes) -> {ok, Writes};
+merge_writes(St, Old, New, Writes) -> merge_writes(St, Old, New, #{}, Writes).
+
+%% @doc {@link merge_writes/4} onto tree `New' overlaid with `Over' (writes not yet stored
+%% in a tree: a group of publishes merged one after the other into one commit).
+-spec merge_writes(store(), hash() | empty, hash() | empty, #{term() => {module(), term()}},
+                   #{term() => {module(), term()}}) ->
+          {ok, #{term() => {module(), term()}}} | {conflict, term()}.
+merge_writes(_, T, T, Over, Writes) when map_size(Over) =:= 0 -> {ok, Writes};
+merge_writes(St, Old, New, Over, Writes) ->
+    %% each tree's bucket map is read once; a key whose entry (type and blob) is the same in
+    %% both trees is unchanged, without reading its value
+    {BOld, BNew} = {buckets(St, Old), buckets(St, New)},
+    try {ok, maps:map(fun(K, {T, V}) -> merge_write(St, K, T, V, BOld, BNew, Over) end, Writes)}
+    catch throw:{conflict, _} = C -> C
+    end.
+
+merge_write(St, K, T, V, BOld, BNew, Over) ->
+    EOld = entry_in(St, BOld, K),
+    Now = case Over of
+              #{K := {TO, VO}} -> {value, TO, VO};
+              _ -> entry_in(St, BNew, K)
+          end,
+    case Now of
+        {ok, {T2, _}} when T2 =/= T -> throw({conflict, {K, {type_mismatch, T2, T}}});
+        {value, T2, _} when T2 =/= T -> throw({conflict, {K, {type_mismatch, T2, T}}});
+        EOld -> {T, V};
+        not_found -> {T, V};
+        _ ->
+            L = case EOld of
+                    {ok, {T, HL}} -> blob(St, HL);
+                    _ -> none
+                end,
+            A = case Now of
+                    {ok, {_, HA}} -> blob(St, HA);
+                    {value, _, VA} -> VA
+                end,
+            case A of
+                L -> {T, V};
+                _ ->
+                    case hm_mrdt:merge(T, L, A, V) of
+                        {ok, M} -> {T, M};
+                        {conflict, R} -> throw({conflict, {K, R}})
+                    end
+            end
+    end.
+
+%% The entry of a key in a tree's bucket map: `{ok, Entry}' or `not_found'.
+entry_in(St, Buckets, K) ->
+    case maps:find(bucket(K), Buckets) of
+        {ok, L} ->
+            case maps:find(K, leaf(St, L)) of
+                {ok, E} -> {ok, E};
+                error -> not_found
+            end;
+        error -> not_found
+    end.
+
 %% @doc Three-way merge of trees, bucket by bucket and key by key; a key both sides changed
 %% merges with its type (see {@link hm_mrdt_map} for the rules on keys present on one side).
+%% A bucket only one side changed is taken from that side as it is (its leaf is shared, not
+%% rewritten); only a bucket both sides changed gets a new leaf, and only when its merged
+%% entries differ from both sides'.
 -spec merge_trees(store(), hash() | empty, hash() | empty, hash() | empty) ->
           {ok, hash() | empty, store()} | {conflict, term()}.
 merge_trees(St, _, T, T) -> {ok, T, St};
@@ -363,18 +425,39 @@ merge_trees(St, L, A, L) -> {ok, A, St};
 merge_trees(St0, L, A, B) ->
     try
         {BL, BA, BB} = {buckets(St0, L), buckets(St0, A), buckets(St0, B)},
-        Changed = [Bk || Bk <- lists:usort(maps:keys(BA) ++ maps:keys(BB)),
-                         maps:get(Bk, BA, none) =/= maps:get(Bk, BB, none)],
-        {Entries, St} = lists:foldl(
-                          fun(Bk, {Acc, S}) ->
-                                  merge_leaves(S, leaf(S, maps:get(Bk, BL, none)),
-                                               leaf(S, maps:get(Bk, BA, none)),
-                                               leaf(S, maps:get(Bk, BB, none)), Acc)
-                          end, {#{}, St0}, Changed),
-        %% Entries are set over A: A's buckets the merge did not touch stay as they are.
-        {T, St1} = set_entries(St, A, Entries),
-        {ok, T, St1}
+        {Bs, St1} = lists:foldl(
+                      fun(Bk, {Acc, S}) ->
+                              {LL, LA, LB} = {maps:get(Bk, BL, none), maps:get(Bk, BA, none),
+                                              maps:get(Bk, BB, none)},
+                              {Leaf, S1} = merge_bucket(S, LL, LA, LB),
+                              {set_bucket(Acc, Bk, Leaf), S1}
+                      end, {BA, St0}, lists:usort(maps:keys(BA) ++ maps:keys(BB))),
+        if Bs =:= BA, Bs =:= BB -> {ok, min(A, B), St1};
+           Bs =:= BA -> {ok, A, St1};
+           Bs =:= BB -> {ok, B, St1};
+           map_size(Bs) =:= 0 -> {ok, empty, St1};
+           true -> {T, St2} = put_block(St1, {tree, Bs, nonce(St1)}),
+                   {ok, T, St2}
+        end
     catch throw:{conflict, _} = C -> C
+    end.
+
+set_bucket(Bs, Bk, none) -> maps:remove(Bk, Bs);
+set_bucket(Bs, Bk, Leaf) -> Bs#{Bk => Leaf}.
+
+%% One bucket's leaf after the merge (`none': no leaf).
+merge_bucket(St, _, X, X) -> {X, St};
+merge_bucket(St, X, X, Y) -> {Y, St};
+merge_bucket(St, X, Y, X) -> {Y, St};
+merge_bucket(St0, LL, LA, LB) ->
+    {EA, EB} = {leaf(St0, LA), leaf(St0, LB)},
+    {Es, St} = merge_leaves(St0, leaf(St0, LL), EA, EB, #{}),
+    Merged = maps:filter(fun(_, E) -> E =/= none end, Es),
+    if Merged =:= EA, Merged =:= EB -> {min(LA, LB), St};
+       Merged =:= EA -> {LA, St};
+       Merged =:= EB -> {LB, St};
+       map_size(Merged) =:= 0 -> {none, St};
+       true -> put_block(St, {leaf, Merged, nonce(St)})
     end.
 
 merge_leaves(St0, LL, LA, LB, Acc0) ->
@@ -387,7 +470,9 @@ merge_leaves(St0, LL, LA, LB, Acc0) ->
 
 merge_entry(St, _, X, X, Y) -> {found(Y), St};
 merge_entry(St, _, X, Y, X) -> {found(Y), St};
-merge_entry(St, _, _, Y, Y) -> {found(Y), St};
+%% the same blob is the same version; two equal values kept in leaves may be two changes
+%% (two increments of a counter by the same amount), which only the type can merge
+merge_entry(St, _, _, {ok, {_, H}} = Y, Y) when is_binary(H) -> {found(Y), St};
 merge_entry(St, _, _, {ok, E}, error) -> {E, St};
 merge_entry(St, _, _, error, {ok, E}) -> {E, St};
 merge_entry(St, K, L, {ok, {T, HA}}, {ok, {T, HB}}) ->
@@ -422,8 +507,8 @@ complete(St, C) ->
                      end,
         Collected = max_graft(St) >= H - 1 orelse get(St, {graft, C}) =/= not_found,
         _ = [block(St, P) || P <- Ps, not Collected],
-        lists:foreach(fun({_, {_, B}}) ->
-                              {blob, Type, V, _} = block(St, B),
+        lists:foreach(fun({_, {Type, B}}) ->
+                              V = blob(St, B),
                               lists:foreach(fun(R) -> present(St, {obj, R}) end,
                                             hm_mrdt:refs(Type, V))
                       end, entries(St, T)),
@@ -568,6 +653,8 @@ reach_leaf(_, L, Acc) when is_map_key(L, Acc) -> Acc;
 reach_leaf(St, L, Acc) ->
     case get(St, {block, L}) of
         {ok, {leaf, Es, _}} ->
-            maps:fold(fun(_, {_, B}, A) -> A#{B => true} end, Acc#{L => true}, Es);
+            maps:fold(fun(_, {_, {v, _}}, A) -> A;
+                         (_, {_, B}, A) -> A#{B => true}
+                      end, Acc#{L => true}, Es);
         _ -> Acc
     end.

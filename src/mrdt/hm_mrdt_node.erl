@@ -43,51 +43,53 @@ open(N = #{sessions := Ss}, Id, Base) -> N#{sessions := Ss#{Id => Base}}.
 -spec close(state(), term()) -> state().
 close(N = #{sessions := Ss}, Id) -> N#{sessions := maps:remove(Id, Ss)}.
 
-%% @doc Publish: merge a session's squashed commit `C' (on `Base') into the public branch;
-%% the LCA is `Base'. Returns the new head; the session is then based on it.
--spec publish(state(), hm_mrdt_history:store(), term(), hm_mrdt_history:hash()) ->
+%% @doc Publish: squash session `Id''s pending writes (`#{Key => {Type, Value}}', made over
+%% its base) into one commit on the public branch. A key the branch changed since the base
+%% merges with its type, the base being the LCA ({@link hm_mrdt_history:merge_writes/4}).
+%% Returns the new head; the session is then based on it.
+-spec publish(state(), hm_mrdt_history:store(), term(), #{term() => {module(), term()}}) ->
           {ok, state(), hm_mrdt_history:store()} | {conflict, term()}.
-publish(N = #{head := H, sessions := Ss}, St, Id, C) ->
-    Base = maps:get(Id, Ss, none),
-    case hm_mrdt_history:merge_with_lca(St, Base, H, C) of
-        {ok, M, St1} -> {ok, N#{head := M, sessions := Ss#{Id => M}}, St1};
-        {conflict, _} = Conflict -> Conflict
+publish(N, St, Id, Writes) ->
+    case publish_many(N, St, [{Id, Writes}]) of
+        {N1, St1, [{Id, ok}]} -> {ok, N1, St1};
+        {_, _, [{Id, Conflict}]} -> Conflict
     end.
 
-%% @doc Publish several sessions' commits at once (group commit): each squashed commit `C_i'
-%% on base `B_i' is merged into the tree so far with `B_i''s tree as the LCA (every base is an
-%% ancestor of the head), and one commit with the head and every `C_i' as parents becomes the
-%% new head (a single commit on the head is a fast-forward). A commit whose merge conflicts is
-%% left out and reported. Every session published is then based on the new head.
--spec publish_many(state(), hm_mrdt_history:store(), [{term(), hm_mrdt_history:hash()}]) ->
+%% @doc Publish several sessions' writes at once (group commit): each session's writes are
+%% merged, in turn, onto the public branch's tree with the writes of the sessions before it,
+%% its base's tree being the LCA (every base is an ancestor of the head), and one commit on
+%% the head holds them all. A session whose merge conflicts is left out and reported. Every
+%% session published is then based on the new head. The commit's new blocks carry a nonce
+%% naming this node, the head and the sessions, so they are new names.
+-spec publish_many(state(), hm_mrdt_history:store(),
+                   [{term(), #{term() => {module(), term()}}}]) ->
           {state(), hm_mrdt_history:store(), [{term(), ok | {conflict, term()}}]}.
-publish_many(N, St, [{Id, C}]) ->
-    case publish(N, St, Id, C) of
-        {ok, N1, St1} -> {N1, St1, [{Id, ok}]};
-        {conflict, _} = Conflict -> {N, St, [{Id, Conflict}]}
-    end;
-publish_many(N = #{head := H, sessions := Ss}, St0, Commits) ->
+publish_many(N = #{node := Me, head := H, sessions := Ss}, St0, Batch) ->
     Nonce = hm_mrdt_history:nonce(St0),
-    St1 = hm_mrdt_history:set_nonce(St0, {group, H, [C || {_, C} <- Commits]}),
-    {Tree, Parents, St2, Results} =
+    St1 = hm_mrdt_history:set_nonce(St0, {publish, Me, H, [Id || {Id, _} <- Batch]}),
+    HeadTree = hm_mrdt_history:tree_of(St1, H),
+    {Writes, Results} =
         lists:foldl(
-          fun({Id, C}, {T, Ps, St, Rs}) ->
-                  L = hm_mrdt_history:tree_of(St, maps:get(Id, Ss, none)),
-                  case hm_mrdt_history:merge_trees(St, L, T, hm_mrdt_history:tree_of(St, C)) of
-                      {ok, T1, StM} -> {T1, [C | Ps], StM, [{Id, ok} | Rs]};
-                      {conflict, _} = Conflict -> {T, Ps, St, [{Id, Conflict} | Rs]}
+          fun({Id, P}, {W, Rs}) ->
+                  Base = hm_mrdt_history:tree_of(St1, maps:get(Id, Ss, none)),
+                  case hm_mrdt_history:merge_writes(St1, Base, HeadTree, W, P) of
+                      {ok, P1} -> {maps:merge(W, P1), [{Id, ok} | Rs]};
+                      {conflict, _} = Conflict -> {W, [{Id, Conflict} | Rs]}
                   end
-          end, {hm_mrdt_history:tree_of(St1, H), [], St1, []}, Commits),
-    case Parents of
-        [] -> {N, St0, lists:reverse(Results)};
+          end, {#{}, []}, Batch),
+    case map_size(Writes) of
+        0 -> {N#{sessions := rebased(Ss, Results, H)}, St0, lists:reverse(Results)};
         _ ->
-            {M, St3} = hm_mrdt_history:commit(St2, [P || P <- [H | Parents], P =/= none], Tree),
-            Ss1 = lists:foldl(fun({Id, ok}, Acc) -> Acc#{Id => M};
-                                 (_, Acc) -> Acc
-                              end, Ss, Results),
-            {N#{head := M, sessions := Ss1}, hm_mrdt_history:set_nonce(St3, Nonce),
-             lists:reverse(Results)}
+            {T, St2} = hm_mrdt_history:write_tree(St1, HeadTree, Writes),
+            {M, St3} = hm_mrdt_history:commit(St2, [P || P <- [H], P =/= none], T),
+            {N#{head := M, sessions := rebased(Ss, Results, M)},
+             hm_mrdt_history:set_nonce(St3, Nonce), lists:reverse(Results)}
     end.
+
+rebased(Ss, Results, Head) ->
+    lists:foldl(fun({Id, ok}, Acc) -> Acc#{Id => Head};
+                   (_, Acc) -> Acc
+                end, Ss, Results).
 
 %% @doc Remote refresh: merge into the head every other node's head (`Records': node to
 %% branch record) that is new, fully received and not already included. Returns the state,

@@ -9,7 +9,10 @@
 %% {@link hm_mrdt_node:publish_many/3}).
 %%
 %% Every `interval' milliseconds (application environment `mrdt_interval_ms', default 1000)
-%% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/4}). A
+%% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/5}), unless
+%% the application environment `mrdt_collect' is `false' (read on every tick; then history
+%% is only collected on {@link gc/1}, and the repository keeps every version, as Banyan
+%% does). A
 %% session whose process dies is closed. After a restart the public branch is read back from
 %% the node's branch record; the sessions of before are gone, so the record is rewritten
 %% without their bases. It stops when the repository's table is deleted.
@@ -34,10 +37,10 @@ name(Repo) -> list_to_atom("hm_mrdt_server_" ++ atom_to_list(Repo)).
 -spec connect(pid(), pid()) -> {ok, reference(), hm_mrdt_history:commit()}.
 connect(Server, Owner) -> gen_server:call(Server, {connect, Owner}, infinity).
 
-%% @doc Merge session `Id''s commit `C' (its blocks already written) into the public branch.
--spec publish(pid(), reference(), hm_mrdt_history:hash()) ->
+%% @doc Squash session `Id''s pending writes into a commit of the public branch.
+-spec publish(pid(), reference(), #{term() => {module(), term()}}) ->
           {ok, hm_mrdt_history:commit()} | {conflict, term()}.
-publish(Server, Id, C) -> gen_server:call(Server, {publish, Id, C}, infinity).
+publish(Server, Id, Writes) -> gen_server:call(Server, {publish, Id, Writes}, infinity).
 
 %% @doc Remote refresh; returns the public branch's head.
 -spec refresh(pid(), reference()) -> {ok, hm_mrdt_history:commit()}.
@@ -52,7 +55,7 @@ rebased(Server, Id, Base) -> gen_server:call(Server, {rebased, Id, Base}, infini
 close(Server, Id) -> gen_server:call(Server, {close, Id}, infinity).
 
 waiting_publishes() ->
-    receive {'$gen_call', From, {publish, Id, C}} -> [{From, Id, C} | waiting_publishes()]
+    receive {'$gen_call', From, {publish, Id, W}} -> [{From, Id, W} | waiting_publishes()]
     after 0 -> []
     end.
 
@@ -95,11 +98,11 @@ handle_call({connect, Owner}, _, S0) ->
     Head = hm_mrdt_node:head(N),
     {reply, {ok, Id, Head},
      save(S#{node := hm_mrdt_node:open(N, Id, Head), monitors := Ms#{MRef => Id}}, [])};
-handle_call({publish, Id, C}, From, S = #{node := N, tab := Tab}) ->
+handle_call({publish, Id, W}, From, S = #{node := N, tab := Tab}) ->
     %% group commit: every publish already waiting is merged with this one, in one commit
-    Batch = [{From, Id, C} | waiting_publishes()],
+    Batch = [{From, Id, W} | waiting_publishes()],
     {N1, St, Results} = hm_mrdt_node:publish_many(N, hm_mrdt_store:reader(Tab),
-                                                  [{I, Cm} || {_, I, Cm} <- Batch]),
+                                                  [{I, Ws} || {_, I, Ws} <- Batch]),
     S1 = save(S#{node := N1}, St),
     Head = hm_mrdt_node:head(N1),
     [gen_server:reply(F, case R of ok -> {ok, Head}; Conflict -> Conflict end)
@@ -128,12 +131,14 @@ handle_cast(_, S) -> {noreply, S}.
 
 -spec handle_info(term(), map()) -> {noreply, map()} | {stop, normal, map()}.
 handle_info(tick, S0 = #{interval := I, repo := Repo}) ->
-    case hm_mrdt_store:exists(Repo) of
-        true ->
-            {_, S} = collect(remote_refresh(S0)),
-            _ = erlang:send_after(I, self(), tick),
-            {noreply, S};
-        false -> {stop, normal, S0}          % the repository was deleted
+    try tick(S0) of
+        S -> _ = erlang:send_after(I, self(), tick),
+             {noreply, S}
+    catch Class:Reason:Stack ->
+            case hm_mrdt_store:exists(Repo) of
+                false -> {stop, normal, S0};     % deleted, before this tick or during it
+                true -> erlang:raise(Class, Reason, Stack)
+            end
     end;
 handle_info({'DOWN', MRef, process, _, _}, S = #{monitors := Ms}) ->
     case maps:take(MRef, Ms) of
@@ -143,6 +148,15 @@ handle_info({'DOWN', MRef, process, _, _}, S = #{monitors := Ms}) ->
 handle_info(_, S) -> {noreply, S}.
 
 %%% ------------------------------------------------------------------ internals
+
+%% Remote refresh, then collection unless switched off.
+tick(S0 = #{repo := Repo}) ->
+    true = hm_mrdt_store:exists(Repo),
+    S = remote_refresh(S0),
+    case application:get_env(hypermnesia, mrdt_collect, true) of
+        false -> S;
+        _ -> element(2, collect(S))
+    end.
 
 repo_nodes(#{repo := Repo}) -> hm_mrdt_store:nodes(Repo).
 

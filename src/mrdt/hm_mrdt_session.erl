@@ -4,9 +4,9 @@
 %%
 %% A session sees one commit of its node's public branch, its base, plus its own writes since
 %% its last publish or refresh (pending). Reads see pending writes first, then the base. A
-%% publish squashes the pending writes into one commit whose parent is the base
-%% ({@link squash/2}); the node merges that commit into its public branch and the session moves
-%% to the result ({@link published/2}). A refresh moves the session to a newer commit of the
+%% publish hands the pending writes and the base to the node, which squashes them into one
+%% commit on its public branch ({@link hm_mrdt_node:publish/4}); the session moves to the
+%% result ({@link published/2}). A refresh moves the session to a newer commit of the
 %% public branch and re-applies its pending writes with a three-way merge per key
 %% ({@link rebase/3}).
 %%
@@ -15,21 +15,35 @@
 %% publish makes all of them visible in one commit.
 -module(hm_mrdt_session).
 
--export([new/2, base/1, pending/1, read/3, write/5, squash/2, published/2, rebase/3]).
+-export([new/2, base/1, pending/1, objects/1, read/3, write/5, published/2, rebase/3]).
 -export_type([session/0]).
 
 -opaque session() :: #{id := term(), base := hm_mrdt_history:commit(),
-                       pending := #{term() => {module(), term()}}, seq := non_neg_integer()}.
+                       pending := #{term() => {module(), term()}},
+                       objs := #{hm_mrdt:hash() => term()}}.
 
 %% @doc A session named `Id' (unique on its node) starting at commit `Base'.
 -spec new(term(), hm_mrdt_history:commit()) -> session().
-new(Id, Base) -> #{id => Id, base => Base, pending => #{}, seq => 0}.
+new(Id, Base) -> #{id => Id, base => Base, pending => #{}, objs => #{}}.
 
 -spec base(session()) -> hm_mrdt_history:commit().
 base(#{base := B}) -> B.
 
 -spec pending(session()) -> #{term() => {module(), term()}}.
 pending(#{pending := P}) -> P.
+
+%% @doc The values of linked types (see {@link hm_mrdt:refs/2}) that pending writes replaced:
+%% the pending values refer to them by hash, so a publish must store them, as
+%% `{obj, Hash}' records, before the commit that holds the pending values.
+-spec objects(session()) -> [{{obj, hm_mrdt:hash()}, term()}].
+objects(#{objs := Os}) -> [{{obj, H}, V} || {H, V} <- lists:sort(maps:to_list(Os))].
+
+%% A linked value about to be replaced by one that refers to it, kept for the publish.
+keep(S = #{objs := Os}, T, V) ->
+    case hm_mrdt:is_linked(T) of
+        true -> S#{objs := Os#{hm_mrdt:hash(V) => V}};
+        false -> S
+    end.
 
 %% What the session sees at Key: {ok, Type, StoredValue} | not_found.
 visible(#{pending := P, base := B}, St, Key) ->
@@ -43,7 +57,13 @@ visible(#{pending := P, base := B}, St, Key) ->
 read(S, St, Key) ->
     case visible(S, St, Key) of
         {ok, T, V} ->
-            Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
+            Os = maps:get(objs, S),
+            Fetch = fun(H) ->
+                            case Os of
+                                #{H := O} -> {ok, O};
+                                _ -> hm_mrdt_history:get(St, {obj, H})
+                            end
+                    end,
             {ok, hm_mrdt:read(T, V, Fetch)};
         not_found -> not_found
     end.
@@ -61,53 +81,38 @@ write(S = #{pending := P}, St, Key, Type, Arg) ->
             case {hm_mrdt:valid(Type, Arg), visible(S, St, Key)} of
                 {false, _} -> {error, {bad_value, Type, Arg}};
                 {true, {ok, T, _}} when T =/= Type -> {error, {type_mismatch, Key, T}};
-                {true, {ok, _, Old}} -> {ok, S#{pending := P#{Key => {Type, hm_mrdt:update(Type, Old, Arg)}}}};
+                {true, {ok, _, Old}} ->
+                    S1 = case P of
+                             #{Key := _} -> keep(S, Type, Old);
+                             _ -> S
+                         end,
+                    {ok, S1#{pending := P#{Key => {Type, hm_mrdt:update(Type, Old, Arg)}}}};
                 {true, not_found} -> {ok, S#{pending := P#{Key => {Type, hm_mrdt:update(Type, none, Arg)}}}}
             end
     end.
 
-%% @doc The publish's first step: the pending writes as one commit on the base
-%% (`unchanged' when there are none). The commit's blocks are in the returned store.
--spec squash(session(), hm_mrdt_history:store()) ->
-          {unchanged | hm_mrdt_history:hash(), session(), hm_mrdt_history:store()}.
-squash(S = #{pending := P}, St) when map_size(P) =:= 0 -> {unchanged, S, St};
-squash(S = #{id := Id, base := B, pending := P, seq := Seq}, St0) ->
-    St1 = hm_mrdt_history:set_nonce(St0, {Id, Seq}),
-    {T, St2} = hm_mrdt_history:write_tree(St1, hm_mrdt_history:tree_of(St1, B), P),
-    Parents = [B || B =/= none],
-    {C, St3} = hm_mrdt_history:commit(St2, Parents, T),
-    {C, S#{seq := Seq + 1}, St3}.
-
 %% @doc After a publish: the session sees the public branch's new head, nothing pending.
 -spec published(session(), hm_mrdt_history:commit()) -> session().
-published(S, Head) -> S#{base := Head, pending := #{}}.
+published(S, Head) -> S#{base := Head, pending := #{}, objs := #{}}.
 
 %% @doc A refresh's last step: move to `Head' (a descendant of the base) and re-apply each
 %% pending write as the three-way merge of the key at the old base, at `Head' and in the
-%% session. `{conflict, {Key, Reason}}' leaves the session as it was.
+%% session ({@link hm_mrdt_history:merge_writes/4}). `{conflict, {Key, Reason}}' leaves the
+%% session as it was.
 -spec rebase(session(), hm_mrdt_history:store(), hm_mrdt_history:commit()) ->
           {ok, session()} | {conflict, term()}.
 rebase(S = #{base := Head}, _, Head) -> {ok, S};
 rebase(S = #{base := B, pending := P}, St, Head) ->
-    Old = hm_mrdt_history:tree_of(St, B),
-    New = hm_mrdt_history:tree_of(St, Head),
-    try maps:map(fun(K, {T, V}) -> rebase_key(St, K, T, V, Old, New) end, P) of
-        P1 -> {ok, S#{base := Head, pending := P1}}
-    catch throw:{conflict, _} = C -> C
-    end.
-
-rebase_key(St, K, T, V, Old, New) ->
-    L = case hm_mrdt_history:read(St, Old, K) of
-            {ok, T, LV} -> LV;
-            _ -> none
-        end,
-    case hm_mrdt_history:read(St, New, K) of
-        {ok, T, L} -> {T, V};
-        {ok, T, A} ->
-            case hm_mrdt:merge(T, L, A, V) of
-                {ok, M} -> {T, M};
-                {conflict, R} -> throw({conflict, {K, R}})
-            end;
-        {ok, T2, _} -> throw({conflict, {K, {type_mismatch, T2, T}}});
-        not_found -> {T, V}
+    case hm_mrdt_history:merge_writes(St, hm_mrdt_history:tree_of(St, B),
+                                      hm_mrdt_history:tree_of(St, Head), P) of
+        {ok, P1} ->
+            %% a merged linked value refers to the pending one it replaced
+            S1 = maps:fold(fun(K, {T, V}, Acc) ->
+                                   case maps:get(K, P1) of
+                                       {T, V} -> Acc;
+                                       _ -> keep(Acc, T, V)
+                                   end
+                           end, S, P),
+            {ok, S1#{base := Head, pending := P1}};
+        {conflict, _} = C -> C
     end.

@@ -183,11 +183,13 @@ handle_call({write, Key, Type, Value}, _, S = #{cache := C}) ->
         {error, _} = E -> {reply, E, S}
     end;
 handle_call(publish, _, S = #{tab := Tab, server := Server, id := Id}) ->
-    case hm_mrdt_session:squash(session(S), hm_mrdt_store:reader(Tab)) of
-        {unchanged, _, _} -> {reply, ok, S};
-        {C, Sess, St} ->
-            ok = hm_mrdt_store:write(Tab, hm_mrdt_history:writes(St), []),
-            case hm_mrdt_server:publish(Server, Id, C) of
+    Sess = session(S),
+    case hm_mrdt_session:pending(Sess) of
+        P when map_size(P) =:= 0 -> {reply, ok, S};
+        P ->
+            %% linked values the writes refer to, before the commit that names the writes
+            ok = hm_mrdt_store:write(Tab, hm_mrdt_session:objects(Sess), []),
+            case hm_mrdt_server:publish(Server, Id, P) of
                 {ok, Head} ->
                     {reply, ok, S#{session := hm_mrdt_session:published(Sess, Head),
                                    cache := #{}}};
