@@ -38,7 +38,16 @@ start_link(Tab, EcOpts) -> gen_server:start_link({local, name(Tab)}, ?MODULE, {T
 
 %% @doc The name the table's process is registered under, on every copy holder.
 -spec name(atom()) -> atom().
-name(Tab) -> list_to_atom("hm_ec_table:" ++ atom_to_list(Tab)).
+name(Tab) ->
+    %% on every write and every send: made once per table (atoms are never collected, and
+    %% persistent_term:put/2 runs once per table name)
+    case persistent_term:get({?MODULE, Tab}, undefined) of
+        undefined ->
+            Name = list_to_atom("hm_ec_table:" ++ atom_to_list(Tab)),
+            persistent_term:put({?MODULE, Tab}, Name),
+            Name;
+        Name -> Name
+    end.
 
 %% @doc Apply an operation here and broadcast it (see {@link hm_ec_server:submit/3}).
 -spec submit(pid() | atom() | {atom(), node()}, {term(), hm_ec_table:op()}, async | sync,
