@@ -62,3 +62,14 @@ disc_log_format_test() ->
     ?assert(lists:member({send, n2, {snapshot_req}}, Effs)),
     ?assertEqual([{format, hm_ec_wire:disc_version()}],
                  hm_ec_store:log_read(hm_ec_table:store(T3))).
+
+%% A sync_ec write on a disc copy is on disc before any member hears of it: a copy killed
+%% between the two would come back without the operation and give its sequence number to
+%% another one, which the members (who have the first) would drop as a duplicate.
+disc_sync_write_durable_before_sent_test() ->
+    Disc = hm_ec_store:log_put(state, {{n1, 3}, #{}}, hm_ec_store_map:new(set, disc)),
+    {T, _} = table(Disc, [n1, n2]),
+    {_, Effs} = hm_ec_table:submit({k, {write, {t, k, v}}}, sync, from, {1, [n2]}, T),
+    Order = [case E of sync_log -> sync_log; {send, _, _} -> send end
+             || E <- Effs, E =:= sync_log orelse element(1, E) =:= send],
+    ?assertEqual([sync_log, send], Order).

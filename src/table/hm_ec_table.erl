@@ -188,6 +188,8 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
     {Msg = {Self, Ts, _}, Out, B1} = hm_tcsb:broadcast({Mode, Key, Op}, B),
     {T1, Evs} = apply_op(T#t{tcsb = B1, hlc = H1}, Msg),
     Sends = [{send, N, M} || {N, M} <- Out],
+    %% a sync write on a disc copy is on disc before any member hears of it: killed in
+    %% between, the copy would come back without it and reuse its sequence number
     Durable = [sync_log || Mode =:= sync, hm_ec_store:is_disc(T1#t.store)],
     Reachable = [N || {N, _} <- Out, lists:member(N, Up)],
     case {Mode, Reachable} of
@@ -195,9 +197,9 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
             Dot = {Self, maps:get(Self, Ts)},
             W = T1#t.waiters,
             {T1#t{waiters = W#{Dot => {From, Reachable}}},
-             Evs ++ Sends ++ Durable ++ [{timer, ?SYNC_TIMEOUT_MS, {sync_timeout, Dot}}]};
+             Evs ++ Durable ++ Sends ++ [{timer, ?SYNC_TIMEOUT_MS, {sync_timeout, Dot}}]};
         _ ->
-            {T1, Evs ++ Sends ++ Durable ++ [{reply, From, ok}]}
+            {T1, Evs ++ Durable ++ Sends ++ [{reply, From, ok}]}
     end.
 
 %% A state or delta CRDT table (ChiaVe's broadcast epoch): the update is applied here at
