@@ -975,6 +975,20 @@ check_seeds({From, Count}, Opts) ->
                         end
                 end, {0, 0, #{}, []}, lists:seq(From, From + Count - 1)).
 
+%% One family of hm_sim_frag's schedules: run seeds 1..Count, print failures, totals and the
+%% pass line; `What' describes the schedules and ends with the format of the op count.
+frag_family(Count, Opts, Kind, Line, What) ->
+    {P, F, Tot, Bad} = hm_sim_frag:check_seeds({1, Count}, Opts),
+    [io:format("FAILED ~s seed ~p: ~p~n", [Kind, Seed, maps:get(failures, Res)])
+     || {Seed, Res} <- Bad],
+    io:format("~p ~s schedules " ++ What ++ ", ~p passed on, ~p hints, ~p copies moved away, "
+              "~p messages~n",
+              [P + F, Kind, maps:get(ops, Tot, 0), maps:get(passed_on, Tot, 0),
+               maps:get(hints_kept, Tot, 0), maps:get(copies_removed, Tot, 0),
+               maps:get(msgs, Tot, 0)]),
+    io:format("~s: ~p passed, ~p failed~n", [Line, P, F]),
+    {P, F}.
+
 %% @doc Add a run's integer statistics to the totals (max for `max_timestamps').
 -spec totals(map(), map()) -> map().
 totals(St, Tot) ->
@@ -1030,24 +1044,10 @@ main(["seeds", N]) ->
               "~s~n", [TP + TF, maps:get(ops, TTot, 0), maps:get(lost_with_ram_crash, TTot, 0),
                        maps:get(msgs, TTot, 0), fault_line(TTot)]),
     io:format("sim crdt-table: ~p passed, ~p failed~n", [TP, TF]),
-    {FP, FF, FTot, FBad} = hm_sim_frag:check_seeds({1, Count}, #{}),
-    [io:format("FAILED partitioned-table seed ~p: ~p~n", [Seed, maps:get(failures, Res)])
-     || {Seed, Res} <- FBad],
-    io:format("~p partitioned-table schedules (fragments on a ring, writes from any node), ~p "
-              "client ops, ~p passed on, ~p hints, ~p copies moved away, ~p messages~n",
-              [FP + FF, maps:get(ops, FTot, 0), maps:get(passed_on, FTot, 0),
-               maps:get(hints_kept, FTot, 0), maps:get(copies_removed, FTot, 0),
-               maps:get(msgs, FTot, 0)]),
-    io:format("sim frag: ~p passed, ~p failed~n", [FP, FF]),
-    {XP, XF, XTot, XBad} = hm_sim_frag:check_seeds({1, Count}, #{crdt => any}),
-    [io:format("FAILED partitioned CRDT-table seed ~p: ~p~n", [Seed, maps:get(failures, Res)])
-     || {Seed, Res} <- XBad],
-    io:format("~p partitioned CRDT-table schedules (a type x flavor and an epoch per seed), ~p "
-              "updates, ~p passed on, ~p hints, ~p copies moved away, ~p messages~n",
-              [XP + XF, maps:get(ops, XTot, 0), maps:get(passed_on, XTot, 0),
-               maps:get(hints_kept, XTot, 0), maps:get(copies_removed, XTot, 0),
-               maps:get(msgs, XTot, 0)]),
-    io:format("sim frag crdt: ~p passed, ~p failed~n", [XP, XF]),
+    {FP, FF} = frag_family(Count, #{}, "partitioned-table", "sim frag",
+                           "(fragments on a ring, writes from any node), ~p client ops"),
+    {XP, XF} = frag_family(Count, #{crdt => any}, "partitioned CRDT-table", "sim frag crdt",
+                           "(a type x flavor and an epoch per seed), ~p updates"),
     {DP, DF, DTot, DBad} = hm_sim_dotted:check_seeds({1, Count}, #{}),
     [hm_sim_dotted:print_failure(Seed, Res) || {Seed, Res} <- DBad],
     io:format("~s", [hm_sim_dotted:summary_line(DP, DF, DTot)]),
