@@ -35,10 +35,13 @@
 %% <li>convergence: every replica's rows (what reads show) are equal, and so their hash;</li>
 %% <li>no lost acknowledged write. An operation is ACKNOWLEDGED when it was applied at its
 %% origin (async_ec returns then) and, from then on, at every moment at least one replica
-%% that has delivered it keeps it: a replica that is up, or a crashed disc replica with a
-%% durable broadcast state (hm_log `state'). A crash of a ram replica (or of a disc replica
-%% with no such state: it restarts by snapshot) removes it from the holders; when the
-%% holders become empty the operation is lost with a ram crash, which async_ec permits. An
+%% that has delivered it keeps it: a replica that is up, or a crashed disc replica whose
+%% durable broadcast state (hm_log `state') counts it. A crash of a ram replica (or of a disc
+%% replica with no such state: it restarts by snapshot) removes it from the holders, and so
+%% does a crash of a disc replica that kept only a part of its log written since its last
+%% sync (Mnesia's log is written asynchronously: a crash keeps the state after any prefix of
+%% the writes); when the holders become empty the operation is lost with the crash, which
+%% async_ec permits. An
 %% acknowledged operation must be delivered everywhere at the end; an acknowledged write
 %% `W' of record R on key K must be visible (siblings: R is shown; term_order / lww: K is
 %% present) unless an operation delivered at the end supersedes it: on K (or a clear) and
@@ -553,6 +556,8 @@ action({partition, Shape, Groups}, S) ->
 action(heal, S) ->
     reconnect(S#{groups := all}, S);
 action({crash, Nd}, S) ->
+    action({crash, Nd, random}, S);
+action({crash, Nd, Kept}, S) ->
     case up(Nd, S) of
         false -> S;
         true ->
@@ -562,7 +567,7 @@ action({crash, Nd}, S) ->
                              [M || M <- Others, up(M, S), connected(Nd, M, S)]),
             S2 = lists:foldl(fun(M, Acc) -> new_epoch(Nd, M, Acc) end, S1,
                              [M || M <- Others, not up(M, S) orelse not connected(Nd, M, S)]),
-            bump(crashes, take_down(Nd, S2))
+            bump(crashes, take_down(Nd, Kept, S2))
     end;
 action({restart, Nd}, S) ->
     case bring_up(Nd, S) of
@@ -583,7 +588,7 @@ action({mnesia_stop, Nd}, S) ->
         true ->
             S1 = lists:foldl(fun(M, Acc) -> nodedown(M, Nd, new_epoch(Nd, M, Acc)) end, S,
                              maps:get(nodes, S) -- [Nd]),
-            bump(mnesia_stops, take_down(Nd, S1))
+            bump(mnesia_stops, take_down(Nd, random, S1))
     end;
 action({mnesia_start, Nd}, S) ->
     %% Mnesia is back: the ram copy comes back empty (a new incarnation that syncs), a disc
@@ -593,21 +598,41 @@ action({mnesia_start, Nd}, S) ->
         none -> S
     end.
 
-%% Nd's copy stops (a crash, or Mnesia stopping there): what survives is its durable store. A
-%% ram copy, or a disc one with no durable broadcast state (it will take a snapshot), no
-%% longer holds what it delivered.
-take_down(Nd, S0 = #{reps := Reps, ops := Ops}) ->
-    D = hm_ec_store_map:durable(hm_ec_table:store(maps:get(Nd, Reps))),
-    Stateful = D =/= none andalso lists:keymember(state, 1, hm_ec_store:log_read(D)),
-    Ops1 = case Stateful of
-               false -> maps:map(fun(_, I = #{holders := H}) ->
-                                         H1 = lists:delete(Nd, H),
-                                         I#{holders := H1,
-                                            lost := maps:get(lost, I) orelse H1 =:= []}
-                                 end, Ops);
-               true -> Ops
+%% Nd's copy stops (a crash, or Mnesia stopping there): what survives is its durable store,
+%% the state after a prefix of the updates made since its last sync (Mnesia writes its log
+%% asynchronously): a random one, or the first `Keep' (trace action `{crash, Nd, Keep}', `Keep'
+%% a count or `all').
+%% A ram copy, or a disc one with no durable broadcast state (it will take a snapshot), no
+%% longer holds what it delivered; a disc one holds what its durable delivered vector says,
+%% and checker 3 continues from there.
+take_down(Nd, Keep, S0 = #{reps := Reps, ops := Ops, applied := Ap}) ->
+    St = hm_ec_table:store(maps:get(Nd, Reps)),
+    Unsynced = hm_ec_store_map:unsynced(St),
+    {Kept, S1} = case Keep of
+                     random -> {K1, Sx} = uniform(Unsynced + 1, S0), {K1 - 1, Sx};
+                     all -> {Unsynced, S0};
+                     _ -> {min(Keep, Unsynced), S0}
+                 end,
+    D = hm_ec_store_map:durable(St, Kept),
+    State = case D of
+                none -> false;
+                _ -> lists:keyfind(state, 1, hm_ec_store:log_read(D))
+            end,
+    Stateful = State =/= false,
+    Held = case State of
+               {state, {_, V}} -> V;
+               false -> #{}
            end,
-    S = S0#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1},
+    Ops1 = maps:map(fun(Dot, I = #{holders := H}) ->
+                            case lists:member(Nd, H) andalso not hm_vv:contains(Dot, Held) of
+                                true ->
+                                    H1 = lists:delete(Nd, H),
+                                    I#{holders := H1,
+                                       lost := maps:get(lost, I) orelse H1 =:= []};
+                                false -> I
+                            end
+                    end, Ops),
+    S = S1#{reps := Reps#{Nd => {down, D, Stateful}}, ops := Ops1, applied := Ap#{Nd := Held}},
     hm_sim_crdt_table:mark_lost(S).
 
 %% Nd's copy starts again from what survived, as a new incarnation; `none' if it is not down.
@@ -982,10 +1007,15 @@ frag_family(Count, Opts, Kind, Line, What) ->
     [io:format("FAILED ~s seed ~p: ~p~n", [Kind, Seed, maps:get(failures, Res)])
      || {Seed, Res} <- Bad],
     io:format("~p ~s schedules " ++ What ++ ", ~p passed on, ~p hints, ~p copies moved away, "
-              "~p messages~n",
+              "~p messages; session order: ~p pairs checked, ~p writes refused by a holder "
+              "behind; ~p crashes (~p of a node holding hints), ~p hints and ~p acknowledged "
+              "writes lost with a crash~n",
               [P + F, Kind, maps:get(ops, Tot, 0), maps:get(passed_on, Tot, 0),
                maps:get(hints_kept, Tot, 0), maps:get(copies_removed, Tot, 0),
-               maps:get(msgs, Tot, 0)]),
+               maps:get(msgs, Tot, 0), maps:get(session_pairs, Tot, 0),
+               maps:get(refused_behind, Tot, 0), maps:get(crashes, Tot, 0),
+               maps:get(crashes_holding_hints, Tot, 0), maps:get(hints_lost_with_crash, Tot, 0),
+               maps:get(writes_lost_with_crash, Tot, 0)]),
     io:format("~s: ~p passed, ~p failed~n", [Line, P, F]),
     {P, F}.
 

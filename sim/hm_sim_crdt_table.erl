@@ -37,7 +37,8 @@
 %% sum of the acknowledged updates plus some subset of the lost ones (Maelstrom's
 %% bound);</li>
 %% <li>metadata bound after quiescence: no key keeps timestamps (op), no buffered event, no
-%% unsent update, an empty broadcast log.</li>
+%% unsent update, no key whose row lacks updates (write-behind), an empty broadcast
+%% log.</li>
 %% </ol>
 -module(hm_sim_crdt_table).
 
@@ -186,7 +187,8 @@ crdt(Key, R) ->
 
 spec(R) -> maps:get(crdt, hm_ec_table:info([], R)).
 
-rows(R) -> hm_ec_store_map:rows_map(hm_ec_table:store(R)).
+%% What reads show on the copy, per key (a CRDT table's updates its rows lack included).
+rows(R) -> maps:groups_from_list(fun(Rec) -> element(2, Rec) end, hm_ec_table:rows(R)).
 
 %% @doc Whether the copy (or what a crash left of it) holds update `{Key, Dot}': it has
 %% delivered it (op: the broadcast delivered it; lattice: the key's CRDT has it).
@@ -255,7 +257,8 @@ leftovers(R) ->
     I = hm_ec_table:info([], R),
     [{K, N} || {K, N} <- [{log, hm_tcsb:log_size(B)}, {pending, hm_tcsb:pending(B)},
                           {unstable_keys, maps:get(unstable_keys, I)},
-                          {unsent_updates, maps:get(unsent_updates, I)}], N =/= 0]
+                          {unsent_updates, maps:get(unsent_updates, I)},
+                          {unwritten_keys, maps:get(unwritten_keys, I)}], N =/= 0]
         ++ [{Key, metadata, hm_crdt:metadata(C)}
             || {Key, [{_, _, C}]} <- maps:to_list(rows(R)), hm_crdt:flavor(C) =:= op,
                hm_crdt:metadata(C) =/= 0]

@@ -1,21 +1,22 @@
 %% @doc CRDT tables on three real nodes (OTP `peer', the shared harness {@link hm_cluster}):
 %% every type and flavor from the public API, fully replicated and partitioned, updated from
 %% every node, through a real partition with updates on both sides, and a node killed (every
-%% type and flavor: killed during a partition, restarted, all copies compared).
+%% type and flavor: killed during a partition, restarted, all copies compared), and reads
+%% that show every update a copy applied before its row is written (write-behind).
 -module(hm_crdt_table_SUITE).
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([api_and_errors/1, conveniences/1, partition_every_type/1, node_killed/1,
-         partition_and_kill_every_type/1, config_file/1]).
+         partition_and_kill_every_type/1, config_file/1, read_your_writes/1]).
 
 all() -> [api_and_errors, conveniences, partition_every_type, node_killed,
-          partition_and_kill_every_type, config_file].
+          partition_and_kill_every_type, config_file, read_your_writes].
 
 init_per_suite(Config) ->
-    C = hm_cluster:start(#{nodes => 3, dir => ?config(priv_dir, Config), prefix => "crdtk",
-                           modules => [?MODULE]}),
+    C = hm_cluster:start(#{nodes => 3, dir => ?config(priv_dir, Config),
+                           prefix => os:getenv("HM_PEER_PREFIX", "crdtk"), modules => [?MODULE]}),
     [{cluster, C} | Config].
 
 end_per_suite(Config) -> hm_cluster:stop(?config(cluster, Config)).
@@ -31,6 +32,34 @@ is_crdt_tab(T) -> lists:prefix("c_", atom_to_list(T)) andalso
                       string:find(atom_to_list(T), "_frag") =:= nomatch.
 
 %%% ------------------------------------------------------------- helpers
+
+%% A CRDT table's copy writes a key's row once per epoch: with an epoch of a minute, rows
+%% stay behind during the test, and every read must come from the table's process. The node
+%% that took an update shows it as soon as update/3 returned; `op' copies apply a member's
+%% update at once and show it too; a node without a copy of a partitioned table's key reads
+%% an owner's copy the same way.
+read_your_writes(Config) ->
+    Long = 60000,
+    [begin
+         Tab = list_to_atom(lists:concat(["c_ryw_", F, "_", L])),
+         {atomic, ok} = call(1, Config, hypermnesia, create_table,
+                             [Tab, [{crdt, awset}, {flavor, F}, {epoch, Long}
+                                    | layout_opts(L, Config)]]),
+         Frag = call(1, Config, hm_ec_frag, fragment_table, [Tab, k]),
+         [Holder | _] = [I || I <- [1, 2, 3],
+                              call(I, Config, hm_ec_frag, is_local, [Frag])],
+         [ok = call(Holder, Config, hypermnesia, update, [Tab, k, {add, E}])
+          || E <- lists:seq(1, 50)],
+         ?assertEqual(lists:seq(1, 50), value(Holder, Config, Tab, k)),
+         %% the row is behind: the value came from the table's process
+         ?assertEqual([], call(Holder, Config, mnesia, dirty_read, [Frag, k])),
+         ?assertEqual(lists:seq(1, 50), call(Holder, Config, hypermnesia, get_set, [Tab, k])),
+         case F of
+             op -> converged(Config, Tab, [{k, lists:seq(1, 50)}]);
+             _ -> ok
+         end
+     end || F <- [op, delta], L <- [replicated, partitioned]],
+    ok.
 
 call(I, Config, M, F, A) -> hm_cluster:call(?config(cluster, Config), I, M, F, A).
 

@@ -18,14 +18,16 @@
          clear_remove_wins/1, transient_reorder/1, transactions_refused/1,
          other_table_instance/1, partition_under_full_load/1, mnesia_restart_ram_copy/1,
          bad_records_as_mnesia/1, without_application/1, create_table_not_db_node/1,
-         restore_backup/1, transactions_refused_across_events/1, table_events/1]).
--export([load_writers/4, digest/1, subscribe_events/1, events/0]).
+         restore_backup/1, transactions_refused_across_events/1, table_events/1,
+         copy_stopped_under_write/1]).
+-export([load_writers/4, digest/1, subscribe_events/1, events/0, stop_copy_under_write/2]).
 
 all() -> [write_everywhere_read_everywhere, queries, table_events, partition_add_wins,
           partition_remove_wins,
           quiescent_metadata, conflict_policies, sync_ec, bad_input, bad_records_as_mnesia,
           transactions_refused, transactions_refused_across_events, other_table_instance,
-          without_application, create_table_not_db_node, restore_backup,
+          without_application, copy_stopped_under_write, create_table_not_db_node,
+          restore_backup,
           non_ec_tables_untouched,
           clear_remove_wins, transient_reorder,
           new_copy_and_restart, disc_kill_restart, partition_under_full_load,
@@ -637,6 +639,63 @@ without_application(Config) ->
     ok = ec(3, Config, fun() -> mnesia:write({Tab, k4, w, 4}) end),
     [{Tab, k, x, 1}, {Tab, k4, w, 4}] = converged(Config, Tab),
     ok.
+
+%% A table's copy process stopped while writes wait for it (a partitioned table's fragment
+%% moving away, the application stopping): a write that waited is either applied by the
+%% copy before it stops, or passed on to another holder; it never fails. Before, a write that
+%% waited when the copy was stopped aborted with node_not_running, and one that the copy had
+%% begun could be cut off half done.
+copy_stopped_under_write(Config) ->
+    Tab = create(Config, [{type, pawset}]),
+    ok = call(1, Config, ?MODULE, stop_copy_under_write, [Tab, write_first]),
+    wait_until(fun() -> ready(1, Config, Tab) end),
+    ok = call(1, Config, ?MODULE, stop_copy_under_write, [Tab, stop_first]),
+    wait_until(fun() -> ready(1, Config, Tab) end),
+    [{Tab, stop_first, x, 1}, {Tab, write_first, x, 1}] = converged(Config, Tab),
+    ok.
+
+%% Runs on a copy holder: with the copy's process held (sys:suspend/1), a write and the
+%% supervisor's stop reach it in the order `Order' says; then it runs again. The write's
+%% result.
+stop_copy_under_write(Tab, Order) ->
+    Pid = whereis(hm_ec_table_server:name(Tab)),
+    ok = sys:suspend(Pid),
+    Self = self(),
+    Write = fun() ->
+                    spawn(fun() ->
+                                  Self ! {written, catch hypermnesia:async_ec(
+                                                           fun() ->
+                                                                   mnesia:write({Tab, Order, x, 1})
+                                                           end)}
+                          end)
+            end,
+    Stop = fun() -> spawn(fun() -> supervisor:terminate_child(hm_ec_table_sup, Pid) end) end,
+    case Order of
+        write_first -> Write(), queued(Pid, [call]), Stop(), queued(Pid, [call, stop]);
+        stop_first -> Stop(), queued(Pid, [stop]), Write(), queued(Pid, [stop, call])
+    end,
+    catch sys:resume(Pid),
+    receive {written, R} -> R after 30000 -> error(write_stuck) end.
+
+%% Until the write's call and the supervisor's stop wait in `Pid''s mailbox in the order
+%% `Kinds' (other messages in between), or `Pid' is gone (at most 10 s).
+queued(Pid, Kinds) -> queued(Pid, Kinds, 1000).
+
+queued(Pid, Kinds, 0) -> error({not_queued, Pid, Kinds});
+queued(Pid, Kinds, Tries) ->
+    case erlang:process_info(Pid, messages) of
+        undefined -> ok;
+        {messages, Ms} ->
+            case [K || M <- Ms, K <- [kind(M)], K =/= other] of
+                Kinds -> ok;
+                _ -> timer:sleep(10), queued(Pid, Kinds, Tries - 1)
+            end
+    end.
+
+kind({'$gen_call', _, {submit, _, _}}) -> call;
+kind({'$gen_call', _, {submit_after, _, _, _}}) -> call;
+kind({'EXIT', _, shutdown}) -> stop;
+kind(_) -> other.
 
 %% A copy on a node that is not a Mnesia db node is refused at once with Mnesia's own error
 %% for a copy on a node it does not run on ({not_active, Tab, Node}, what mnesia:create_table/2

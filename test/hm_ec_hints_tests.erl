@@ -44,3 +44,62 @@ holder_order_test() ->
     Order = hm_ec_frag:holder_order(a@h, Hs, [b@h, c@h, x@h]),
     ?assertEqual(lists:sort(Order), [b@h, c@h]),
     ?assertEqual(Order, hm_ec_frag:holder_order(a@h, lists:reverse(Hs), [c@h, b@h])).
+
+%% Session order: a copy takes a write passed on by a node only once it has delivered the
+%% node's earlier writes (hm_ec_table:submit_after/6), and answers with the write's dot.
+copy(Node, Members) ->
+    {T, _} = hm_ec_table:new(opts(Node, Members)),
+    T.
+
+opts(Node, Members) ->
+    #{tab => t, type => pawset, policy => term_order, record => {r, 3}, cookie => c,
+      node => Node, incarnation => 1, members => Members, store => hm_ec_store_map:new(set, ram)}.
+
+%% Two copies of a brand-new table, ready: their state-transfer messages delivered.
+pair() ->
+    {A, EA} = hm_ec_table:new(opts(a, [a, b])),
+    {B, EB} = hm_ec_table:new(opts(b, [a, b])),
+    pump(#{a => A, b => B}, [{a, To, M} || {send, To, M} <- EA] ++
+                                [{b, To, M} || {send, To, M} <- EB]).
+
+pump(Cs, []) -> {maps:get(a, Cs), maps:get(b, Cs)};
+pump(Cs, [{From, To, M} | Rest]) ->
+    {T1, Effs} = hm_ec_table:handle(From, c, M, maps:get(To, Cs)),
+    pump(Cs#{To := T1}, Rest ++ [{To, N, M2} || {send, N, M2} <- Effs]).
+
+session_after_test() ->
+    {A0, B0} = pair(),
+    ready = hm_ec_table:status(A0),
+    ready = hm_ec_table:status(B0),
+    %% a takes the node's first write: the session names its dot
+    {A1, EffsA} = hm_ec_table:submit_after(#{}, {k, {write, {r, k, 1}}}, async, me,
+                                           {1, [b]}, A0),
+    [{ok, Dot}] = [R || {reply, me, R} <- EffsA],
+    ?assertMatch({{a, _}, 1}, Dot),
+    After = hm_ec_hints:session_add(Dot, #{}),
+    ?assert(hm_ec_table:covers(After, A1)),
+    %% b has not delivered it: it refuses the next write, unchanged
+    ?assertNot(hm_ec_table:covers(After, B0)),
+    ?assertMatch({B0, [{reply, me, {error, {behind, t}}}]},
+                 hm_ec_table:submit_after(After, {k, {write, {r, k, 2}}}, async, me, {2, [a]},
+                                          B0)),
+    %% once b delivered it, b takes the write, causally after the first
+    [Msg] = [M || {send, b, M = {op, _}} <- EffsA],
+    {B1, _} = hm_ec_table:handle(a, c, Msg, B0),
+    {_, EffsB} = hm_ec_table:submit_after(After, {k, {write, {r, k, 2}}}, async, me, {2, [a]},
+                                          B1),
+    [{ok, {{b, _}, 1}}] = [R || {reply, me, R} <- EffsB],
+    [{_, Ts, _}] = [M || {send, a, {op, M}} <- EffsB],
+    ?assert(hm_vv:contains(Dot, Ts)).
+
+%% A dot of an incarnation that is gone (its node left the members) blocks nothing.
+session_gone_incarnation_test() ->
+    B0 = copy(b, [b, c]),
+    ?assert(hm_ec_table:covers(#{{a, 1} => 3}, B0)),
+    ?assertNot(hm_ec_table:covers(#{{c, 1} => 1}, B0)).
+
+session_add_test() ->
+    ?assertEqual(#{}, hm_ec_hints:session_add(none, #{})),
+    ?assertEqual(#{a => 3, b => 1},
+                 hm_ec_hints:session_add({a, 3}, hm_ec_hints:session_add({b, 1}, #{a => 2}))),
+    ?assertEqual(#{a => 3}, hm_ec_hints:session_add({a, 2}, #{a => 3})).

@@ -8,7 +8,7 @@
 %% (ram, disc and mixed storage, crashes of ram replicas included), and everything with copies
 %% added and removed, and partitioned tables ({@link hm_sim_frag}). All must pass every
 %% checker.</li>
-%% <li>`regression_*_test': hand-minimised schedules of bugs A to L the simulator found
+%% <li>`regression_*_test': hand-minimised schedules of bugs A to R the simulator found
 %% (sim/REPORT.md), fixed since; each must now pass every checker.</li>
 %% </ul>
 -module(hm_sim_tests).
@@ -56,9 +56,13 @@ frag_regime(N) ->
        ?_test(begin
                   {P, F, Tot, Bad} = hm_sim_frag:check_seeds({1, N}, #{}),
                   io:format(user, "~nsim partitioned tables: ~p passed, ~p failed (~p ops, ~p "
-                            "passed on, ~p hints, ~p copies moved away)~n",
+                            "passed on, ~p hints, ~p copies moved away, ~p session pairs, ~p "
+                            "crashes of a node holding hints, ~p hints lost with a crash)~n",
                             [P, F, maps:get(ops, Tot, 0), maps:get(passed_on, Tot, 0),
-                             maps:get(hints_kept, Tot, 0), maps:get(copies_removed, Tot, 0)]),
+                             maps:get(hints_kept, Tot, 0), maps:get(copies_removed, Tot, 0),
+                             maps:get(session_pairs, Tot, 0),
+                             maps:get(crashes_holding_hints, Tot, 0),
+                             maps:get(hints_lost_with_crash, Tot, 0)]),
                   ?assertEqual([], [{S, maps:get(failures, R)} || {S, R} <- Bad])
               end)}}.
 
@@ -74,6 +78,21 @@ regression_backlog_after_partition_under_load_test_() ->
     {timeout, 60, ?_test(no_failures(hm_sim:run_seed(1, #{load => true})))}.
 
 no_failures(R) -> ?assertEqual([], maps:get(failures, R)).
+
+%% Session order on a partitioned table (fixed): n4, holding no copy of k1's fragment (held
+%% by n3 and n5), writes k1 = c, passed to n5; a partition cuts {n3, n4} from the rest; n4
+%% writes k1 = a, passed to n3, which had not delivered the first write. Both writes were
+%% concurrent, and the table's order (Erlang term order) kept c, the earlier one. Now a
+%% holder takes a node's write only once it delivered that node's earlier ones: n3 refuses,
+%% the write is a hint, handed off after the heal behind the first.
+regression_session_order_across_holders_test() ->
+    {Cfg, _} = hm_sim_frag:gen(15, #{}),
+    Trace = [{775, {op, n4, k1, {write, c}}},
+             {775, {partition, halves, [[n3, n4], [n5, n2, n1]]}},
+             {4310, {op, n4, k1, {write, a}}}],
+    R = hm_sim_frag:run(Cfg, Trace),
+    no_failures(R),
+    ?assert(maps:get(refused_behind, maps:get(stats, R), 0) > 0).
 
 %% the same seed gives the same run (the scheduler has no hidden state)
 deterministic_test() ->
@@ -234,4 +253,81 @@ regression_mnesia_restart_acks_test() ->
              {1004, {op, n3, k1, clear}}, {1462, {op, n5, k3, {write, b}}},
              {1672, {op, n5, k1, {write, a}}}, {1684, {mnesia_stop, n5}},
              {1685, {mnesia_start, n5}}],
+    no_failures(hm_sim:run(Cfg, Trace)).
+
+%% N (fixed): a disc copy's crash keeps the state after any prefix of the writes since its
+%% last sync (Mnesia's log is written asynchronously), and the copy used to restart as the
+%% same replica. Its write k2 reached n2 but not its disc: its next write reused the sequence
+%% number and n2 dropped it as a duplicate. A disc copy now restarts as a new incarnation;
+%% n2 hands the lost write back to it.
+regression_disc_crash_reused_sequence_test() ->
+    Trace = [{100, {op, n1, k1, {write, a}}},
+             {150, {crash, n1, all}}, {200, {restart, n1}},
+             {300, {op, n1, k2, {write, b}}},
+             {320, {crash, n1, 0}}, {400, {restart, n1}},
+             {500, {op, n1, k3, {write, c}}}],
+    no_failures(hm_sim:run(cfg(2, pawset, siblings, disc), Trace)).
+
+%% O (fixed): n1 acknowledged n2's write before it was on disc; n2 folded it as stable and
+%% forgot it, then n1's crash lost it, and nobody could send it again. A disc copy now syncs
+%% its store before it acknowledges.
+regression_disc_ack_before_durable_test() ->
+    Trace = [{100, {op, n1, k1, {write, a}}},
+             {150, {crash, n1, all}}, {200, {restart, n1}},
+             {300, {op, n2, k2, {write, b}}},
+             {1000, {crash, n1, 0}}, {1100, {restart, n1}}],
+    no_failures(hm_sim:run(cfg(2, pawset, siblings, disc), Trace)).
+
+%% P (fixed): n1, cut off, writes k1 and crashes; the crash keeps the first writes of that
+%% operation, after those of the restart before it (a crash may cut an operation anywhere).
+%% The restart showed a part of a write no other copy ever received. An operation's prior
+%% state is now logged before it changes storage, and the restart undoes what a crash cut
+%% short.
+regression_disc_crash_mid_operation_test() ->
+    Trace = [{100, {op, n1, k1, {write, a}}},
+             {150, {crash, n1, all}}, {200, {restart, n1}},
+             {250, {partition, isolated, [[n1], [n2]]}},
+             {300, {op, n1, k1, {write, b}}},
+             {310, {crash, n1, 4}}, {400, {restart, n1}}],
+    no_failures(hm_sim:run(cfg(2, pawset, siblings, disc), Trace)).
+
+%% Q (fixed): a delta CRDT table's update waits in the epoch's batch; the row was written
+%% before the batch was logged, and the crash kept only the row: the update was shown on n1
+%% and never sent. The batch is now logged first (the restart sends it and joins it here
+%% too), and forgotten only once the operation that carries it is logged.
+regression_disc_crdt_batch_cut_test() ->
+    Cfg = (cfg(2, pawset, term_order, disc))#{crdt => {gcounter, delta}, epoch => 200},
+    Trace = [{100, {op, n1, k1, {update, increment}}},
+             {400, {crash, n1, all}}, {450, {restart, n1}},
+             {500, {op, n1, k1, {update, {increment, 2}}}},
+             {520, {crash, n1, 3}}, {600, {restart, n1}}],
+    no_failures(hm_sim:run(Cfg, Trace)).
+
+%% The same schedules with random crash cuts: seed 15 of the CRDT-table family, minimised
+%% (a gcounter in the delta flavor, a disc copy restarting), diverged before the fixes above.
+regression_disc_crdt_crash_seed_test() ->
+    Cfg = #{crdt => {gcounter, delta}, delay => 146, drop => 0.06, dup => 0.09,
+            duration => 4000, epoch => 150, keys => [k1, k2], n => 3, policy => term_order,
+            seed => 15, skew => #{n1 => 0, n2 => 0, n3 => 0}, storage => mixed,
+            type => pawset},
+    Trace = [{259, {op, n2, k2, {update, {increment, 3}}}},
+             {334, {op, n2, k1, {update, increment}}},
+             {657, {op, n3, k2, {update, {increment, 0}}}},
+             {765, {op, n2, k2, {update, {increment, 0}}}},
+             {1080, {crash, n2}}, {2720, {restart, n2}},
+             {2849, {op, n2, k2, {update, increment}}}],
+    no_failures(hm_sim:run(Cfg, Trace)).
+
+%% R (fixed): n1's update of a delta CRDT table waited for the epoch's end when n4, a new
+%% copy, asked n1 for a snapshot: the snapshot showed the update, the broadcast never carried
+%% it (n1's copy was removed before the epoch ended), and n3 never received it. A copy now
+%% sends its epoch's updates before it answers a snapshot request. Seed 1266 of the
+%% CRDT-table family, minimised.
+regression_snapshot_shows_unsent_crdt_batch_test() ->
+    Cfg = #{crdt => {awset, delta}, delay => 22, drop => 0.15, dup => 0.09,
+            duration => 4000, epoch => 141, keys => [k1, k2], n => 4,
+            policy => term_order, seed => 1266,
+            skew => #{n1 => 0, n2 => 0, n3 => 0, n4 => 0}, storage => ram,
+            type => pawset},
+    Trace = [{109, {add, n4}}, {121, {op, n1, k2, {update, {add, c}}}}, {234, {remove, n1}}],
     no_failures(hm_sim:run(Cfg, Trace)).

@@ -48,7 +48,7 @@
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
          gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
-         known/1]).
+         known/1, superseded/2]).
 -export_type([state/0, message/0, opts/0]).
 
 -define(RESEND_MAX, 1000).
@@ -508,6 +508,9 @@ see(Replicas, S = #tcsb{newest = New}) ->
         false -> drop_superseded(S#tcsb{newest = New1})
     end.
 
+%% @doc Whether origin `{Node, Incarnation}' is gone: a newer incarnation of its node was
+%% heard of, or its node is no longer a member (it sends no more operations).
+-spec superseded({node(), term()}, state()) -> boolean().
 superseded({N, Inc}, #tcsb{members = Ms, newest = New}) ->
     Inc < maps:get(N, New, Inc) orelse not lists:member(N, Ms).
 

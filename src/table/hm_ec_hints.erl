@@ -12,12 +12,26 @@
 %% the order they were made. They are held in memory: a node that stops before a holder is
 %% back loses its hints.
 %%
+%% Session order. Writes passed on may be taken by different holders in turn (the one that
+%% took the last is cut off, a hint goes to whichever holder is back first). The node keeps
+%% its session per table: the dots of the writes holders took from it ({@link note/2},
+%% a version vector, one entry per holder incarnation). Each write passed on, hint or not,
+%% carries it, and a holder takes the write only once it has delivered them
+%% ({@link hm_ec_table:submit_after/6}); a holder that is behind refuses, the next is tried,
+%% and with none the write is kept as a hint. So a node's writes are applied in the order
+%% it made them, each causally after the ones before, as writes on a node with a copy are
+%% (*Session Guarantees for Weakly Consistent Replicated Data*, §2, Monotonic Writes).
+%% The exception: a dot of a holder incarnation that is gone (it restarted without its state)
+%% counts as delivered, since what that holder had not sent is lost with it.
+%%
 %% Invariants: hints of a table are handed off in the order they were made, and a hint is
-%% removed only once a holder has applied it.
+%% removed only once a holder has applied it; a node's session only grows, and every write
+%% a holder took from it after the write with dot `D' was acknowledged is causally after
+%% `D' (unless `D''s incarnation is gone).
 -module(hm_ec_hints).
 
 -export([init/0, add/2, pending/1, tables/0, remove/2, count/0, apply_key/3, apply_all/2]).
--export([pass_on/4]).
+-export([pass_on/4, session/1, note/2, session_add/2]).
 
 -define(TAB, hm_ec_hints).
 
@@ -52,6 +66,42 @@ hand_off([{Id, KeyOp} | Rest] = All, Try, Acc, Sent) ->
     case Try(KeyOp, Acc) of
         {unreachable, Acc1} -> {lists:reverse(Sent), All, Acc1};
         {_, Acc1} -> hand_off(Rest, Try, Acc1, [Id | Sent])     % taken, or refused for good
+    end.
+
+%% @doc A session with the dot of one more write a holder took (`none': a write with no
+%% dot yet, an update waiting in a CRDT epoch), pure: the pointwise maximum.
+-spec session_add(hm_vv:dot() | none, hm_vv:vv()) -> hm_vv:vv().
+session_add(none, VV) -> VV;
+session_add({O, Seq}, VV) -> hm_vv:join(VV, #{O => Seq}).
+
+%% @doc This node's session on `Tab': the dots of the writes holders took from it.
+-spec session(atom()) -> hm_vv:vv().
+session(Tab) ->
+    try maps:from_list(ets:select(?TAB, [{{{'$session', Tab, '$1'}, '$2'}, [], [{{'$1', '$2'}}]}]))
+    catch error:badarg -> #{}
+    end.
+
+%% @doc Add the dot of a write a holder took to this node's session on `Tab' (atomic: the
+%% writes of several processes may be passed on at once).
+-spec note(atom(), hm_vv:dot() | none) -> ok.
+note(_Tab, none) -> ok;
+note(Tab, {O, Seq}) ->
+    Key = {'$session', Tab, O},
+    try ets:insert_new(?TAB, {Key, Seq}) of
+        true -> ok;
+        false -> raise(Key, Seq)
+    catch error:badarg -> ok
+    end.
+
+raise(Key, Seq) ->
+    case ets:lookup(?TAB, Key) of
+        [{_, Old}] when Old >= Seq -> ok;
+        [{_, Old}] ->
+            case ets:select_replace(?TAB, [{{Key, Old}, [], [{const, {Key, Seq}}]}]) of
+                1 -> ok;
+                0 -> raise(Key, Seq)                        % raised meanwhile: look again
+            end;
+        [] -> note(element(2, Key), {element(3, Key), Seq})
     end.
 
 %% @doc Create the store (by its owner, {@link hm_ec_server}).
@@ -89,9 +139,7 @@ remove(Tab, Seq) ->
 %% @doc How many hints this node holds.
 -spec count() -> non_neg_integer().
 count() ->
-    try ets:info(?TAB, size) of
-        N when is_integer(N) -> N;
-        _ -> 0
+    try ets:select_count(?TAB, [{{{'_', '_'}, '_'}, [], [true]}])   % not the session rows
     catch error:badarg -> 0
     end.
 

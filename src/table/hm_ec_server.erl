@@ -37,7 +37,9 @@ start_link() -> gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 %% one (a node outside the table's copy holders, or outside the holders of a fragment of a
 %% partitioned table), or while the copy here is still catching up, it is passed to a
 %% reachable holder; when none answers it is kept here as a hint ({@link hm_ec_hints}) and
-%% handed off once a holder is back. A write passed on that times out may be applied twice
+%% handed off once a holder is back. Writes passed on keep this node's order: a holder takes
+%% one only once it has delivered those taken before from this node (session order,
+%% {@link hm_ec_hints}). A write passed on that times out may be applied twice
 %% (at the holder that timed out, and at the next): the same record written twice, which
 %% reads cannot tell apart. Exits with `{noproc, _}' when Hypermnesia is not running here.
 -spec submit(atom(), {term(), hm_ec_table:op()}, mode()) -> ok | {error, term()}.
@@ -72,10 +74,31 @@ submit(Tab, KeyOp, Mode) ->
         Done -> Done
     end.
 
+%% With a session on `Tab' (this node passed writes on to holders: hm_ec_hints), the copy
+%% here takes the write only once it has delivered them; else it is passed on as well.
+%% Hints kept here for `Tab' (made while the copy here was catching up) leave first: the
+%% write is passed on behind them.
 call_table(Tab, Pid, KeyOp, Mode) ->
-    try hm_ec_table_server:submit(Pid, KeyOp, Mode, infinity)
-    catch exit:{noproc, _} -> {error, {not_ec_table, Tab}};
-          exit:{normal, _} -> {error, {not_ec_table, Tab}}
+    try
+        case hm_ec_hints:pending(Tab) =:= [] andalso hm_ec_hints:session(Tab) of
+            false -> {error, {syncing, Tab}};
+            After when map_size(After) =:= 0 ->
+                hm_ec_table_server:submit(Pid, KeyOp, Mode, infinity);
+            After ->
+                case hm_ec_table_server:submit(Pid, KeyOp, Mode, After, infinity) of
+                    {ok, Dot} -> hm_ec_hints:note(Tab, Dot);
+                    {error, {behind, Tab}} -> {error, {syncing, Tab}};
+                    Other -> Other
+                end
+        end
+    catch
+        %% gone, or stopped before it took the write (the copy leaving this node: a table
+        %% process finishes what it began before it stops): nothing was applied, a holder
+        %% takes it
+        exit:{noproc, _} -> {error, {not_ec_table, Tab}};
+        exit:{normal, _} -> {error, {not_ec_table, Tab}};
+        exit:{shutdown, _} -> {error, {not_ec_table, Tab}};
+        exit:{{shutdown, _}, _} -> {error, {not_ec_table, Tab}}
     end.
 
 %% To a reachable holder; older hints of the table first (through this server, which hands
@@ -92,13 +115,21 @@ pass_on(Tab, KeyOp, Mode) ->
         _ -> gen_server:call(?MODULE, {pass_on, Tab, KeyOp, Mode}, infinity)
     end.
 
-to_holders(Tab, KeyOp, Mode) -> to_holders(hm_ec_frag:holders(Tab), Tab, KeyOp, Mode).
+%% The copy here first, when there is one (hints made while it was catching up go to it once
+%% it is ready: it may be the fragment's only holder), then the others.
+to_holders(Tab, KeyOp, Mode) ->
+    to_holders([node() || hm_ec_frag:is_local(Tab)] ++ hm_ec_frag:holders(Tab), Tab, KeyOp, Mode).
 
 to_holders([], _Tab, _KeyOp, _Mode) -> unreachable;
 to_holders([H | Hs], Tab, KeyOp, Mode) ->
     Timeout = case Mode of async -> ?PASS_ON_MS; sync -> 6 * ?PASS_ON_MS end,
-    try hm_ec_table_server:submit({hm_ec_table_server:name(Tab), H}, KeyOp, Mode, Timeout) of
-        ok -> ok;
+    Server = {hm_ec_table_server:name(Tab), H},
+    try hm_ec_table_server:submit(Server, KeyOp, Mode, hm_ec_hints:session(Tab), Timeout) of
+        {ok, Dot} -> hm_ec_hints:note(Tab, Dot);
+        ok -> ok;                           % a sync_ec write a dotted copy took
+        %% a holder behind this node's earlier writes refuses (hm_ec_hints, session order):
+        %% the next is tried, and with none the write is kept as a hint
+        {error, {behind, _}} -> to_holders(Hs, Tab, KeyOp, Mode);
         %% what every holder refuses (a record write on a CRDT table, a CRDT operation on a
         %% table of records or one its type does not have) is refused here too, never a hint
         {error, {Why, _}} = Refused when Why =:= crdt_table; Why =:= not_crdt_table -> Refused;

@@ -10,6 +10,11 @@
 %% <li>the durable log, for `disc_copies' only: the unstable operations, the replica's
 %% identity and delivered vector, the unstable clears; what a restart reads back.</li>
 %% </ul>
+%% Beside them, for CRDT tables, a volatile mark per key whose state the table's process holds
+%% newer than its row (write-behind, see {@link hm_ec_table}): a reader outside the process
+%% that finds the mark asks the process, one that does not reads the row. The mark is set
+%% before the update is answered and cleared only after the row is written; it is never on
+%% disc and never part of what a crash keeps.
 %% Two implementations: {@link hm_ec_store_mnesia} (the runtime: the Mnesia table, its
 %% metadata in an ETS table or in `hm_meta_Tab', the log in `hm_log_Tab') and
 %% {@link hm_ec_store_map} (maps, for the simulator and properties). A store is
@@ -19,7 +24,8 @@
 
 -export([read/2, write/2, delete/2, all_keys/1, rows/1, size/1,
          meta_get/2, meta_put/3, meta_del/2, meta_keys/1, meta_rows/1, meta_size/1,
-         meta_words/1, log_put/3, log_del/2, log_read/1, log_clear/1, is_disc/1]).
+         meta_words/1, log_put/3, log_del/2, log_read/1, log_clear/1, is_disc/1, sync/1,
+         unwritten_put/2, unwritten_del/2]).
 -export_type([store/0]).
 
 -type store() :: {module(), term()}.
@@ -42,6 +48,9 @@
 -callback log_read(term()) -> [{term(), term()}].
 -callback log_clear(St) -> St when St :: term().
 -callback is_disc(term()) -> boolean().
+-callback sync(St) -> St when St :: term().
+-callback unwritten_put(term(), St) -> St when St :: term().
+-callback unwritten_del(term(), St) -> St when St :: term().
 
 %% @doc What reads show for `Key'.
 -spec read(term(), store()) -> [tuple()].
@@ -104,3 +113,17 @@ log_clear({M, S}) -> {M, M:log_clear(S)}.
 %% @doc Whether the state survives a restart (`disc_copies').
 -spec is_disc(store()) -> boolean().
 is_disc({M, S}) -> M:is_disc(S).
+
+%% @doc Make every update made so far durable (a `disc_copies' store: `mnesia:sync_log/0');
+%% nothing for a ram store. Until then a crash may lose any suffix of the updates, never a
+%% part in the middle: the durable state is always the state after some prefix of them.
+-spec sync(store()) -> store().
+sync({M, S}) -> {M, M:sync(S)}.
+
+%% @doc Mark `Key' as holding updates its row does not have yet (volatile: see above).
+-spec unwritten_put(term(), store()) -> store().
+unwritten_put(Key, {M, S}) -> {M, M:unwritten_put(Key, S)}.
+
+%% @doc `Key''s row holds all its updates again.
+-spec unwritten_del(term(), store()) -> store().
+unwritten_del(Key, {M, S}) -> {M, M:unwritten_del(Key, S)}.

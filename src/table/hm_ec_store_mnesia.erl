@@ -10,6 +10,9 @@
 %% its delivered vector) and `clears'. Mnesia's log is append-only, so a crash loses a
 %% suffix: at worst an effect whose delivery was not recorded, delivered again after the
 %% restart, and effects are idempotent.</li>
+%% <li>the marks of a CRDT table's keys whose state the table's process holds newer than
+%% their rows, in an ETS table named {@link unwritten_name/1} that the process owns (so
+%% the marks go with it), readable by any process of the node ({@link is_unwritten/2}).</li>
 %% </ul>
 %% An EC table is `read_only' for Mnesia (see hypermnesia:create_table/2), so that
 %% `mnesia:transaction/1' cannot write it; writes to the table itself go through
@@ -24,14 +27,15 @@
 -module(hm_ec_store_mnesia).
 -behaviour(hm_ec_store).
 
--export([new/4, forget/1]).
+-export([new/4, forget/1, is_unwritten/2, unwritten_name/1]).
 -export([read/2, write/2, delete/2, all_keys/1, rows/1, size/1,
          meta_get/2, meta_put/3, meta_del/2, meta_keys/1, meta_rows/1, meta_size/1,
-         meta_words/1, log_put/3, log_del/2, log_read/1, log_clear/1, is_disc/1]).
+         meta_words/1, log_put/3, log_del/2, log_read/1, log_clear/1, is_disc/1,
+         sync/1, unwritten_put/2, unwritten_del/2]).
 -export_type([state/0]).
 
 -type state() :: #{tab := atom(), meta := {ets, ets:tid()} | {mnesia, atom()}, log := atom(),
-                   disc := boolean()}.
+                   disc := boolean(), unwritten := atom() | ets:tid()}.
 
 %% @doc The store of table `Tab' with helper tables `Meta' and `Log', and the copy's storage
 %% type. A `ram_copies' copy's metadata lives in a new ETS table of the calling process.
@@ -42,12 +46,56 @@ new(Tab, Meta, Log, Storage) ->
                     _ -> {ets, ets:new(hm_meta, [set, protected])}
                 end,
     ok = hm_ec_mnesia:open(Tab),
-    {?MODULE, #{tab => Tab, meta => MetaStore, log => Log, disc => Storage =:= disc_copies}}.
+    Name = unwritten_name(Tab),
+    Self = self(),
+    U = case ets:info(Name, owner) of
+            undefined -> ets:new(Name, [set, protected, named_table, {read_concurrency, true}]);
+            Self ->
+                %% a store made again by the same process starts with no marks
+                true = ets:delete(Name),
+                ets:new(Name, [set, protected, named_table, {read_concurrency, true}]);
+            _ ->
+                %% the table's process holds the name (a benchmark driving the core
+                %% itself): marks of this store's own, seen by nobody else
+                ets:new(hm_unwritten, [set, protected])
+        end,
+    {?MODULE, #{tab => Tab, meta => MetaStore, log => Log, disc => Storage =:= disc_copies,
+                unwritten => U}}.
 
-%% @doc Drop what the store owns outside Mnesia (the ETS metadata of a ram copy).
+%% @doc Drop what the store owns outside Mnesia (the ETS metadata of a ram copy, the marks
+%% of unwritten keys).
 -spec forget(hm_ec_store:store()) -> ok.
-forget({?MODULE, #{meta := {ets, E}}}) -> _ = (catch ets:delete(E)), ok;
-forget(_) -> ok.
+forget({?MODULE, S}) ->
+    _ = [(catch ets:delete(E)) || {ets, E} <- [maps:get(meta, S)]],
+    _ = (catch ets:delete(maps:get(unwritten, S))),
+    ok.
+
+%% @doc The name of the ETS table of table `Tab''s marks of unwritten keys on this node.
+-spec unwritten_name(atom()) -> atom().
+unwritten_name(Tab) ->
+    %% made once per table (atoms are never collected)
+    case persistent_term:get({?MODULE, unwritten, Tab}, undefined) of
+        undefined ->
+            Name = list_to_atom("hm_unwritten:" ++ atom_to_list(Tab)),
+            persistent_term:put({?MODULE, unwritten, Tab}, Name),
+            Name;
+        Name -> Name
+    end.
+
+%% @doc Whether this node's copy of `Tab' holds updates of `Key' its row does not have yet
+%% (then only the table's process can show them). `false' when the table's process is not
+%% running here: nothing is held outside the row then.
+-spec is_unwritten(atom(), term()) -> boolean().
+is_unwritten(Tab, Key) ->
+    try ets:member(unwritten_name(Tab), Key)
+    catch error:badarg -> false
+    end.
+
+-spec unwritten_put(term(), state()) -> state().
+unwritten_put(Key, S = #{unwritten := U}) -> true = ets:insert(U, {Key}), S.
+
+-spec unwritten_del(term(), state()) -> state().
+unwritten_del(Key, S = #{unwritten := U}) -> true = ets:delete(U, Key), S.
 
 -spec read(term(), state()) -> [tuple()].
 read(Key, #{tab := Tab, disc := false}) ->
@@ -152,5 +200,10 @@ log_clear(S = #{log := Log}) ->
 
 -spec is_disc(state()) -> boolean().
 is_disc(#{disc := D}) -> D.
+
+%% @doc A disc copy's updates so far are on disc (Mnesia's log is written asynchronously).
+-spec sync(state()) -> state().
+sync(S = #{disc := true}) -> _ = mnesia:sync_log(), S;
+sync(S) -> S.
 
 ets_rows(Tab) -> mnesia:dirty_select(Tab, [{'_', [], ['$_']}]).

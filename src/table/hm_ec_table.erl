@@ -8,13 +8,15 @@
 %% <li>`{send, Node, Msg}': a message to the table's process on `Node';</li>
 %% <li>`{reply, From, Reply}': the answer to a caller of {@link submit/5};</li>
 %% <li>`{timer, Ms, Msg}': give `Msg' back to {@link timeout/2} in `Ms' ms;</li>
-%% <li>`sync_log': make the local disc writes durable before anything else;</li>
 %% <li>`{drop, What}': a message was dropped (log it);</li>
 %% <li>`{info, Format, Args}': something worth a log line;</li>
 %% <li>`{event, Event}' (only with option `events'): what the simulator's checkers look at:
 %% `{applied, Msg}', `{installed, Delivered}', `{stabilized, Dots}'.</li>
 %% </ul>
-%% Storage goes through {@link hm_ec_store} (Mnesia at run time, maps in the simulator).
+%% Storage goes through {@link hm_ec_store} (Mnesia at run time, maps in the simulator); a
+%% `disc_copies' store is synced ({@link hm_ec_store:sync/1}) before anything that must not
+%% be taken back by a crash leaves the copy: a `sync' write's message and answer, a snapshot,
+%% an acknowledgement.
 %%
 %% The steps, in the paper's words:
 %% <ul>
@@ -35,6 +37,20 @@
 %% meanwhile. It starts from nothing only when every other member says it holds nothing from
 %% anyone else (the members of a brand-new table).</li>
 %% </ul>
+%% CRDT tables write behind (the ChiaVe paper, *ChiaVe: A Flexible CRDT-Based Key-Value
+%% Store*, §4: a store's state per broadcast epoch): a key's CRDT, once an update changed it
+%% here (made here or a member's), stays in this state and its row is written when the epoch
+%% ends (`crdt_epoch'), before a snapshot is sent, and, on a disc copy, before stable
+%% operations leave the log. A row's write copies the whole CRDT into ETS and its read copies
+%% it out, so writing every update made building a large value one update at a time cost
+%% time quadratic in its size; held here, an update costs what the CRDT's own update costs.
+%% The key is marked in the store meanwhile ({@link hm_ec_store:unwritten_put/2}), and
+%% {@link read/2}, {@link rows/1} and {@link crdt_value/2} show it: a reader outside the
+%% table's process asks the process for a marked key and reads an unmarked key's row. A disc
+%% copy logs no prior state for a CRDT operation (it writes no row); its restart applies
+%% every logged delivered operation again to what its rows lack (op: where the key's CRDT
+%% has not delivered its dot; lattice flavors: joins, idempotent) and its unsent updates.
+%%
 %% Per key the state is {@link hm_ec_key}'s; the table holds what reads show, and the metadata
 %% store only the keys storage alone cannot represent, so a quiescent table carries none. A
 %% `prwset' clear is kept until stable so that it beats concurrent writes that arrive later,
@@ -43,12 +59,21 @@
 %% Invariants: every operation is applied once, in causal order; what reads show for a key
 %% is `hm_ec_key:view/3' of its state; stabilization never changes what reads show; a
 %% `disc_copies' copy logs every unstable operation and its delivered vector after applying
-%% it, so a restart resumes as the same replica.
+%% it, so a restart resumes from its state, as a new incarnation (the crash may have lost
+%% its last operations, which members may have: the old incarnation's sequence numbers are
+%% never used again); a disc copy acknowledges only what is on disc, so nothing a member
+%% folded as stable can be missing from it after a crash. CRDT tables: reads of a copy show
+%% every update it applied; a key's row lags its state by at most one epoch and is written
+%% before anything leaves the copy that reads its rows (a snapshot); a key marked unwritten
+%% has its state here; a disc copy's rows plus its logged operations hold every operation its
+%% durable delivered vector counts (rows are written before the log forgets any).
 -module(hm_ec_table).
 
--export([new/1, submit/5, handle/4, tick/2, nodeup/2, nodedown/2, set_members/2, timeout/2,
+-export([new/1, submit/5, submit_after/6, covers/2, handle/4, tick/2, nodeup/2, nodedown/2,
+         set_members/2, timeout/2, stop/1,
          info/2]).
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
+-export([read/2, rows/1, crdt_value/2]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -define(SYNC_TIMEOUT_MS, 30000).
@@ -60,7 +85,7 @@
 -type event() :: {applied, hm_tcsb:message()} | {installed, hm_vv:vv()}
                | {stabilized, [hm_vv:dot()]}.
 -type effect() :: {send, node(), term()} | {reply, term(), term()}
-                | {timer, pos_integer(), term()} | sync_log | {drop, term()}
+                | {timer, pos_integer(), term()} | {drop, term()}
                 | {info, string(), list()} | {event, event()}.
 -type opts() :: #{tab := atom(), type := hm_ec_key:ec_type(), policy := hm_ec_key:policy(),
                   record := {atom(), pos_integer()}, cookie := term(), node := node(),
@@ -90,20 +115,29 @@
             %% members' operations received here again after they were delivered
             duplicates = 0 :: non_neg_integer(),
             ticks = 0 :: non_neg_integer(),
+            %% a disc copy: operations delivered since the store was last synced (its
+            %% acknowledgements wait for that: see tick/2)
+            unsynced = false :: boolean(),
             events = false :: boolean(),
             %% a CRDT table's type and flavor (hm_ec_crdt), `none' for a set of records
             crdt = none :: none | hm_ec_crdt:spec(),
             %% state and delta CRDT tables: the broadcast epoch (ms), and the updates applied
             %% here since the last one, newest first, sent as one message when it ends
             epoch = 100 :: pos_integer(),
-            batch = [] :: [{term(), hm_ec_crdt:payload()}]}).
+            batch = [] :: [{term(), hm_ec_crdt:payload()}],
+            %% CRDT tables, write-behind: the keys whose state here is newer than their row
+            %% (marked in the store as such), written when the epoch ends
+            unwritten = #{} :: #{term() => hm_crdt:crdt()},
+            %% a `crdt_epoch' timer is set
+            epoch_set = false :: boolean()}).
 -opaque state() :: #t{}.
 
 %%% ================================================================ starting
 
-%% @doc A table copy taken up: restored from the durable log of a `disc_copies' store when it
-%% holds the replica's state (a restart: the same replica, its unstable operations still
-%% logged), otherwise a new incarnation, `syncing' from the other members (or `ready' alone).
+%% @doc A table copy taken up, always as a new incarnation (option `incarnation'): with the
+%% state restored from the durable log of a `disc_copies' store when it holds one (a restart:
+%% its rows, delivered vector and unstable operations), otherwise empty and `syncing' from
+%% the other members (or `ready' alone).
 -spec new(opts()) -> {state(), [effect()]}.
 new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
     Ms = lists:usort([Node | Ms0]),
@@ -114,16 +148,26 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
             crdt = maps:get(crdt, O, none), epoch = maps:get(epoch, O, 100)},
     Log = hm_ec_store:log_read(St),
     case restorable(Log) of
-        {state, {Self, Delivered}} ->
-            Logged = [M || {{_, _}, M} <- Log],
-            Clears = [C || {clears, Cs} <- Log, C <- Cs],
+        {state, {Old, Delivered}} ->
+            %% a new incarnation with the restored state: the crash may have lost the last
+            %% operations this copy made (Mnesia's log is written asynchronously), which
+            %% members may have; as the old incarnation it would reuse their sequence numbers
+            Self = {Node, next_incarnation(Old, maps:get(incarnation, O))},
+            %% an operation logged without the state that counts it was cut short: it is
+            %% not delivered here, and what it changed already is undone
+            Logged = [M || {{Or, Seq}, M} <- Log, hm_vv:contains({Or, Seq}, Delivered)],
+            {Clears, St0} = undo_cut(Log, Delivered,
+                                     [C || {clears, Cs} <- Log, C <- Cs], St),
             B = hm_tcsb:restore_log(Logged, hm_tcsb:new(Self, Ms, Delivered, TOpts)),
             %% a state or delta CRDT table's updates applied but not sent before the restart
             Batch = [U || {crdt_batch, Us} <- Log, U <- Us],
-            {T0#t{tcsb = B, clears = Clears, store = with_format(St), batch = Batch},
-             [{info, "hypermnesia: ~p restored from disc (~p unstable operations)",
-               [Tab, length(Logged)]}
-              | [{timer, T0#t.epoch, crdt_epoch} || Batch =/= []]]};
+            St1 = hm_ec_store:log_put(state, {Self, Delivered}, with_format(St0)),
+            T1 = replay(Logged, lists:reverse(Batch),
+                        T0#t{tcsb = B, clears = Clears, store = St1, batch = Batch,
+                             epoch_set = Batch =/= []}),
+            {T1, [{info, "hypermnesia: ~p restored from disc (~p unstable operations)",
+                   [Tab, length(Logged)]}
+                  | [{timer, T0#t.epoch, crdt_epoch} || Batch =/= []]]};
         Other ->
             B = hm_tcsb:new({Node, maps:get(incarnation, O)}, Ms, #{}, TOpts),
             Warn = [{info, "hypermnesia: ~p: the disc log is of format ~p, this release reads "
@@ -156,6 +200,59 @@ restorable(Log) ->
 
 with_format(St) -> hm_ec_store:log_put(format, hm_ec_wire:disc_version(), St).
 
+%% The operation a crash cut short (its `undo' entry is logged before it changes storage, its
+%% state after: see apply_op/3) leaves storage and the clears as they were before it.
+undo_cut(Log, Delivered, Clears, St) ->
+    case lists:keyfind(undo, 1, Log) of
+        {undo, {Dot, Before, ClearsBefore}} ->
+            case hm_vv:contains(Dot, Delivered) of
+                true -> {Clears, St};
+                false ->
+                    St1 = lists:foldl(fun({K, Rows, Meta}, Acc) ->
+                                              Acc1 = lists:foldl(fun hm_ec_store:write/2,
+                                                                 hm_ec_store:delete(K, Acc),
+                                                                 Rows),
+                                              case Meta of
+                                                  {ok, KS} -> hm_ec_store:meta_put(K, KS, Acc1);
+                                                  none -> hm_ec_store:meta_del(K, Acc1)
+                                              end
+                                      end, St, Before),
+                    St2 = case ClearsBefore of
+                              Clears -> St1;
+                              _ -> hm_ec_store:log_put(clears, ClearsBefore, St1)
+                          end,
+                    {ClearsBefore, hm_ec_store:log_del(undo, St2)}
+            end;
+        false -> {Clears, St}
+    end.
+
+%% A CRDT table's rows are written once per epoch (write-behind), so what a crash kept of
+%% them may lack any suffix of each key's updates since: every delivered operation still
+%% logged is applied again, in causal order (ordered by the sum of its vector timestamp, a
+%% linear extension of causality), where its key's state lacks it (op flavor: the key's
+%% CRDT has not delivered its dot; the lattice flavors join, which is idempotent), and the
+%% updates made here but not sent are applied too (the next epoch sends them). Nothing a
+%% row lacks is missing from the log: an operation leaves the log only once stable, and a
+%% disc copy writes its rows before it forgets stable operations (stabilize/2).
+replay(_, _, T = #t{crdt = none}) -> T;
+replay(Logged, Unsent, T0 = #t{tcsb = B}) ->
+    Order = fun({O, Ts, _}) -> {lists:sum(maps:values(Ts)), O} end,
+    T1 = lists:foldl(fun({O, Ts, {_, Key, Op}}, Acc) ->
+                             apply_key(Acc, O, Ts, Key, Op)
+                     end, T0, lists:sort(fun(A, Bx) -> Order(A) =< Order(Bx) end, Logged)),
+    %% the unsent updates, oldest first, as the origin applied them (batch/5)
+    Self = hm_tcsb:self(B),
+    T2 = lists:foldl(fun({Key, P}, Acc) ->
+                             crdt_put(Key, hm_ec_crdt:effect(P, {Self, 1}, #{}, crdt_state(Key, Acc)),
+                                      Acc)
+                     end, T1, Unsent),
+    write_unwritten(T2).
+
+%% Incarnations grow with time (the server makes them from the clock); a clock set back
+%% still gives a newer one.
+next_incarnation({_, Old}, New) when is_integer(Old), is_integer(New), New =< Old -> Old + 1;
+next_incarnation(_, New) -> New.
+
 %%% ================================================================ local operations
 
 %% @doc A local operation on `Key' (async_ec or sync_ec), `Clock' this node's physical clock
@@ -166,7 +263,10 @@ with_format(St) -> hm_ec_store:log_put(format, hm_ec_wire:disc_version(), St).
           {state(), [effect()]}.
 submit(_, _, From, _, T = #t{status = {syncing, _, _}, tab = Tab}) ->
     {T, [{reply, From, {error, {syncing, Tab}}}]};
-submit({Key, Op}, Mode, From, Env, T = #t{crdt = Spec, tcsb = B, tab = Tab}) ->
+submit(KeyOp, Mode, From, Env, T) ->
+    epoch_timer(submit1(KeyOp, Mode, From, Env, T)).
+
+submit1({Key, Op}, Mode, From, Env, T = #t{crdt = Spec, tcsb = B, tab = Tab}) ->
     %% a CRDT table takes `{update, CrdtOp}' only (prepared here against the key's state),
     %% a table of records everything else
     case {Spec, Op} of
@@ -186,35 +286,89 @@ submit({Key, Op}, Mode, From, Env, T = #t{crdt = Spec, tcsb = B, tab = Tab}) ->
 submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
     {Op, H1} = stamp(Op0, H0, Clock, node_of(B)),
     {Msg = {Self, Ts, _}, Out, B1} = hm_tcsb:broadcast({Mode, Key, Op}, B),
-    {T1, Evs} = apply_op(T#t{tcsb = B1, hlc = H1}, Msg),
+    {T0, Evs} = apply_op(T#t{tcsb = B1, hlc = H1}, Msg, hm_tcsb:delivered(B1)),
+    %% a sync write on a disc copy is on disc before any member hears of it (and before it
+    %% returns): a crash then cannot take it back
+    T1 = case Mode of
+             sync -> sync_store(T0);
+             async -> T0
+         end,
     Sends = [{send, N, M} || {N, M} <- Out],
-    %% a sync write on a disc copy is on disc before any member hears of it: killed in
-    %% between, the copy would come back without it and reuse its sequence number
-    Durable = [sync_log || Mode =:= sync, hm_ec_store:is_disc(T1#t.store)],
     Reachable = [N || {N, _} <- Out, lists:member(N, Up)],
     case {Mode, Reachable} of
         {sync, [_ | _]} ->
             Dot = {Self, maps:get(Self, Ts)},
             W = T1#t.waiters,
             {T1#t{waiters = W#{Dot => {From, Reachable}}},
-             Evs ++ Durable ++ Sends ++ [{timer, ?SYNC_TIMEOUT_MS, {sync_timeout, Dot}}]};
+             Evs ++ Sends ++ [{timer, ?SYNC_TIMEOUT_MS, {sync_timeout, Dot}}]};
         _ ->
-            {T1, Evs ++ Durable ++ Sends ++ [{reply, From, ok}]}
+            {T1, Evs ++ Sends ++ [{reply, From, ok}]}
     end.
+
+%% @doc {@link submit/5} for a write that a node without a ready copy of its own passes to
+%% this copy, `After' the dots of the writes that node passed on before (its session, kept
+%% by {@link hm_ec_hints}). This copy takes the write only once it has delivered every dot
+%% of `After' (or the dot's incarnation is gone: {@link covers/2}), so that the write is
+%% causally after every earlier one of that node, wherever each was applied: the session
+%% guarantee Monotonic Writes (*Session Guarantees for Weakly Consistent Replicated
+%% Data*, §2). A copy behind answers `{error, {behind, Tab}}' at once, and the node tries
+%% another holder or keeps the write as a hint. A write taken answers `{ok, Dot}' instead
+%% of `ok' (`{ok, none}' for an update that waits in a CRDT epoch, which has no dot yet):
+%% the node adds `Dot' to its session.
+-spec submit_after(hm_vv:vv(), {term(), op()}, async | sync, term(), {integer(), [node()]},
+                   state()) -> {state(), [effect()]}.
+submit_after(After, KeyOp, Mode, From, Env, T = #t{status = ready, tab = Tab, tcsb = B}) ->
+    case covers(After, T) of
+        false -> {T, [{reply, From, {error, {behind, Tab}}}]};
+        true ->
+            {T1, Effs} = submit(KeyOp, Mode, {with_dot, From}, Env, T),
+            Self = hm_tcsb:self(B),
+            Seq = hm_vv:get(Self, hm_tcsb:delivered(T1#t.tcsb)),
+            Dot = case Seq > hm_vv:get(Self, hm_tcsb:delivered(B)) of
+                      true -> {Self, Seq};
+                      false -> none
+                  end,
+            {T1, [case E of
+                      {reply, {with_dot, _} = C, R} -> reply(C, Dot, R);
+                      _ -> E
+                  end || E <- Effs]}
+    end;
+submit_after(_After, KeyOp, Mode, From, Env, T) ->
+    submit(KeyOp, Mode, From, Env, T).
+
+%% @doc Whether this copy has delivered every dot of `After', a dot of a gone incarnation
+%% (its node restarted without its state, or left the copy holders) counting as delivered:
+%% what such an incarnation had not sent before it went is lost with it, and a session
+%% waiting for it would wait for ever.
+-spec covers(hm_vv:vv(), state()) -> boolean().
+covers(After, #t{tcsb = B}) ->
+    D = hm_tcsb:delivered(B),
+    maps:fold(fun(O, Seq, Ok) -> Ok andalso (hm_vv:get(O, D) >= Seq orelse
+                                              hm_tcsb:superseded(O, B))
+              end, true, After).
+
+%% The answer to a caller: one of submit_after/6 learns the dot of its write.
+reply({with_dot, From}, Dot, ok) -> {reply, From, {ok, Dot}};
+reply({with_dot, From}, _Dot, R) -> {reply, From, R};
+reply(From, _Dot, R) -> {reply, From, R}.
 
 %% A state or delta CRDT table (ChiaVe's broadcast epoch): the update is applied here at
 %% once, and the updates of an epoch leave together, as one message of the table's
 %% broadcast, when it ends (for `state', only the last state of each key). A disc copy
-%% logs them until then, so a restart sends them.
-batch(Key, Payload, C1, From, T = #t{batch = Bt, epoch = Ms, store = St, record = {Name, _}}) ->
+%% logs them until then, so a restart sends them, and applies them here again (replay/3).
+batch(Key, Payload, C1, From, T = #t{batch = Bt, store = St}) ->
     Bt1 = [{Key, Payload} | Bt],
-    St1 = crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St)),
-    St2 = case hm_ec_store:is_disc(St1) of
-              true -> hm_ec_store:log_put(crdt_batch, Bt1, St1);
-              false -> St1
+    St1 = case hm_ec_store:is_disc(St) of
+              true -> hm_ec_store:log_put(crdt_batch, Bt1, St);
+              false -> St
           end,
-    {T#t{batch = Bt1, store = St2},
-     [{timer, Ms, crdt_epoch} || Bt =:= []] ++ [{reply, From, ok}]}.
+    {crdt_put(Key, C1, T#t{batch = Bt1, store = St1}), [{reply, From, ok}]}.
+
+%% A CRDT table's epoch timer is set while it has updates to send or rows to write.
+epoch_timer({T = #t{epoch_set = false, batch = Bt, unwritten = U, epoch = Ms}, Effs})
+  when Bt =/= []; map_size(U) > 0 ->
+    {T#t{epoch_set = true}, Effs ++ [{timer, Ms, crdt_epoch}]};
+epoch_timer(Result) -> Result.
 
 %% The epoch ended: its updates leave as one operation, in the order they were made.
 flush(T = #t{batch = []}) -> {T, []};
@@ -223,13 +377,15 @@ flush(T = #t{batch = Bt, crdt = {_, Flavor}, store = St}) ->
                 state -> lists:ukeysort(1, Bt);    % newest first: the last state of each key
                 _ -> lists:reverse(Bt)
             end,
-    St1 = case hm_ec_store:is_disc(St) of
-              true -> hm_ec_store:log_del(crdt_batch, St);
-              false -> St
+    {T1 = #t{store = St1}, Effs} = submit_op({'$crdt_epoch', {crdt, {batch, Pairs}}}, async,
+                                             crdt_epoch, {0, []}, T#t{batch = []}),
+    %% forgotten once the operation carrying it is logged: a crash in between sends it twice,
+    %% which joins absorb
+    St2 = case hm_ec_store:is_disc(St) of
+              true -> hm_ec_store:log_del(crdt_batch, St1);
+              false -> St1
           end,
-    {T1, Effs} = submit_op({'$crdt_epoch', {crdt, {batch, Pairs}}}, async, crdt_epoch,
-                           {0, []}, T#t{batch = [], store = St1}),
-    {T1, [E || E <- Effs, E =/= {reply, crdt_epoch, ok}]}.
+    {T1#t{store = St2}, [E || E <- Effs, E =/= {reply, crdt_epoch, ok}]}.
 
 %% Hybrid logical clock for lww: the wall clock, never behind what was seen.
 stamp({write, Rec}, H, Clock, Node) ->
@@ -244,12 +400,26 @@ node_of(B) -> element(1, hm_tcsb:self(B)).
 timeout({sync_timeout, Dot}, T = #t{waiters = W}) ->
     case W of
         #{Dot := {From, Nodes}} ->
-            {T#t{waiters = maps:remove(Dot, W)}, [{reply, From, {error, {sync_timeout, Nodes}}}]};
+            {T#t{waiters = maps:remove(Dot, W)},
+             [reply(From, Dot, {error, {sync_timeout, Nodes}})]};
         _ -> {T, []}
     end;
-timeout(crdt_epoch, T = #t{status = ready}) -> flush(T);
+timeout(crdt_epoch, T = #t{status = ready}) ->
+    %% the epoch's updates leave, and the rows of the keys it changed are written
+    {T1, Effs} = flush(T),
+    {write_unwritten(T1#t{epoch_set = false}), Effs};
 timeout(crdt_epoch, T = #t{epoch = Ms}) -> {T, [{timer, Ms, crdt_epoch}]};   % not caught up yet
 timeout(_, T) -> {T, []}.
+
+%% @doc The copy here stops (its table or fragment leaves this node, or the application
+%% stops): every `sync_ec' caller still waiting is answered as when its wait times out. Its
+%% write is applied here and was sent, but is not known to be applied by every member.
+-spec stop(state()) -> {state(), [effect()]}.
+stop(T = #t{waiters = W}) ->
+    lists:foldl(fun(Dot, {T0, Effs}) ->
+                        {T1, More} = timeout({sync_timeout, Dot}, T0),
+                        {T1, Effs ++ More}
+                end, {T, []}, lists:sort(maps:keys(W))).
 
 %%% ================================================================ members' messages
 
@@ -261,7 +431,7 @@ handle(From, Cookie, _Msg, T = #t{cookie = C, tab = Tab}) when Cookie =/= C ->
     {T, [{drop, {other_table_instance, Tab, From}}]};
 handle(From, _Cookie, Msg, T = #t{tcsb = B, tab = Tab}) ->
     case lists:member(From, hm_tcsb:members(B)) of
-        true -> remote(From, Msg, T);
+        true -> epoch_timer(remote(From, Msg, T));
         false -> {T, [{drop, {not_a_member, From, Tab}}]}
     end.
 
@@ -274,8 +444,18 @@ remote(From, {op, Msg}, T = #t{status = {syncing, Raw, Empty}, tab = Tab}) ->
         false -> {T, [{drop, {bad_op_message, Tab, From}}]};
         true -> {T#t{status = {syncing, [Msg | Raw], Empty}}, []}
     end;
-remote(From, {snapshot_req}, T) ->
-    {T, [{send, From, snapshot(T)}]};
+remote(From, {snapshot_req}, T0) ->
+    %% a state or delta CRDT table's updates waiting for the epoch's end leave now: the
+    %% snapshot shows them, and they must be in the broadcast (its log travels with the
+    %% snapshot) or a copy that installs it would hold updates no other copy will receive
+    {T1, Flushed} = case T0 of
+                        #t{status = ready} -> flush(T0);
+                        _ -> {T0, []}
+                    end,
+    %% what a member installs is every row as reads here show it, on disc here first (see
+    %% tick/2)
+    T = sync_store(write_unwritten(T1)),
+    {T, Flushed ++ [{send, From, snapshot(T)}]};
 remote(From, Msg = {snapshot, Snap}, T = #t{status = {syncing, _, _}, tab = Tab}) ->
     case hm_ec_wire:is_snapshot(Msg) of
         true -> install(Snap, T);
@@ -303,10 +483,12 @@ remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
                       false -> 0
                   end,
             {Ready, B1} = hm_tcsb:receive_op(Msg, B),
-            {T1, Evs} = lists:foldl(fun(M, {Acc, E}) ->
-                                            {Acc1, E1} = apply_op(Acc, M),
-                                            {Acc1, E ++ E1}
-                                    end, {T#t{tcsb = B1}, []}, Ready),
+            %% a disc copy logs, after each one, what it has delivered up to that one
+            {T1, Evs, _} = lists:foldl(fun(M = {O, Ts, _}, {Acc, E, V}) ->
+                                               V1 = V#{O => maps:get(O, Ts)},
+                                               {Acc1, E1} = apply_op(Acc, M, V1),
+                                               {Acc1, E ++ E1, V1}
+                                       end, {T#t{tcsb = B1}, [], hm_tcsb:delivered(B)}, Ready),
             %% sync_ec callers at the origin wait for this: acknowledge every sync operation
             %% delivered here, duplicates included (a state transfer may have brought its
             %% effect before the operation itself arrived)
@@ -328,7 +510,7 @@ remote(From, {applied, Dot}, T = #t{waiters = W}) ->
     case W of
         #{Dot := {Caller, Nodes}} ->
             case lists:delete(From, Nodes) of
-                [] -> {T#t{waiters = maps:remove(Dot, W)}, [{reply, Caller, ok}]};
+                [] -> {T#t{waiters = maps:remove(Dot, W)}, [reply(Caller, Dot, ok)]};
                 Rest -> {T#t{waiters = W#{Dot := {Caller, Rest}}}, []}
             end;
         _ -> {T, []}
@@ -364,7 +546,7 @@ nodeup(N, T = #t{tcsb = B}) -> {T#t{tcsb = hm_tcsb:forget_member(N, B)}, []}.
 nodedown(N, T = #t{tcsb = B, waiters = W}) ->
     {W1, Replies} = maps:fold(fun(Dot, {Caller, Nodes}, {Acc, R}) ->
                                       case lists:delete(N, Nodes) of
-                                          [] -> {Acc, [{reply, Caller, ok} | R]};
+                                          [] -> {Acc, [reply(Caller, Dot, ok) | R]};
                                           Rest -> {Acc#{Dot => {Caller, Rest}}, R}
                                       end
                               end, {#{}, []}, W),
@@ -372,15 +554,23 @@ nodedown(N, T = #t{tcsb = B, waiters = W}) ->
 
 %% @doc The table's copy holders changed: a removed member no longer holds stability back.
 -spec set_members([node()], state()) -> state().
-set_members(Ms, T = #t{tcsb = B}) -> T#t{tcsb = hm_tcsb:set_members(Ms, B)}.
+set_members(Ms, T = #t{tcsb = B, acks_sent = Sent}) ->
+    B1 = hm_tcsb:set_members(Ms, B),
+    %% what was last acknowledged to a node that is no longer a member is forgotten (a
+    %% member that comes back hears its next acknowledgement at once)
+    T#t{tcsb = B1, acks_sent = maps:with(hm_tcsb:members(B1), Sent)}.
 
 %%% ================================================================ ticks
 
 %% @doc The periodic step (every 250 ms at run time): acknowledgements and retransmission
 %% to the reachable members `Up', a snapshot request while syncing, stabilization.
 -spec tick([node()], state()) -> {state(), [effect()]}.
-tick(Up0, T0 = #t{tcsb = B0}) ->
+tick(Up0, Tx = #t{tcsb = B0}) ->
     Up = Up0 -- [node_of(B0)],
+    %% a disc copy acknowledges only what is on disc: a member folds what every member
+    %% acknowledged as stable and forgets it, so an operation this copy lost in a crash
+    %% could come back from nobody
+    T0 = sync_store(Tx),
     {Acks, T} = acks_due([{M, Ack} || {M, Ack} <- hm_tcsb:acks(B0), lists:member(M, Up)], T0),
     Reach = [M || M <- hm_tcsb:members(B0), lists:member(M, Up)],
     {Resends, B} = lists:foldl(fun(M, {Acc, Bx}) ->
@@ -416,9 +606,15 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen}) ->
         V -> stabilize(T#t{stable_seen = V}, V)
     end.
 
-stabilize(T = #t{store = St0, tcsb = B, clears = Cs, events = Ev, ticks = N}, V) ->
+stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev, ticks = N}, V) ->
     {GoneOps, B1} = hm_tcsb:gc_ops(B),
     Gone = [{O, maps:get(O, Ts)} || {O, Ts, _} <- GoneOps],
+    %% a disc CRDT table writes its rows before its log forgets operations: a restart
+    %% applies the logged ones again to what the rows lack (replay/3)
+    T = case Gone =/= [] andalso hm_ec_store:is_disc(St0) of
+            true -> write_unwritten(T0);
+            false -> T0
+        end,
     %% only the keys of the operations that just became stable can have become stable
     %% (a key is, once its last unstable entry's operation is); every key after a clear,
     %% and every ?FULL_SCAN_TICKS ticks as a safety net
@@ -426,10 +622,10 @@ stabilize(T = #t{store = St0, tcsb = B, clears = Cs, events = Ev, ticks = N}, V)
                0 -> all;
                _ -> stable_keys(GoneOps, [])
            end,
-    {St1, Dots} = stabilize_keys(T, St0, V, Keys),
+    {T1a = #t{store = St1}, Dots} = stabilize_keys(T, V, Keys),
     Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
     St2 = lists:foldl(fun hm_ec_store:log_del/2, St1, Gone),
-    T1 = persist_clears(T#t{store = St2, tcsb = B1, clears = Clears}, Cs),
+    T1 = persist_clears(T1a#t{store = St2, tcsb = B1, clears = Clears}, Cs),
     Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
     {T1, [{event, {stabilized, Folded}} || Ev, Folded =/= []]}.
 
@@ -445,27 +641,42 @@ meta_rows(all, St) -> hm_ec_store:meta_rows(St);
 meta_rows(Keys, St) ->
     [{K, KS} || K <- Keys, {ok, KS} <- [hm_ec_store:meta_get(K, St)]].
 
-%% A CRDT table: every key with unstable timestamps is compacted by its CRDT.
-stabilize_keys(#t{crdt = Spec, record = {Name, _}}, St0, V, Keys) when Spec =/= none ->
-    St1 = lists:foldl(fun(Key, St) ->
-                              case hm_ec_store:read(Key, St) of
-                                  [{_, _, C}] ->
-                                      C1 = hm_ec_crdt:stabilize(V, C),
-                                      crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St));
-                                  _ -> hm_ec_store:meta_del(Key, St)
-                              end
-                      end, St0, [K || {K, _} <- meta_rows(Keys, St0)]),
-    {St1, []};
-stabilize_keys(#t{type = Type, policy = Policy, events = Ev} = T, St0, V, Keys) ->
+%% A CRDT table: every key with unstable timestamps is compacted by its CRDT; an unwritten
+%% key in memory (its row is written when the epoch ends), another in its row.
+stabilize_keys(T0 = #t{crdt = Spec, record = {Name, _}, store = St0, unwritten = U0}, V, Keys)
+  when Spec =/= none ->
+    Hot = case Keys of
+              all -> maps:keys(U0);
+              _ -> [K || K <- Keys, is_map_key(K, U0)]
+          end,
+    Marked = [K || {K, _} <- meta_rows(Keys, St0)],
+    T1 = lists:foldl(fun(Key, T = #t{unwritten = U, store = St}) ->
+                             case U of
+                                 #{Key := C} ->
+                                     T#t{unwritten = U#{Key := hm_ec_crdt:stabilize(V, C)}};
+                                 _ ->
+                                     case hm_ec_store:read(Key, St) of
+                                         [{_, _, C}] ->
+                                             C1 = hm_ec_crdt:stabilize(V, C),
+                                             T#t{store = crdt_meta(Key, C1, hm_ec_store:write(
+                                                                               {Name, Key, C1}, St))};
+                                         _ -> T#t{store = hm_ec_store:meta_del(Key, St)}
+                                     end
+                             end
+                     end, T0, lists:usort(Hot ++ Marked)),
+    {T1, []};
+stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V, Keys) ->
     %% stabilization never changes what reads show (hm_ec_prop checks it): only the
     %% metadata is rewritten
+    {St1, Dots} =
         lists:foldl(fun({Key, KS = {_, KLog}}, {St, Ds}) ->
                             case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
                                 KS -> {St, Ds};
                                 KS1 -> {store_meta(T, Key, KS1, St),
                                         [D || Ev, {D, _, _} <- KLog] ++ Ds}
                             end
-                    end, {St0, []}, meta_rows(Keys, St0)).
+                    end, {St0, []}, meta_rows(Keys, St0)),
+    {T#t{store = St1}, Dots}.
 
 %%% ================================================================ state transfer
 
@@ -498,7 +709,7 @@ install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := 
                                               TOpts)),
     T0 = persist_clears(T#t{store = St4, tcsb = B0, status = ready, clears = Clears,
                             stable_seen = undefined}, undefined),
-    T1 = lists:foldl(fun(M, Acc) -> persist(Acc, M) end, T0, Log),
+    T1 = lists:foldl(fun(M, Acc) -> persist(Acc, M, V) end, T0, Log),
     Effs = [{info, "hypermnesia: ~p caught up (~p rows)", [Tab, length(Rows)]}
             | [{event, {installed, V}} || Ev]],
     lists:foldl(fun(M, {Tx, E}) -> {Ty, E1} = remote(node_of(B0), {op, M}, Tx), {Ty, E ++ E1} end,
@@ -506,10 +717,32 @@ install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := 
 
 %%% ================================================================ effects on storage
 
-%% Apply a causally delivered operation to storage (Algorithm 2), then log it on disc.
-apply_op(T, Msg) ->
-    T1 = effect(T, Msg),
-    {persist(T1, Msg), [{event, {applied, Msg}} || T#t.events]}.
+%% Apply a causally delivered operation to storage (Algorithm 2), then log it on disc with
+%% `Delivered', this copy's delivered vector once it is applied. A disc copy first logs what
+%% the operation is about to change: Mnesia's log keeps any prefix of the writes through a
+%% crash, so one operation's rows, metadata and log writes may be cut short, and the restart
+%% undoes them (undo_cut/4; the operation is then not delivered: members resend it, or it
+%% was this copy's own and is lost with the crash, as an async_ec write on a disc copy can be).
+apply_op(T, Msg, Delivered) ->
+    T1 = effect(log_undo(T, Msg), Msg),
+    {persist(T1, Msg, Delivered), [{event, {applied, Msg}} || T#t.events]}.
+
+log_undo(T = #t{crdt = Spec}, _) when Spec =/= none ->
+    %% a CRDT table's operation writes no row (write-behind): nothing to undo (replay/3)
+    T;
+log_undo(T = #t{store = St, clears = Cs}, {Origin, Ts, {_, Key, Op}}) ->
+    case hm_ec_store:is_disc(St) of
+        false -> T;
+        true ->
+            Keys = case Op of
+                       clear -> lists:usort(hm_ec_store:all_keys(St) ++ hm_ec_store:meta_keys(St));
+                       {crdt, {batch, Pairs}} -> lists:usort([K || {K, _} <- Pairs]);
+                       _ -> [Key]
+                   end,
+            Before = [{K, hm_ec_store:read(K, St), hm_ec_store:meta_get(K, St)} || K <- Keys],
+            Dot = {Origin, maps:get(Origin, Ts)},
+            T#t{store = hm_ec_store:log_put(undo, {Dot, Before, Cs}, St)}
+    end.
 
 effect(T = #t{store = St, type = Type, clears = Cs}, {Origin, Ts, {_Mode, _Key, clear}}) ->
     Keys = lists:usort(hm_ec_store:all_keys(St) ++ hm_ec_store:meta_keys(St)),
@@ -549,30 +782,47 @@ persist_clears(T = #t{clears = Cs, store = St}, _) ->
     T#t{store = hm_ec_store:log_put(clears, Cs, St)}.
 
 %% disc_copies: after the effect, log the operation (until it is stable, for retransmission)
-%% and what this replica has delivered.
-persist(T = #t{store = St, tcsb = B}, Msg = {Origin, Ts, _}) ->
+%% and what this replica has delivered with it, `Delivered': not what the broadcast layer has
+%% delivered by now, which may count operations of the same batch still to be applied (a
+%% crash that kept only this far would restore a vector ahead of storage).
+persist(T = #t{store = St, tcsb = B}, Msg = {Origin, Ts, _}, Delivered) ->
     case hm_ec_store:is_disc(St) of
         true ->
             St1 = hm_ec_store:log_put({Origin, maps:get(Origin, Ts)}, Msg, St),
-            T#t{store = hm_ec_store:log_put(state, {hm_tcsb:self(B), hm_tcsb:delivered(B)}, St1)};
+            T#t{store = hm_ec_store:log_put(state, {hm_tcsb:self(B), Delivered}, St1),
+                unsynced = true};
         false -> T
     end.
 
-apply_key(T = #t{store = St0, record = {Name, _}}, Origin, Ts, _, {crdt, {batch, Pairs}}) ->
-    %% an epoch's payloads of a key are applied in memory, in order, and the key written once
-    %% (a write copies the key's whole state)
+%% disc_copies: what was delivered so far is on disc (one `mnesia:sync_log/0').
+sync_store(T = #t{unsynced = false}) -> T;
+sync_store(T = #t{store = St}) -> T#t{store = hm_ec_store:sync(St), unsynced = false}.
+
+apply_key(T = #t{tcsb = B}, Origin, Ts, _, {crdt, {batch, Pairs}}) ->
+    case hm_tcsb:self(B) of
+        Origin ->
+            %% this incarnation's own epoch: every update in it was applied when it was made
+            %% (batch/5), or when the restart that found it unsent replayed it (replay/3)
+            T;
+        _ ->
+            %% an epoch's payloads, in order, to the keys' states in memory
+            Dot = {Origin, maps:get(Origin, Ts)},
+            lists:foldl(fun({Key, P}, Acc) ->
+                                crdt_put(Key, hm_ec_crdt:effect(P, Dot, Ts, crdt_state(Key, Acc)),
+                                         Acc)
+                        end, T, Pairs)
+    end;
+apply_key(T = #t{crdt = Spec}, Origin, Ts, Key, {crdt, P}) when Spec =/= none ->
     Dot = {Origin, maps:get(Origin, Ts)},
-    St = maps:fold(fun(Key, Ps, Acc) ->
-                           C1 = lists:foldl(fun(P, C) -> hm_ec_crdt:effect(P, Dot, Ts, C) end,
-                                            crdt_state(Key, T#t{store = Acc}), Ps),
-                           crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, Acc))
-                   end, St0, maps:groups_from_list(fun({K, _}) -> K end,
-                                                   fun({_, P}) -> P end, Pairs)),
-    T#t{store = St};
-apply_key(T = #t{crdt = Spec, store = St, record = {Name, _}}, Origin, Ts, Key, {crdt, P})
-  when Spec =/= none ->
-    C1 = hm_ec_crdt:effect(P, {Origin, maps:get(Origin, Ts)}, Ts, crdt_state(Key, T)),
-    T#t{store = crdt_meta(Key, C1, hm_ec_store:write({Name, Key, C1}, St))};
+    C = crdt_state(Key, T),
+    %% an operation replayed after a restart may be in the key's state already (replay/3)
+    case P of
+        {op, _} -> case hm_vv:contains(Dot, hm_crdt:delivered(C)) of
+                       true -> T;
+                       false -> crdt_put(Key, hm_ec_crdt:effect(P, Dot, Ts, C), T)
+                   end;
+        _ -> crdt_put(Key, hm_ec_crdt:effect(P, Dot, Ts, C), T)
+    end;
 apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op) ->
     {KS, Shown} = case hm_ec_store:meta_get(Key, St) of
                       {ok, KS0} -> {KS0, unknown};
@@ -582,12 +832,42 @@ apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op) ->
     N = T#t.conflicts + case hm_ec_key:concurrent(Ts, KS) of true -> 1; false -> 0 end,
     T#t{store = store_meta(T, Key, KS1, show(T, Key, KS1, Shown, St)), conflicts = N}.
 
-%% A CRDT table's key: its row's CRDT, or a new one.
-crdt_state(Key, #t{crdt = Spec, store = St}) ->
-    case hm_ec_store:read(Key, St) of
-        [{_, _, C}] -> C;
-        _ -> hm_ec_crdt:new(Spec)
+%% A CRDT table's key: its state in memory when its row lacks updates, else its row's CRDT,
+%% else a new one.
+crdt_state(Key, #t{crdt = Spec, store = St, unwritten = U}) ->
+    case U of
+        #{Key := C} -> C;
+        _ -> case hm_ec_store:read(Key, St) of
+                 [{_, _, C}] -> C;
+                 _ -> hm_ec_crdt:new(Spec)
+             end
     end.
+
+%% Write-behind: a CRDT table's key's new state stays in memory, its row written when the
+%% epoch ends (write_unwritten/1). An update copies nothing: a row's write copies the whole
+%% state into ETS, as its read copies it out, so writing every update made building a large
+%% value one update at a time cost time quadratic in its size. The key is marked in the
+%% store before the update is answered, for readers outside the table's process.
+crdt_put(Key, C, T = #t{unwritten = U, store = St}) ->
+    case U of
+        #{Key := _} -> T#t{unwritten = U#{Key := C}};
+        _ -> T#t{unwritten = U#{Key => C}, store = hm_ec_store:unwritten_put(Key, St)}
+    end.
+
+%% The rows of the keys held in memory are written (and their marks cleared once written).
+%% A key left with timestamps to fold gets its metadata row before its row, so a crash that
+%% keeps the row keeps the metadata row stabilization looks for too.
+write_unwritten(T = #t{unwritten = U}) when map_size(U) =:= 0 -> T;
+write_unwritten(T = #t{unwritten = U, store = St0, record = {Name, _}}) ->
+    St = maps:fold(fun(Key, C, St) ->
+                           St1 = case hm_ec_crdt:is_unstable(C) of
+                                     true -> crdt_meta(Key, C, St);
+                                     false -> St
+                                 end,
+                           hm_ec_store:unwritten_del(
+                             Key, crdt_meta(Key, C, hm_ec_store:write({Name, Key, C}, St1)))
+                   end, St0, U),
+    T#t{unwritten = #{}, store = St}.
 
 %% A CRDT table keeps a metadata row (an empty key state: a marker) for the keys stability
 %% has yet to compact.
@@ -632,7 +912,30 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       metadata_words => hm_ec_store:meta_words(St),
       size => hm_ec_store:size(St),
       sync_waiting => map_size(W), crdt => T#t.crdt, unsent_updates => length(T#t.batch),
+      unwritten_keys => map_size(T#t.unwritten),
       conflicts => T#t.conflicts, duplicates => T#t.duplicates}.
+
+%% @doc What reads show for `Key' on this copy: for a CRDT table, the key's updates its row
+%% does not have yet included (`[{Name, Key, Crdt}]', or `[]').
+-spec read(term(), state()) -> [tuple()].
+read(Key, #t{unwritten = U, record = {Name, _}, store = St}) ->
+    case U of
+        #{Key := C} -> [{Name, Key, C}];
+        _ -> hm_ec_store:read(Key, St)
+    end.
+
+%% @doc Every record reads show on this copy (see {@link read/2}).
+-spec rows(state()) -> [tuple()].
+rows(#t{unwritten = U, store = St}) when map_size(U) =:= 0 -> hm_ec_store:rows(St);
+rows(#t{unwritten = U, record = {Name, _}, store = St}) ->
+    [R || R <- hm_ec_store:rows(St), not is_map_key(element(2, R), U)]
+        ++ [{Name, K, C} || {K, C} <- maps:to_list(U)].
+
+%% @doc A CRDT table's value of `Key' on this copy, every update applied here included (the
+%% type's empty value for a key never written).
+-spec crdt_value(term(), state()) -> {ok, term()} | {error, {not_crdt_table, atom()}}.
+crdt_value(_, #t{crdt = none, tab = Tab}) -> {error, {not_crdt_table, Tab}};
+crdt_value(Key, T) -> {ok, hm_ec_crdt:value(crdt_state(Key, T))}.
 
 %% @doc How many operations this copy applied that met a concurrent one on their key (and
 %% were resolved by the table's type and conflict policy).

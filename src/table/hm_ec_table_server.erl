@@ -24,9 +24,10 @@
 -module(hm_ec_table_server).
 -behaviour(gen_server).
 
--export([start_link/2, name/1, submit/4, info/1, set_members/2, queued/1, log_drop/2]).
+-export([start_link/2, name/1, submit/4, submit/5, info/1, set_members/2, queued/1, log_drop/2,
+         crdt_value/3]).
 -export([status/2]).
--export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(TICK_MS, 250).
 
@@ -55,6 +56,20 @@ name(Tab) ->
           ok | {error, term()}.
 submit(Server, KeyOp, Mode, Timeout) -> gen_server:call(Server, {submit, KeyOp, Mode}, Timeout).
 
+%% @doc Apply a write passed on by a node whose session is `After' (see
+%% {@link hm_ec_table:submit_after/6}): `{ok, Dot}', or `{error, {behind, Tab}}' when this
+%% copy has not delivered the node's earlier writes yet.
+-spec submit(pid() | atom() | {atom(), node()}, {term(), hm_ec_table:op()}, async | sync,
+             hm_vv:vv(), timeout()) ->
+          {ok, hm_vv:dot() | none} | {error, term()}.
+submit(Server, KeyOp, Mode, After, Timeout) ->
+    gen_server:call(Server, {submit_after, After, KeyOp, Mode}, Timeout).
+
+%% @doc A CRDT table's value of `Key' on this copy, with the updates its row does not have
+%% yet (see {@link hm_ec_table:crdt_value/2}).
+-spec crdt_value(pid() | atom(), term(), timeout()) -> {ok, term()} | {error, term()}.
+crdt_value(Server, Key, Timeout) -> gen_server:call(Server, {crdt_value, Key}, Timeout).
+
 %% @doc Status of the table copy (see {@link hm_ec_table:info/2}).
 -spec info(pid() | atom()) -> map().
 info(Server) -> gen_server:call(Server, info, 5000).
@@ -78,6 +93,10 @@ queued(Server) -> gen_server:call(Server, queued, 5000).
 -spec init({atom(), map()}) -> {ok, map()}.
 init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log}}) ->
     ok = net_kernel:monitor_nodes(true),
+    %% stopped by its supervisor between two messages, never inside one: a write it began is
+    %% done and answered, and one still waiting is answered by the stop (the caller passes
+    %% it on to another holder, hm_ec_server:submit/3)
+    process_flag(trap_exit, true),
     %% Mnesia alone restarting on another copy holder gives no nodedown, only mnesia_down
     {ok, _} = mnesia:subscribe(system),
     Storage = mnesia:table_info(Tab, storage_type),
@@ -100,9 +119,14 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
 
 -spec handle_call(term(), gen_server:from(), map()) ->
           {reply, term(), map()} | {noreply, map()} | {stop, normal, term(), map()}.
-handle_call({submit, KeyOp, Mode}, From, S = #{t := T}) ->
+handle_call({submit, KeyOp, Mode}, From, S) ->
+    handle_call({submit_after, none, KeyOp, Mode}, From, S);
+handle_call({submit_after, After, KeyOp, Mode}, From, S = #{t := T}) ->
     Now = erlang:system_time(microsecond),
-    try hm_ec_table:submit(KeyOp, Mode, From, {Now, nodes()}, T) of
+    try case After of
+            none -> hm_ec_table:submit(KeyOp, Mode, From, {Now, nodes()}, T);
+            _ -> hm_ec_table:submit_after(After, KeyOp, Mode, From, {Now, nodes()}, T)
+        end of
         {T1, Effs} -> {noreply, run(Effs, S#{t := T1})}
     catch Class:Reason:Stack ->
             Reply = {error, {not_applied, Reason}},
@@ -111,6 +135,8 @@ handle_call({submit, KeyOp, Mode}, From, S = #{t := T}) ->
                 S1 -> {reply, Reply, S1}
             end
     end;
+handle_call({crdt_value, Key}, _From, S = #{t := T}) ->
+    {reply, hm_ec_table:crdt_value(Key, T), S};
 handle_call(info, _From, S = #{t := T}) ->
     {reply, hm_ec_table:info(nodes(), T), S};
 handle_call(status, _From, S = #{t := T, watch := W, inq := Q}) ->
@@ -169,8 +195,19 @@ handle_info({mnesia_system_event, {mnesia_down, N}}, S) when N =/= node() ->
     step(fun(T) -> hm_ec_table:nodedown(N, T) end, S);
 handle_info({mnesia_system_event, _}, S) ->
     {noreply, S};
+handle_info({'EXIT', _, _} = Exit, S) ->
+    %% from a process it is linked to other than its supervisor (whose stop gen_server
+    %% handles): nothing of its own
+    {noreply, drop({linked_exit, Exit}, S)};
 handle_info(Msg, S) ->
     {noreply, drop({unknown_message, Msg}, S)}.
+
+%% @doc Stopped: `sync_ec' callers still waiting are answered ({@link hm_ec_table:stop/1}).
+-spec terminate(term(), map()) -> ok.
+terminate(_Reason, S = #{t := T}) ->
+    {_, Effs} = hm_ec_table:stop(T),
+    _ = run([E || E = {reply, _, _} <- Effs], S),
+    ok.
 
 %%% ---------------------------------------------------------------- running the core
 
@@ -252,7 +289,6 @@ effect({send, Node, Msg}, S = #{tab := Tab, t := T}) ->
     S;
 effect({reply, From, Reply}, S) -> gen_server:reply(From, Reply), S;
 effect({timer, Ms, Msg}, S) -> erlang:send_after(Ms, self(), {hm_timer, Msg}), S;
-effect(sync_log, S) -> _ = mnesia:sync_log(), S;
 effect({drop, What}, S) -> drop(What, S);
 effect({info, Format, Args}, S) -> logger:info(Format, Args), S;
 effect({event, _}, S) -> S.

@@ -132,7 +132,7 @@ report(Up, T, W = #{partitions := P, last_partition := LP, catching_up := C, las
     Info = #{delivered := V} = hm_ec_table:info(Up, T),
     Digest = case {Cached, hm_ec_table:status(T)} of
                  {{V, D}, ready} -> D;
-                 _ -> digest(hm_ec_store:rows(hm_ec_table:store(T)))
+                 _ -> digest(hm_ec_table:rows(T))
              end,
     {Info#{digest => Digest, partitions_seen => P, last_partition => LP,
            catching_up => lists:sort(maps:keys(C)), last_heal => LH,
