@@ -12,7 +12,8 @@
 %% over 4 keys at random copies, each with the context of a get at that copy (read, modify,
 %% write); partitions (halves, isolated, bridge, flapping) and crashes with restarts from the
 %% copy's saved state (a DottedDB node restarts with stable storage) from
-%% {@link hm_sim:gen_faults/4}; and churn: 0 to 3 copies replaced for good by a new node id,
+%% {@link hm_sim:gen_faults/4} (option `restart => empty': a crashed copy restarts with
+%% nothing, as the runtime's copies do, and takes a handoff); and churn: 0 to 3 copies replaced for good by a new node id,
 %% which starts empty and takes a handoff. Strip and anti-entropy timers run every 250 ms.
 %% After the work phase: heal, restart every crashed copy, turn random faults off, run until
 %% quiescent (or 60 simulated s), check.
@@ -51,7 +52,7 @@
 %%% ================================================================ schedules
 
 %% @doc The configuration and trace of dotted seed `Seed'. Options override configuration
-%% fields (`n', `ae', `drop', `dup', `delay', `duration', `ops', `faults', `churn').
+%% fields (`n', `ae', `drop', `dup', `delay', `duration', `ops', `faults', `churn', `restart').
 -spec gen(integer(), map()) -> {cfg(), [hm_sim:action()]}.
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#d077, 16#ed}),
@@ -60,7 +61,8 @@ gen(Seed, Opts) ->
                       {int, 15, 60}, {int, 0, 4}, {int, 0, 3}], R0),
     Cfg0 = #{kind => dotted, n => N, ae => case AEI of 4 -> merkle; _ -> node_clock end,
              drop => Drop / 100, dup => Dup / 100, delay => Delay, duration => 4000,
-             seed => Seed, ops => NOps, faults => NFaults, churn => NChurn, skew => #{}},
+             seed => Seed, ops => NOps, faults => NFaults, churn => NChurn, skew => #{},
+             restart => saved},
     Cfg1 = maps:merge(Cfg0, Opts),
     #{n := N1, duration := Dur, ops := Ops, faults := Fs, churn := Ch} = Cfg1,
     Nodes = hm_sim:nodes_of(N1),
@@ -120,6 +122,8 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
     end.
 
 start_copy(Nd, Peers, Bootstrap, S = #{cfg := Cfg, inc := Inc}) ->
+    %% a copy started again after a crash keeps the incarnation the crash gave it (the timers
+    %% of its previous life are stale)
     O = #{id => Nd, peers => Peers, anti_entropy => maps:get(ae, Cfg),
           strip_interval => maps:get(strip_interval, Cfg, ?INTERVAL),
           sync_interval => maps:get(sync_interval, Cfg, ?INTERVAL),
@@ -127,7 +131,7 @@ start_copy(Nd, Peers, Bootstrap, S = #{cfg := Cfg, inc := Inc}) ->
           merkle => maps:get(merkle, Cfg, #{fanout => 4, depth => 2})},
     {R, Effs} = hm_dotted:new(O),
     %% timers start at a random offset, as the copies of a real group do
-    {Off, S1} = hm_sim:uniform(?INTERVAL, S#{inc := Inc#{Nd => 1}}),
+    {Off, S1} = hm_sim:uniform(?INTERVAL, S#{inc := Inc#{Nd => maps:get(Nd, Inc, 1)}}),
     effects(Nd, [case E of {timer, Ms, M} -> {timer, Ms + Off, M}; _ -> E end || E <- Effs],
             put_rep(Nd, R, S1)).
 
@@ -201,9 +205,11 @@ action({op_i, I, Key, Op}, S = #{nodes := Nodes}) ->
     %% the I-th copy of the group as it is now (the benchmark's workloads, under churn)
     action({op, lists:nth(1 + (I - 1) rem length(Nodes), Nodes), Key, Op}, S);
 action({op, Nd, Key, Op}, S = #{now := Now, ops := Ops, cfg := Cfg}) ->
-    case hm_sim:up(Nd, S) andalso lists:member(Nd, maps:get(nodes, S)) of
+    case hm_sim:up(Nd, S) andalso lists:member(Nd, maps:get(nodes, S)) andalso
+        hm_dotted:status(rep(Nd, S)) of
         false -> hm_sim:bump(ops_skipped, S);
-        true ->
+        syncing -> hm_sim:bump(ops_refused, S);         % as the runtime's server refuses
+        ready ->
             R = rep(Nd, S),
             {_, Ctx} = hm_dotted:get(Key, R),
             {Dot, _} = hm_node_clock:next_dot(Nd, hm_dotted:node_clock(R)),
@@ -226,18 +232,31 @@ action({partition, Shape, Groups}, S) ->
     hm_sim:bump({partition, Shape}, hm_sim:reconnect(S#{groups := Groups}, S));
 action(heal, S) ->
     hm_sim:reconnect(S#{groups := all}, S);
-action({crash, Nd}, S = #{inc := Inc}) ->
+action({crash, Nd}, S = #{inc := Inc, cfg := Cfg}) ->
     case hm_sim:up(Nd, S) of
         false -> S;
         true ->
-            %% a crash keeps the copy's saved state; its links break, its timers stop
+            %% a crash keeps the copy's saved state (`restart => saved': DottedDB's stable
+            %% storage) or nothing (`empty': the runtime's copies live in their process);
+            %% its links break, its timers stop
             S1 = lists:foldl(fun(M, Acc) -> hm_sim:new_epoch(Nd, M, Acc) end, S,
                              maps:get(nodes, S) -- [Nd]),
-            hm_sim:bump(crashes, put_rep(Nd, {down, rep(Nd, S), true},
-                                         S1#{inc := Inc#{Nd => maps:get(Nd, Inc) + 1}}))
+            S2 = S1#{inc := Inc#{Nd => maps:get(Nd, Inc) + 1}},
+            S3 = case maps:get(restart, Cfg, saved) of
+                     saved -> put_rep(Nd, {down, rep(Nd, S), true}, S2);
+                     empty -> mark_lost(maps:get(nodes, S) -- [Nd],
+                                        put_rep(Nd, {down, none, false}, S2))
+                 end,
+            hm_sim:bump(crashes, S3)
     end;
-action({restart, Nd}, S) ->
+action({restart, Nd}, S = #{nodes := Nodes}) ->
     case maps:get(Nd, maps:get(reps, S), out) of
+        {down, none, false} ->
+            %% as the runtime's server starts a copy: it takes a peer's state first when a
+            %% copy it reaches is ready, else it starts empty
+            Ready = [M || M <- Nodes -- [Nd], hm_sim:up(M, S), hm_sim:connected(Nd, M, S),
+                          hm_dotted:status(rep(M, S)) =:= ready],
+            hm_sim:bump(restarts, start_copy(Nd, Nodes, Ready =/= [], S));
         {down, R, _} -> hm_sim:bump(restarts, step(Nd, fun hm_dotted:recover/1, put_rep(Nd, R, S)));
         _ -> S
     end;
@@ -246,6 +265,7 @@ action({replace, I}, S = #{nodes := Nodes}) ->
     %% one node at a time, as operators replace them: the group's other copies are ready
     %% (no handoff under way)
     case lists:all(fun(Nd) -> case rep(Nd, S) of
+                                  {down, none, _} -> false;
                                   {down, R, _} -> hm_dotted:status(R) =:= ready;
                                   R -> hm_dotted:status(R) =:= ready
                               end
@@ -254,23 +274,15 @@ action({replace, I}, S = #{nodes := Nodes}) ->
         false -> hm_sim:bump(replace_skipped, S)
     end.
 
-replace(Old, S = #{nodes := Nodes, next_id := Next, reps := Reps, ops := Ops}) ->
+replace(Old, S0 = #{nodes := Nodes, next_id := Next}) ->
     New = list_to_atom("n" ++ integer_to_list(Next)),
     Peers = (Nodes -- [Old]) ++ [New],
     %% what only the old copy held is lost with it (a node failed for good)
-    Holders = [hm_dotted:node_clock(R) || Nd <- Nodes -- [Old],
-                                          R <- [case maps:get(Nd, Reps) of
-                                                    {down, X, _} -> X;
-                                                    X -> X
-                                                end]],
-    Ops1 = maps:map(fun(Dot, O = #{lost := false}) ->
-                            O#{lost := not lists:any(fun(NC) -> hm_node_clock:contains(Dot, NC) end,
-                                                     Holders)};
-                       (_, O) -> O
-                    end, Ops),
+    S = #{ops := Ops1} = mark_lost(Nodes -- [Old], S0),
     S1 = lists:foldl(fun(M, Acc) -> hm_sim:new_epoch(Old, M, Acc) end, S, Nodes -- [Old]),
     S2 = lists:foldl(fun(Nd, Acc) ->
                              case rep(Nd, Acc) of
+                                 {down, none, _} -> Acc;     % it starts with the new group
                                  {down, R, St} ->
                                      {R1, _} = hm_dotted:set_peers(Peers, R),
                                      put_rep(Nd, {down, R1, St}, Acc);
@@ -280,6 +292,20 @@ replace(Old, S = #{nodes := Nodes, next_id := Next, reps := Reps, ops := Ops}) -
                      end, put_rep(Old, out, S1#{nodes := Peers, next_id := Next + 1, ops := Ops1}),
                      Nodes -- [Old]),
     hm_sim:bump(replaced, start_copy(New, Peers, true, S2)).
+
+%% Every acknowledged write no copy of `Holders' has (up, or down with its state) is lost.
+mark_lost(Holders, S = #{reps := Reps, ops := Ops}) ->
+    NCs = [hm_dotted:node_clock(R) || Nd <- Holders,
+                                      R <- [case maps:get(Nd, Reps) of
+                                                {down, X, _} -> X;
+                                                X -> X
+                                            end], R =/= none],
+    S#{ops := maps:map(fun(Dot, O = #{lost := false}) ->
+                               O#{lost := not lists:any(fun(NC) ->
+                                                                hm_node_clock:contains(Dot, NC)
+                                                        end, NCs)};
+                          (_, O) -> O
+                       end, Ops)}.
 
 %%% ================================================================ quiescence and checks
 

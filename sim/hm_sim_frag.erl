@@ -28,11 +28,21 @@
 %% {@link hm_sim_crdt_table} per key on every holder of its fragment (the type's spec, the
 %% counter bound) on top of these.
 %%
+%% A table of records (not a CRDT table; option `crash => false' turns this off) also has
+%% crashes: those of the shared fault model and, in 3 seeds of 4, of the first node to hold
+%% hints from a random time on. A crash breaks the node's links and drops its ram copies,
+%% its hints and its sessions (all kept in memory); a restart brings an empty new
+%% incarnation of each copy it still holds.
+%%
 %% Checkers: (1) every fragment's holders converge (same rows, same delivered vector); (2) no
 %% lost acknowledged write: every write a node applied or passed on, and every hint it kept,
-%% is delivered by every holder of its fragment at the end (so no hint is left); (3) the
-%% placement is the ring's for the final pool; (4) every fragment has its `N' copies (or all
-%% the pool) and no node outside the pool holds one.
+%% is delivered by every holder of its fragment at the end (so no hint is left), except a
+%% hint held by a node that crashed, and a write no other copy had delivered when the copy
+%% that took it crashed: those are counted as lost with the crash; (3) the placement is the
+%% ring's for the final pool; (4) every fragment has its `N' copies (or all the pool) and no
+%% node outside the pool holds one; (5) session order: each operation a node issues on a
+%% key is causally after the one it issued before on that key, wherever each was applied
+%% (see {@link hm_ec_hints}; per node incarnation, and not after a write whose copy crashed).
 -module(hm_sim_frag).
 
 -export([gen/2, run/2, run_seed/2, check_seeds/2]).
@@ -62,13 +72,23 @@ gen(Seed, Opts) ->
     {Ops0, R2} = gen_ops(NOps, Nodes, Dur, R1),
     Ops = crdt_ops(Seed, Cfg, Ops0),
     {Faults0, R3} = hm_sim:gen_faults(NFaults, Nodes, Dur, R2),
-    Faults = [A || A = {_, Fa} <- Faults0, element(1, Fa) =/= crash,
-                   element(1, Fa) =/= restart],
+    Crashes = crashes(Cfg),
+    Faults = [A || A = {_, Fa} <- Faults0, Crashes orelse (element(1, Fa) =/= crash andalso
+                                                           element(1, Fa) =/= restart)],
     {Leaver, R4} = hm_sim:pick(Nodes, R3),
     {T1, R5} = rand:uniform_s(Dur div 2, R4),
-    {T2, _} = rand:uniform_s(Dur div 2, R5),
+    {T2, R6} = rand:uniform_s(Dur div 2, R5),
     Moves = [{T1, {pool, del, Leaver}}] ++ [{T1 + T2, {pool, add, Leaver}} || Back =:= 1],
-    {Cfg, lists:keysort(1, Ops ++ Faults ++ Moves)}.
+    %% a node holding hints crashes (the first that holds some then), in 3 seeds of 4
+    {[TC, LC, CI], _} = hm_sim:draws([{int, 1, Dur}, {int, 1, Dur div 2}, {int, 1, 4}], R6),
+    Hinted = [A || Crashes, CI =< 3,
+                   A <- [{TC, crash_hinted}, {min(Dur, TC + LC), restart_all}]],
+    {Cfg, lists:keysort(1, Ops ++ Faults ++ Moves ++ Hinted)}.
+
+%% Crashes (of any node, and of a node holding hints) on a table of records, unless the
+%% option `crash => false' turns them off; a CRDT table's schedules have none.
+crashes(#{crdt := _}) -> false;
+crashes(Cfg) -> maps:get(crash, Cfg, true).
 
 %% `crdt => any': the seed picks the type and flavor, and an epoch of 50 to 500 ms.
 crdt_spec(Seed, Cfg = #{crdt := any}) ->
@@ -118,7 +138,9 @@ run(Cfg = #{n := N, seed := Seed, fragments := F, copies := Copies},
            reps => maps:from_list([{Nd, #{}} || Nd <- Nodes]), inc => #{}, groups => all,
            epochs => #{}, applied => #{}, ops => #{}, failures => [], faults => true,
            stats => #{}, samples => [], pool => Nodes, holders => Placement, moves => [],
-           hints => #{}, acked => []},
+           hints => #{}, acked => [], sessions => #{}, op_dots => #{}, hint_ids => #{},
+           try_ids => [], down => [], crashed => #{}, lost_crash => #{}, lost_ids => #{},
+           closed => []},
     S1 = maps:fold(fun(K, Hs, Acc) ->
                            lists:foldl(fun(Nd, A) -> new_copy(Nd, K, Hs, A) end, Acc, Hs)
                    end, S0, Placement),
@@ -172,9 +194,13 @@ effects(Nd, K, Effs, S) ->
 %%% ================================================================ driver callbacks
 
 -spec event(term(), map()) -> map().
+event({tick, Nd}, S0 = #{down := [_ | _] = Down, now := Now, cfg := #{duration := Dur}})
+  when Now > Dur ->
+    %% the final heal restarts every crashed node
+    event({tick, Nd}, lists:foldl(fun restart/2, S0, Down));
 event({tick, Nd}, S0) ->
-    S = hm_sim:schedule(?TICK, {tick, Nd}, S0),
-    Up = hm_sim:reachable(Nd, S),
+    S = hm_sim:schedule(?TICK, {tick, Nd}, crash_armed(S0)),
+    Up = reachable(Nd, S),
     S1 = maps:fold(fun(K, R, Acc) ->
                            {R1, Effs} = hm_ec_table:tick(Up, R),
                            effects(Nd, K, Effs, put_copy(Nd, K, R1, Acc))
@@ -208,23 +234,20 @@ nodeup(At, Peer, S) ->
               end, S, maps:get(At, maps:get(reps, S))).
 
 -spec action(term(), map()) -> map().
-action({op, Nd, Key, Spec}, S = #{cfg := Cfg = #{fragments := F}, now := Now}) ->
-    K = hm_ec_frag:fragment(Key, F),
-    KeyOp = case Spec of
-                {update, Op} -> {Key, {update, hm_sim_crdt_table:client_op(Op, Now, Cfg)}};
-                {write, V} -> {Key, {write, {r, Key, V}}};
-                delete -> {Key, delete};
-                {delete_object, V} -> {Key, {delete_object, {r, Key, V}}}
-            end,
-    S1 = hm_sim:bump(ops, S),
-    case copy(Nd, K, S1) of
-        none -> pass_on(Nd, K, KeyOp, S1);
-        R ->
-            case hm_ec_table:status(R) of
-                ready -> element(2, submit_at(Nd, K, KeyOp, S1));
-                syncing -> pass_on(Nd, K, KeyOp, S1)
-            end
+action({op, Nd, Key, Spec}, S = #{down := Down}) ->
+    case lists:member(Nd, Down) of
+        true -> hm_sim:bump(ops_on_crashed_node, S);   % a client on a crashed node: none
+        false -> client_op(Nd, Key, Spec, S)
     end;
+action({crash, Nd}, S) -> crash(Nd, S);
+action(crash_hinted, S) ->
+    case hinted(S) of
+        [] -> S#{armed => true};                % the first node to hold hints, later
+        [Nd | _] -> hm_sim:bump(crashes_holding_hints, crash(Nd, S))
+    end;
+action({restart, Nd}, S) -> restart(Nd, S);
+action(restart_all, S = #{down := Down}) ->
+    lists:foldl(fun restart/2, S, Down);
 action({partition, Shape, Groups}, S) ->
     hm_sim:bump({partition, Shape}, hm_sim:reconnect(S#{groups := Groups}, S));
 action(heal, S) ->
@@ -242,62 +265,210 @@ action({pool, _, _}, S) ->
     hm_sim:bump(pool_change_skipped, S);               % one change at a time, as the runtime
 action(_, S) -> S.
 
+client_op(Nd, Key, Spec, S = #{cfg := Cfg = #{fragments := F}, now := Now}) ->
+    K = hm_ec_frag:fragment(Key, F),
+    KeyOp = case Spec of
+                {update, Op} -> {Key, {update, hm_sim_crdt_table:client_op(Op, Now, Cfg)}};
+                {write, V} -> {Key, {write, {r, Key, V}}};
+                delete -> {Key, delete};
+                {delete_object, V} -> {Key, {delete_object, {r, Key, V}}}
+            end,
+    Id = maps:get(ops, maps:get(stats, S), 0),
+    S1 = session_issue(Nd, Key, Id, hm_sim:bump(ops, S)),
+    case copy(Nd, K, S1) of
+        none -> pass_on(Nd, K, {Id, KeyOp}, S1);
+        R ->
+            case hm_ec_table:status(R) =:= ready andalso
+                maps:get({Nd, K}, maps:get(hints, S1), []) =:= [] of
+                false -> pass_on(Nd, K, {Id, KeyOp}, S1);   % syncing, or behind its hints
+                true ->
+                    %% a copy behind this node's earlier writes passed on: passed on too
+                    case submit_at(Nd, Nd, K, KeyOp, S1#{try_ids := [Id]}) of
+                        {ok, S2} -> S2;
+                        {unreachable, S2} -> pass_on(Nd, K, {Id, KeyOp}, S2)
+                    end
+            end
+    end.
+
+%%% ================================================================ crashes
+
+%% Nd crashes: its links break (what is in flight on them is lost), its ram copies go, and
+%% so do its hints and its sessions (held in memory). An acknowledged write that no other
+%% copy of its fragment has delivered is lost with the crash, as a hint of Nd is; both are
+%% counted, not failed.
+crash(Nd, S0 = #{down := Down, nodes := Nodes, hints := Hints, hint_ids := HIds,
+                 sessions := Ss, acked := Acked}) ->
+    case lists:member(Nd, Down) of
+        true -> S0;
+        false ->
+            S1 = lists:foldl(fun(M, Acc) -> hm_sim:new_epoch(Nd, M, Acc) end, S0, Nodes -- [Nd]),
+            Held = maps:get(Nd, maps:get(reps, S1)),
+            Others = fun(K) -> [R || M <- Nodes -- [Nd | Down], R <- [copy(M, K, S1)],
+                                     R =/= none] end,
+            Has = fun(Dot, R) -> hm_vv:contains(Dot, hm_tcsb:delivered(hm_ec_table:tcsb(R)))
+                  end,
+            Lost = [{K, Dot} || {K, Dot} <- Acked, is_map_key(K, Held),
+                                Has(Dot, maps:get(K, Held)),
+                                not lists:any(fun(R) -> Has(Dot, R) end, Others(K))],
+            Mine = [{Key, Hs} || Key = {N, _} <- maps:keys(Hints), N =:= Nd,
+                                 Hs <- [maps:get(Key, Hints)]],
+            LostIds = [maps:get(Seq, HIds) || {_, Hs} <- Mine, {Seq, _} <- Hs],
+            {Closed, Open} = lists:partition(fun({{N, _}, _}) -> N =:= Nd end,
+                                             maps:to_list(Ss)),
+            Svv = maps:filter(fun({N, _}, _) -> N =/= Nd end, maps:get(svv, S1, #{})),
+            S2 = S1#{down := [Nd | Down],
+                     reps := (maps:get(reps, S1))#{Nd := #{}},
+                     crashed := (maps:get(crashed, S1))#{Nd => maps:keys(Held)},
+                     hints := maps:without([Key || {Key, _} <- Mine], Hints),
+                     gone => maps:merge(maps:get(gone, S1, #{}),
+                                        maps:from_list(
+                                          [{{K, hm_tcsb:self(hm_ec_table:tcsb(R))}, true}
+                                           || {K, R} <- maps:to_list(Held)])),
+                     lost_crash := maps:merge(maps:get(lost_crash, S1),
+                                              maps:from_list([{L, true} || L <- Lost])),
+                     lost_ids := maps:merge(maps:get(lost_ids, S1),
+                                            maps:from_list([{I, true} || I <- LostIds])),
+                     sessions := maps:from_list(Open),
+                     closed := Closed ++ maps:get(closed, S1),
+                     svv => Svv},
+            hm_sim:bump(hints_lost_with_crash, length(LostIds),
+                        hm_sim:bump(crashes, S2))
+    end.
+
+%% The nodes up that hold hints.
+hinted(#{hints := Hints, down := Down}) ->
+    lists:usort([Nd || {{Nd, _}, [_ | _]} <- maps:to_list(Hints), not lists:member(Nd, Down)]).
+
+%% A crash of a node holding hints was due while none held any: the first that does, in the
+%% work phase.
+crash_armed(S = #{armed := true, now := Now, cfg := #{duration := Dur}}) when Now =< Dur ->
+    case hinted(S) of
+        [] -> S;
+        [Nd | _] -> hm_sim:bump(crashes_holding_hints, crash(Nd, S#{armed := false}))
+    end;
+crash_armed(S) -> S.
+
+%% Nd restarts: a new, empty incarnation of each copy it held and still holds (a ram copy:
+%% it catches up by state transfer), then it and its peers see each other come up.
+restart(Nd, S = #{down := Down, holders := Holders}) ->
+    case lists:member(Nd, Down) of
+        false -> S;
+        true ->
+            Ks = maps:get(Nd, maps:get(crashed, S)),
+            S1 = S#{down := Down -- [Nd]},
+            S2 = lists:foldl(fun(K, Acc) ->
+                                     Hs = maps:get(K, Holders),
+                                     case lists:member(Nd, Hs) of
+                                         true -> new_copy(Nd, K, Hs, Acc);
+                                         false -> Acc
+                                     end
+                             end, S1, Ks),
+            lists:foldl(fun(M, Acc) -> nodeup(M, Nd, nodeup(Nd, M, Acc)) end,
+                        hm_sim:bump(restarts, S2), reachable(Nd, S2))
+    end.
+
 %%% ================================================================ writes, hints
 
-%% Submit at Nd's ready copy of fragment K: an acknowledged operation, by its dot.
-submit_at(Nd, K, KeyOp, S = #{now := Now}) ->
+%% Submit at Nd's ready copy of fragment K a client operation issued on node By: an
+%% acknowledged operation, by its dot; `unreachable' when the copy has not delivered By's
+%% earlier writes passed on (the runtime's session order, hm_ec_table:submit_after/6).
+submit_at(By, Nd, K, KeyOp, S = #{now := Now}) ->
     R = copy(Nd, K, S),
-    {R1, Effs} = hm_ec_table:submit(KeyOp, async, client, {Now * 1000, hm_sim:reachable(Nd, S)},
-                                    R),
-    S1 = put_copy(Nd, K, R1, S),
-    case KeyOp of
-        {Key, {update, Op}} ->
-            %% a CRDT table's update: acknowledged when this copy took it
-            [ok] = [Reply || {reply, client, Reply} <- Effs],
-            {Id, Info} = hm_sim_crdt_table:recorded(Key, Op, Effs, R1, maps:get(cfg, S)),
-            Us = maps:get(updates, S1, #{}),
-            {ok, effects(Nd, K, Effs, S1#{acked := [{K, Id} | maps:get(acked, S1)],
-                                          updates => Us#{Id => Info}})};
-        _ -> submit_record(Nd, K, Effs, S1)
+    After = session(By, K, S),
+    {R1, Effs} = hm_ec_table:submit_after(After, KeyOp, async, client,
+                                          {Now * 1000, reachable(Nd, S)}, R),
+    case [Reply || {reply, client, Reply} <- Effs] of
+        [{error, {behind, _}}] ->
+            {unreachable, hm_sim:bump(refused_behind, S)};
+        [{ok, Dot}] ->
+            %% the runtime notes the dots of writes passed on, and of local ones once the
+            %% node has a session (hm_ec_server)
+            S1 = case By =/= Nd orelse map_size(After) > 0 of
+                     true -> note(By, K, Dot, put_copy(Nd, K, R1, S));
+                     false -> put_copy(Nd, K, R1, S)
+                 end,
+            case KeyOp of
+                {Key, {update, Op}} ->
+                    %% a CRDT table's update: acknowledged when this copy took it
+                    {Id, Info} = hm_sim_crdt_table:recorded(Key, Op, Effs, R1, maps:get(cfg, S)),
+                    Us = maps:get(updates, S1, #{}),
+                    {ok, effects(Nd, K, Effs, S1#{acked := [{K, Id} | maps:get(acked, S1)],
+                                                  updates => Us#{Id => Info}})};
+                _ -> submit_record(Nd, K, Effs, S1)
+            end
     end.
+
+session(By, K, S) -> maps:get({By, K}, maps:get(svv, S, #{}), #{}).
+
+note(By, K, Dot, S) ->
+    Svv = maps:get(svv, S, #{}),
+    S#{svv => Svv#{{By, K} => hm_ec_hints:session_add(Dot, session(By, K, S))}}.
 
 submit_record(Nd, K, Effs, S1) ->
     case [Msg || {send, _, {op, Msg}} <- Effs] ++ [M || {event, {applied, M}} <- Effs] of
         [{O, Ts, _} | _] ->
             Dot = {O, maps:get(O, Ts)},
-            {ok, effects(Nd, K, Effs, S1#{acked := [{K, Dot} | maps:get(acked, S1)]})};
+            S2 = session_applied(Dot, Ts, S1),
+            {ok, effects(Nd, K, Effs, S2#{acked := [{K, Dot} | maps:get(acked, S2)]})};
         [] ->
             {ok, effects(Nd, K, Effs, S1)}
     end.
 
+%% Session order: the client operations each node issued on each key, in issue order (a
+%% table of records; a CRDT table's updates are checked by the type's spec instead).
+session_issue(_Nd, _Key, _Id, S = #{cfg := #{crdt := _}}) -> S;
+session_issue(Nd, Key, Id, S = #{sessions := Ss}) ->
+    S#{sessions := Ss#{{Nd, Key} => [Id | maps:get({Nd, Key}, Ss, [])]}}.
+
+%% The operation being applied (the first of `try_ids', the order in which the writes of
+%% one hand-off are tried) got dot `Dot' and causal timestamp `Ts'.
+session_applied(Dot, Ts, S = #{try_ids := [Id | Ids], op_dots := Ds}) ->
+    S#{try_ids := Ids, op_dots := Ds#{Id => {Dot, Ts}}};
+session_applied(_, _, S) -> S.
+
 %% Nd has no ready copy of K: the runtime's pass-on, with Nd's hints of K first.
-pass_on(Nd, K, KeyOp, S) ->
-    S1 = run_pass_on(Nd, K, KeyOp, S),
+pass_on(Nd, K, IdKeyOp, S) ->
+    S1 = run_pass_on(Nd, K, IdKeyOp, S),
     hm_sim:bump(passed_on, S1).
 
-run_pass_on(Nd, K, New, S = #{hints := Hints}) ->
+run_pass_on(Nd, K, IdNew, S = #{hints := Hints, hint_ids := HIds}) ->
     Mine = maps:get({Nd, K}, Hints, []),
+    {NewId, New} = case IdNew of
+                       none -> {none, none};
+                       {_, _} -> IdNew
+                   end,
     Try = fun(KeyOp, Acc) -> try_holders(Nd, K, KeyOp, Acc) end,
-    {Sent, Outcome, S1} = hm_ec_hints:pass_on(Mine, New, Try, S),
+    Ids = [maps:get(Seq, HIds) || {Seq, _} <- Mine] ++ [NewId || New =/= none],
+    {Sent, Outcome, S1} = hm_ec_hints:pass_on(Mine, New, Try, S#{try_ids := Ids}),
     Left = [H || H = {Id, _} <- Mine, not lists:member(Id, Sent)],
+    Seq = maps:get(seq, S1),
     Kept = case Outcome of
-               kept -> Left ++ [{maps:get(seq, S1), New}];
+               kept -> Left ++ [{Seq, New}];
                _ -> Left
            end,
     S2 = case Outcome of
-             kept -> hm_sim:bump(hints_kept, S1#{seq := maps:get(seq, S1) + 1});
+             kept ->
+                 HIds1 = (maps:get(hint_ids, S1))#{Seq => NewId},
+                 hm_sim:bump(hints_kept, S1#{seq := Seq + 1, hint_ids := HIds1});
              _ -> S1
          end,
-    S2#{hints := (maps:get(hints, S2))#{{Nd, K} => Kept}}.
+    S2#{hints := (maps:get(hints, S2))#{{Nd, K} => Kept}, try_ids := []}.
 
-%% The first holder of K that Nd reaches and that is ready takes the write (a syncing one
-%% refuses it, and the next is tried).
+%% The first holder of K that Nd reaches, that is ready and that has delivered Nd's earlier
+%% writes passed on takes the write (any other refuses it, and the next is tried).
 try_holders(Nd, K, KeyOp, S = #{holders := Holders}) ->
-    Up = [H || H <- hm_sim:reachable(Nd, S), copy(H, K, S) =/= none,
+    Up = [H || H <- reachable(Nd, S), copy(H, K, S) =/= none,
                hm_ec_table:status(copy(H, K, S)) =:= ready],
-    case hm_ec_frag:holder_order(Nd, maps:get(K, Holders), Up) of
-        [] -> {unreachable, S};
-        [H | _] -> submit_at(H, K, KeyOp, S)
+    Own = [Nd || copy(Nd, K, S) =/= none,                  % the copy here first, as the
+                 hm_ec_table:status(copy(Nd, K, S)) =:= ready],      % runtime tries it
+    first_taking(Nd, K, KeyOp, Own ++ hm_ec_frag:holder_order(Nd, maps:get(K, Holders), Up), S).
+
+%% A holder behind Nd's earlier writes refuses: the next is tried.
+first_taking(_Nd, _K, _KeyOp, [], S) -> {unreachable, S};
+first_taking(Nd, K, KeyOp, [H | Hs], S) ->
+    case submit_at(Nd, H, K, KeyOp, S) of
+        {unreachable, S1} -> first_taking(Nd, K, KeyOp, Hs, S1);
+        Taken -> Taken
     end.
 
 hand_off(Nd, S = #{hints := Hints}) ->
@@ -352,7 +523,14 @@ step({K, Add, Remove} = Move, S = #{holders := Holders}) ->
     end.
 
 all_talk(Nodes, S) ->
-    lists:all(fun(A) -> lists:all(fun(B) -> hm_sim:connected(A, B, S) end, Nodes) end, Nodes).
+    lists:all(fun(A) -> lists:all(fun(B) -> talk(A, B, S) end, Nodes) end, Nodes).
+
+talk(A, B, S = #{down := Down}) ->
+    not lists:member(A, Down) andalso not lists:member(B, Down) andalso
+        hm_sim:connected(A, B, S).
+
+%% The nodes Nd reaches: up (not crashed) and connected.
+reachable(Nd, S = #{down := Down}) -> hm_sim:reachable(Nd, S) -- Down.
 
 caught_up(Nd, K, All, S) ->
     Delivered = fun(N) -> hm_tcsb:delivered(hm_ec_table:tcsb(copy(N, K, S))) end,
@@ -419,7 +597,48 @@ quiescent(S = #{holders := Holders}) ->
                                     end, Hs)
                   end, maps:to_list(Holders)).
 
-rows(R) -> hm_ec_store_map:rows_map(hm_ec_table:store(R)).
+%% What reads show on the copy, per key (a CRDT table's updates its rows lack included).
+rows(R) -> maps:groups_from_list(fun(Rec) -> element(2, Rec) end, hm_ec_table:rows(R)).
+
+%% Session order: each operation a node issued on a key is causally after the one it issued
+%% before on that key (its timestamp names that one's dot), wherever each was applied: by
+%% the node's own copy, by a holder it was passed to, or by a holder a hint was handed to.
+%% Operations on keys of one fragment are ordered the same way; checking per key is what a
+%% client can observe (a later write of the key superseding an earlier one).
+%% A node's session ends when it crashes (it is in memory), and an operation lost with a
+%% crash (a hint, or a write no other copy had) orders nothing after it. Nor does one taken
+%% by a copy that crashed later: holders stop waiting for the dots of a gone incarnation
+%% (hm_ec_table:covers/2), which is the documented exception.
+session_order(S = #{sessions := Ss0, closed := Closed, op_dots := Ds, lost_crash := LC,
+                    cfg := #{fragments := F}}) ->
+    Ss = lists:sort(maps:to_list(Ss0)) ++ Closed,
+    Gone = maps:get(gone, S, #{}),
+    Kept = fun(Key, A) ->
+                   is_map_key(A, Ds) andalso
+                       begin
+                           K = hm_ec_frag:fragment(Key, F),
+                           {Dot = {Origin, _}, _} = maps:get(A, Ds),
+                           not is_map_key({K, Dot}, LC) andalso
+                               not is_map_key({K, Origin}, Gone)
+                       end
+           end,
+    Bad = [{Nd, Key, A, B}
+           || {{Nd, Key}, Rev} <- Ss,
+              {A, B} <- pairs(lists:reverse(Rev)),
+              Kept(Key, A), is_map_key(B, Ds),
+              not after_dot(maps:get(A, Ds), maps:get(B, Ds))],
+    S1 = hm_sim:bump(session_pairs, lists:sum([max(0, length(L) - 1) || {_, L} <- Ss]), S),
+    case Bad of
+        [] -> S1;
+        _ -> hm_sim:fail({session_order, length(Bad),
+                          [{Nd, Key, A, maps:get(A, Ds), B, maps:get(B, Ds)}
+                           || {Nd, Key, A, B} <- lists:sublist(Bad, 3)]}, S1)
+    end.
+
+pairs([A, B | T]) -> [{A, B} | pairs([B | T])];
+pairs(_) -> [].
+
+after_dot({DotA, _}, {_, TsB}) -> hm_vv:contains(DotA, TsB).
 
 finish(S0 = #{holders := Holders, pool := Pool, reps := Reps, stats := St, acked := Acked,
               hints := Hints, cfg := #{fragments := F, copies := N}}) ->
@@ -441,7 +660,9 @@ finish(S0 = #{holders := Holders, pool := Pool, reps := Reps, stats := St, acked
                     fun(Dot, R) -> hm_vv:contains(Dot, hm_tcsb:delivered(hm_ec_table:tcsb(R)))
                     end
             end,
-    Lost = [{K, Dot} || {K, Dot} <- Acked, Nd <- maps:get(K, Holders),
+    LostCrash = maps:get(lost_crash, S2),
+    Lost = [{K, Dot} || {K, Dot} <- Acked, not is_map_key({K, Dot}, LostCrash),
+                        Nd <- maps:get(K, Holders),
                         copy(Nd, K, S2) =:= none orelse not Holds(Dot, copy(Nd, K, S2))],
     S3a = case Lost of
               [] -> S2;
@@ -461,10 +682,15 @@ finish(S0 = #{holders := Holders, pool := Pool, reps := Reps, stats := St, acked
              _ -> hm_sim:fail({copies_outside_pool, Stray}, S4)
          end,
     %% every client operation was applied somewhere (directly, passed on, or a hint handed off)
-    S6 = case {length(Acked), maps:get(ops, St, 0)} of
-             {Ops, Ops} -> S5;
-             {Got, Ops} -> hm_sim:fail({operations_unaccounted, Ops - Got}, S5)
-         end,
+    %% (or kept as a hint on a node that crashed before handing it off)
+    HintsLost = maps:size(maps:get(lost_ids, S5)),
+    S6a = case {length(Acked) + HintsLost, maps:get(ops, St, 0)} of
+              {Ops, Ops} -> S5;
+              {Got, Ops} -> hm_sim:fail({operations_unaccounted, Ops - Got}, S5)
+          end,
+    S6 = session_order(S6a),
     #{failures := Fs} = S6,
     #{ok => Fs =:= [], failures => Fs,
-      stats => St#{quiesced_ms => maps:get(quiesced_ms, S6), acked => length(Acked)}}.
+      stats => (maps:get(stats, S6))#{quiesced_ms => maps:get(quiesced_ms, S6),
+                                      acked => length(Acked),
+                                      writes_lost_with_crash => maps:size(LostCrash)}}.

@@ -38,3 +38,23 @@ anti_entropy_only_test() ->
     R = hm_sim_dotted:run_seed(3, #{drop => 1.0, churn => 0, faults => 0}),
     ?assertEqual([], maps:get(failures, R)),
     ?assert(maps:get(removed, maps:get(stats, R), 0) > 0).
+
+%% Known limit, not fixed: a copy's id is its node, with no incarnation, and the runtime's
+%% copies keep their state in their process. A copy that restarts with nothing takes a ready
+%% peer's state (or starts empty when it reaches none) and continues its dots after those
+%% that peer has seen of it. A write of its previous life that reached some copies but not
+%% that peer leaves a gap in its id's entry that no copy can fill: contexts naming it are
+%% never stripped (and a dot of its previous life may be made again for another write).
+%% Dotted seeds with `restart => empty' fail 21 of 1000 this way; this is seed 154,
+%% minimised. The test fails once ids carry an incarnation (a restart then retires the old
+%% id as a replaced copy's is): turn it into a regression test then.
+known_limit_restart_without_state_test() ->
+    Cfg = #{ae => merkle, delay => 80, drop => 0.17, dup => 0.04, duration => 4000,
+            kind => dotted, n => 3, restart => empty, seed => 154, skew => #{}},
+    Trace = [{2011, {partition, flap, [[n1], [n2, n3]]}}, {2205, {op, n1, k4, put}},
+             {2358, heal}, {2700, {op, n3, k2, delete}},
+             {2727, {partition, isolated, [[n2], [n1, n3]]}}, {2878, {op, n3, k1, put}},
+             {2922, {op, n1, k1, put}}, {2996, {crash, n1}}, {3103, heal},
+             {3140, {op, n2, k1, put}}],
+    #{failures := Fs} = hm_sim_dotted:run(Cfg, Trace),
+    ?assertMatch([_ | _], [F || {_, F} <- Fs, element(1, F) =:= clock_not_bounded]).

@@ -29,12 +29,19 @@
 %% so a bad operation changes nothing anywhere. {@link value/2} reads the key's copy here,
 %% or on the first reachable holder that answers (the key's owners, in turn).
 %%
+%% A copy writes a key's row at most once per broadcast epoch (write-behind, see
+%% {@link hm_ec_table}): between two, its table's process holds the key's newer state and
+%% marks the key ({@link hm_ec_store_mnesia:is_unwritten/2}). A read finds the mark and asks
+%% the process, or finds none and reads the row, which then holds every update the copy
+%% applied before the read began: {@link value/2} and the client calls show every update
+%% this copy applied (read-your-writes on the node that took the update).
+%%
 %% Invariants: a CRDT table's copies accept only CRDT operations of its type (a plain
 %% `async_ec' write on one is refused); every copy that delivered the same operations shows
-%% the same value.
+%% the same value; a read on a copy shows every update the copy applied before it began.
 -module(hm_crdt_table).
 
--export([create_table/2, update/3, value/2, spec/1]).
+-export([create_table/2, update/3, value/2, spec/1, local_value/3]).
 -export([increment/2, increment/3, decrement/2, decrement/3, get_counter/2,
          add_set/3, remove_set/3, get_set/2, put_register/3, get_register/2]).
 
@@ -124,26 +131,51 @@ value(Tab, Key) ->
     case spec(Tab) of
         {ok, Spec} ->
             Frag = hm_ec_frag:fragment_table(Tab, Key),
-            case read(Frag, Key) of
-                {ok, [{_, _, C}]} -> hm_ec_crdt:value(C);
-                {ok, []} -> hm_ec_crdt:empty_value(Spec);
+            Read = case hm_ec_frag:is_local(Frag) of
+                       true -> local_value(Frag, Key, Spec);
+                       false -> read_remote(hm_ec_frag:holders(Frag), Frag, Key, Spec)
+                   end,
+            case Read of
+                {ok, V} -> V;
                 error -> {error, {unavailable, Tab, Key}}
             end;
         Error -> Error
     end.
 
-read(Frag, Key) ->
-    case hm_ec_frag:is_local(Frag) of
-        true -> {ok, mnesia:dirty_read(Frag, Key)};
-        false -> read_remote(hm_ec_frag:holders(Frag), Frag, Key)
+%% @doc The value of `Key' in this node's copy of table (or fragment) `Frag', a CRDT table
+%% of `Spec': from the table's process when the key's row lacks updates it applied, from
+%% the row otherwise. `error' when there is no copy here.
+-spec local_value(atom(), term(), hm_ec_crdt:spec()) -> {ok, term()} | error.
+local_value(Frag, Key, Spec) ->
+    case hm_ec_store_mnesia:is_unwritten(Frag, Key) andalso
+        (catch hm_ec_table_server:crdt_value(hm_ec_table_server:name(Frag), Key,
+                                             ?REMOTE_TIMEOUT)) of
+        {ok, V} -> {ok, V};
+        _ -> row_value(Frag, Key, Spec)           % not marked, or the process is gone
     end.
 
-read_remote([], _Frag, _Key) -> error;
-read_remote([H | Hs], Frag, Key) ->
-    try erpc:call(H, mnesia, dirty_read, [Frag, Key], ?REMOTE_TIMEOUT) of
-        Rows when is_list(Rows) -> {ok, Rows};
-        _ -> read_remote(Hs, Frag, Key)
-    catch _:_ -> read_remote(Hs, Frag, Key)
+row_value(Frag, Key, Spec) ->
+    try mnesia:dirty_read(Frag, Key) of
+        [{_, _, C}] -> {ok, hm_ec_crdt:value(C)};
+        [] -> {ok, hm_ec_crdt:empty_value(Spec)}
+    catch exit:{aborted, _} -> error
+    end.
+
+read_remote([], _Frag, _Key, _Spec) -> error;
+read_remote([H | Hs], Frag, Key, Spec) ->
+    try erpc:call(H, ?MODULE, local_value, [Frag, Key, Spec], ?REMOTE_TIMEOUT) of
+        {ok, V} -> {ok, V};
+        _ -> read_remote(Hs, Frag, Key, Spec)
+    catch
+        error:{exception, undef, _} ->
+            %% a holder of a release without local_value/3: its row
+            try erpc:call(H, mnesia, dirty_read, [Frag, Key], ?REMOTE_TIMEOUT) of
+                [{_, _, C}] -> {ok, hm_ec_crdt:value(C)};
+                [] -> {ok, hm_ec_crdt:empty_value(Spec)};
+                _ -> read_remote(Hs, Frag, Key, Spec)
+            catch _:_ -> read_remote(Hs, Frag, Key, Spec)
+            end;
+        _:_ -> read_remote(Hs, Frag, Key, Spec)
     end.
 
 %%% ---------------------------------------------------------------- ChiaVe's client calls

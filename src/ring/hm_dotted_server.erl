@@ -192,6 +192,14 @@ peer_ready(N, Frag) ->
 
 -spec handle_call(term(), gen_server:from(), map()) ->
           {reply, term(), map()} | {stop, normal, term(), map()}.
+handle_call({submit_after, _After, KeyOp, Mode}, From, S) ->
+    %% a write passed on by a node without a ready copy (hm_ec_server): under DottedDB a
+    %% key's writes are ordered by the contexts they carry, not by a causal broadcast, so
+    %% there is no session to wait for and no dot of the broadcast to give back
+    case handle_call({submit, KeyOp, Mode}, From, S) of
+        {reply, ok, S1} -> {reply, {ok, none}, S1};
+        Other -> Other
+    end;
 handle_call({submit, KeyOp, Mode}, From, S = #{tab := Tab, d := D}) ->
     case hm_dotted:status(D) of
         syncing -> {reply, {error, {syncing, Tab}}, S};

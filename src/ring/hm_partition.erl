@@ -38,7 +38,8 @@
 -module(hm_partition).
 
 -export([create_table/2, delete_table/1, owners/2, change_table_frag/2, properties/1]).
--export([caught_up/3, removable/3, create_table/3, foreign_props/5, foreigners/1]).
+-export([caught_up/3, removable/3, removal_target/3, create_table/3, foreign_props/5,
+         foreigners/1]).
 
 -define(READY_TIMEOUT_MS, 120000).
 -define(DOTTED_OPTS, [replication, anti_entropy, strip_interval, sync_interval]).
@@ -422,7 +423,13 @@ move(Tab, _F, Storage, {K, Add0, Remove0}) ->
                               orelse throw({aborted, {not_ready, Frag, Node}})
                   end, Add),
     lists:foreach(fun(Node) ->
-                          _ = wait_until(fun() -> caught_up(Frag, Node) end,
+                          %% what the copy held when its removal began, and what it
+                          %% originates until then (removal_target/3)
+                          Held = case copy_info(Node, Frag) of
+                                     #{delivered := D} -> D;
+                                     _ -> #{}
+                                 end,
+                          _ = wait_until(fun() -> handed_over(Frag, Node, Held) end,
                                          ?CAUGHT_UP_TIMEOUT_MS),
                           del_copy(Frag, Node)
                   end, Up).
@@ -468,17 +475,30 @@ copy_ready(Node, Frag) ->
         _ -> false
     end.
 
-%% Every other reachable holder has delivered every operation `Node' accepted.
-caught_up(Frag, Node) ->
+%% Every other reachable holder has delivered what `Node' must hand over (removal_target/3).
+handed_over(Frag, Node, Held) ->
     case copy_info(Node, Frag) of
-        Info = #{delivered := _} ->
+        Info = #{delivered := Mine} ->
             Others = [case copy_info(H, Frag) of
                           #{delivered := D} -> D;
                           _ -> undefined
                       end || H <- hm_ec_registry:copy_nodes(Frag), H =/= Node, is_up(H)],
-            not lists:member(undefined, Others) andalso removable(Node, Info, Others);
+            not lists:member(undefined, Others) andalso
+                removable(Node, Info#{delivered := removal_target(Node, Held, Mine)}, Others);
         _ -> true                       % no copy there any more: nothing to wait for
     end.
+
+%% @doc What the other holders must have delivered before the copy on `Node' is removed:
+%% everything it had delivered when its removal began (`Held'), and every operation it
+%% originated since (from `Mine', what it has delivered now). An operation it delivered
+%% later from another origin was sent to it by a copy that is still there (a crashed
+%% holder sends nothing more), so that copy hands it to the others; waiting for it too
+%% would chase a target that moves with every write under load.
+-spec removal_target(node(), hm_vv:vv(), hm_vv:vv()) -> hm_vv:vv().
+removal_target(Node, Held, Mine) ->
+    maps:fold(fun(R = {N, _}, C, Acc) when N =:= Node -> Acc#{R => max(C, maps:get(R, Acc, 0))};
+                 (_, _, Acc) -> Acc
+              end, Held, Mine).
 
 %% @doc Whether the copy on `Node', whose status is `Info' ({@link hm_ec_table:info/2}),
 %% may be removed: it holds no update it took and has not sent yet (a state or delta CRDT
@@ -490,11 +510,12 @@ removable(Node, Info = #{delivered := Mine}, Others) ->
     maps:get(unsent_updates, Info, 0) =:= 0 andalso caught_up(Node, Mine, Others).
 
 %% @doc Whether a copy on `Node' that has delivered `Mine' may be removed: every vector of
-%% `Others' (what the other holders delivered) holds every operation `Node' originated.
+%% `Others' (what the other holders delivered) holds every operation `Node' delivered. Not
+%% only those it originated: an operation of a holder that crashed (a gone incarnation) may
+%% survive on this copy alone, and only this copy would ever resend it.
 -spec caught_up(node(), hm_vv:vv(), [hm_vv:vv()]) -> boolean().
-caught_up(Node, Mine, Others) ->
-    Own = [{R, C} || {R = {N, _}, C} <- hm_vv:to_list(Mine), N =:= Node],
-    lists:all(fun(D) -> lists:all(fun({R, C}) -> hm_vv:get(R, D) >= C end, Own) end, Others).
+caught_up(_Node, Mine, Others) ->
+    lists:all(fun(D) -> hm_vv:leq(Mine, D) end, Others).
 
 wait_until(Cond, Timeout) ->
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
