@@ -14,7 +14,8 @@
 %%
 %% == Workload ==
 %% Sessions connect, increment two counters `x' and `y' by the same amount in one session
-%% (two writes, one publish), add fresh elements to a set, publish (alone, or every session
+%% (two writes, one publish), add fresh elements to a set, append fresh entries to a linked
+%% log `l', publish (alone, or every session
 %% of a node at once: the group commit), refresh, close; nodes run
 %% remote refresh and history collection on ticks. At the end every cut heals, every node
 %% restarts, and the nodes exchange and refresh until quiet.
@@ -28,7 +29,11 @@
 %% published;</li>
 %% <li>convergence: at the end every node's public branch shows the same values;</li>
 %% <li>no lost publish: `x' equals the sum of every published increment, and the set holds
-%% exactly the published elements.</li>
+%% exactly the published elements;</li>
+%% <li>no lost append and bounded storage: every node's linked log `l' reads exactly the
+%% published entries, and once settled each node's copy holds no log value (`{obj, Hash}')
+%% its public branch's log does not reach and no commit but its head (and merged LCAs in
+%% the merge cache), so what is stored is what is live, not every version.</li>
 %% </ol>
 -module(hm_sim_mrdt).
 
@@ -90,7 +95,7 @@ final_state(Seed) ->
            nodest => maps:from_list([{N, hm_mrdt_node:new(N, none)} || N <- Nodes]),
            written => #{}, delivered => maps:from_list([{N, #{}} || N <- Nodes]),
            log => #{}, cuts => [], sessions => #{}, next => 1,
-           published => 0, elems => [],
+           published => 0, elems => [], entries => [],
            stats => #{publishes => 0, merges => 0, deleted => 0, crashes => 0, cuts => 0}},
     S1 = lists:foldl(fun(_, S) -> check_sessions(step(S)) end, S0, lists:seq(1, 100 + Steps)),
     settle(S1#{cuts := []}).
@@ -184,7 +189,7 @@ connect(S0 = #{nodest := NS, sessions := Ss, next := Id}, N) ->
     _ = NS,
     save(S#{nodest := (maps:get(nodest, S))#{N := NSt},
             sessions := Ss#{Id => #{node => N, sess => hm_mrdt_session:new(Id, Head),
-                                    incr => 0, elems => []}},
+                                    incr => 0, elems => [], logged => []}},
             next := Id + 1}, N, hm_mrdt_history:store(fun(_) -> not_found end)).
 
 read(S, #{node := N, sess := Sess}, K, Default) ->
@@ -212,6 +217,14 @@ add(S = #{sessions := Ss, next := E}, Id) ->
     S1#{sessions := Ss1#{Id := (maps:get(Id, Ss1))#{elems := [E | maps:get(elems, Ses)]}},
         next := E + 1}.
 
+%% Append a fresh entry to the linked log `l'.
+append(S = #{sessions := Ss, next := E}, Id) ->
+    Ses = maps:get(Id, Ss),
+    S1 = session_write(S, Id, l, hm_mrdt_linked_log, E),
+    #{sessions := Ss1} = S1,
+    S1#{sessions := Ss1#{Id := (maps:get(Id, Ss1))#{logged := [E | maps:get(logged, Ses)]}},
+        next := E + 1}.
+
 publish(S0 = #{sessions := Ss}, Id) ->
     Ses = #{node := N, sess := Sess} = maps:get(Id, Ss),
     case hm_mrdt_session:pending(Sess) of
@@ -223,11 +236,12 @@ publish(S0 = #{sessions := Ss}, Id) ->
                 {ok, NSt, St} ->
                     Head = hm_mrdt_node:head(NSt),
                     S1 = save(S00#{nodest := NS#{N := NSt}}, N, St),
-                    #{published := Pub, elems := Es} = S1,
+                    #{published := Pub, elems := Es, entries := Ls} = S1,
                     bump(S1#{sessions := Ss#{Id := Ses#{sess := hm_mrdt_session:published(Sess, Head),
-                                                        incr := 0, elems := []}},
+                                                        incr := 0, elems := [], logged := []}},
                              published := Pub + maps:get(incr, Ses),
-                             elems := maps:get(elems, Ses) ++ Es}, publishes, 1);
+                             elems := maps:get(elems, Ses) ++ Es,
+                             entries := maps:get(logged, Ses) ++ Ls}, publishes, 1);
                 {conflict, R} -> throw({check, {publish_conflict, R}})
             end
     end.
@@ -240,12 +254,14 @@ publish_group(S00 = #{sessions := Ss0}, N) ->
     {NSt, St, Results} = hm_mrdt_node:publish_many(maps:get(N, NS), store(S0, N), Batch),
     Head = hm_mrdt_node:head(NSt),
     S1 = save(S0#{nodest := NS#{N := NSt}}, N, St),
-    lists:foldl(fun({Id, ok}, Acc = #{sessions := Ss, published := P, elems := Es}) ->
+    lists:foldl(fun({Id, ok}, Acc = #{sessions := Ss, published := P, elems := Es,
+                                      entries := Ls}) ->
                         Ses = #{sess := Sess} = maps:get(Id, Ss),
                         bump(Acc#{sessions := Ss#{Id := Ses#{sess := hm_mrdt_session:published(Sess, Head),
-                                                             incr := 0, elems := []}},
+                                                             incr := 0, elems := [], logged := []}},
                                   published := P + maps:get(incr, Ses),
-                                  elems := maps:get(elems, Ses) ++ Es}, publishes, 1);
+                                  elems := maps:get(elems, Ses) ++ Es,
+                                  entries := maps:get(logged, Ses) ++ Ls}, publishes, 1);
                    ({_, {conflict, R}}, _) -> throw({check, {publish_conflict, R}})
                 end, S1, Results).
 
@@ -278,7 +294,7 @@ pick(List, S = #{rand := R}) ->
 up_nodes(#{nodes := Ns, up := Up}) -> [N || N <- Ns, maps:get(N, Up)].
 
 step(S0) ->
-    {Action, S} = pick([connect, incr, incr, add, publish, publish, group, refresh, close, read,
+    {Action, S} = pick([connect, incr, incr, add, append, publish, publish, group, refresh, close, read,
                         deliver, deliver, deliver, deliver, deliver, tick, tick, fault], S0),
     Live = lists:sort(maps:keys(maps:get(sessions, S))),
     case {Action, Live} of
@@ -292,6 +308,7 @@ step(S0) ->
                      {D, R1} = rand:uniform_s(5, R),
                      incr(S1#{rand := R1}, Id, D);
         {add, _} -> {Id, S1} = pick(Live, S), add(S1, Id);
+        {append, _} -> {Id, S1} = pick(Live, S), append(S1, Id);
         {publish, _} -> {Id, S1} = pick(Live, S), publish(S1, Id);
         {refresh, _} -> {Id, S1} = pick(Live, S), refresh(S1, Id);
         {close, _} -> {Id, S1} = pick(Live, S), close(S1, Id);
@@ -367,8 +384,10 @@ check_sessions(S = #{sessions := Ss, published := P, nodes := Nodes}) ->
     maps:foreach(
       fun(Id, Ses = #{sess := Sess}) ->
               Clean = map_size(hm_mrdt_session:pending(Sess)) =:= 0,
-              try {read(S, Ses, x, 0), read(S, Ses, y, 0), read(S, Ses, s, [])} of
-                  {X, Y, _} when Clean, X =/= Y ->
+              try {read(S, Ses, x, 0), read(S, Ses, y, 0), read(S, Ses, s, []),
+                   read(S, Ses, l, [])} of
+                  {_, _, _, {error, _} = E} -> throw({check, {gc_removed_live, Id, E}});
+                  {X, Y, _, _} when Clean, X =/= Y ->
                       throw({check, {atomic_visibility, Id, X, Y}});
                   _ -> ok
               catch error:{badmatch, _} = E -> throw({check, {gc_removed_live, Id, E}});
@@ -383,9 +402,28 @@ value(S, N) ->
     [case hm_mrdt_history:read(St, T, K) of {ok, _, V} -> V; not_found -> D end
      || {K, D} <- [{x, 0}, {y, 0}, {s, []}]].
 
-%% @doc Checkers 3 and 4 on a final state: `ok', or throws `{check, What}'.
+%% The linked log of N's public branch as a read shows it, and the objects it reaches.
+log_of(S, N) ->
+    St = store(S, N),
+    Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
+    T = hm_mrdt_history:tree_of(St, hm_mrdt_node:head(maps:get(N, maps:get(nodest, S)))),
+    case hm_mrdt_history:read(St, T, l) of
+        {ok, Type, V} -> {hm_mrdt:read(Type, V, Fetch), reached(Type, [hm_mrdt:hash(V)], Fetch, #{})};
+        not_found -> {[], #{}}
+    end.
+
+reached(_, [], _, Acc) -> Acc;
+reached(T, [H | Hs], Fetch, Acc) when is_map_key(H, Acc) -> reached(T, Hs, Fetch, Acc);
+reached(T, [H | Hs], Fetch, Acc) ->
+    Refs = case Fetch(H) of
+               {ok, V} -> hm_mrdt:refs(T, V);
+               not_found -> []
+           end,
+    reached(T, Refs ++ Hs, Fetch, Acc#{H => true}).
+
+%% @doc Checkers 3 to 5 on a final state: `ok', or throws `{check, What}'.
 -spec check_end(map()) -> ok.
-check_end(S = #{nodes := Nodes, published := P, elems := Es}) ->
+check_end(S = #{nodes := Nodes, published := P, elems := Es, entries := Ls}) ->
     Values = [value(S, N) || N <- Nodes],
     case lists:usort(Values) of
         [[P, P, Set]] ->
@@ -395,4 +433,22 @@ check_end(S = #{nodes := Nodes, published := P, elems := Es}) ->
             end;
         [[X, Y, _]] -> throw({check, {lost_increments, X, Y, P}});
         Vs -> throw({check, {not_converged, Vs}})
-    end.
+    end,
+    Expected = lists:reverse(lists:sort(Ls)),
+    lists:foreach(
+      fun(N) ->
+              {Log, Reached} = log_of(S, N),
+              Log =:= Expected orelse throw({check, {lost_entries, N, Log, Expected}}),
+              %% storage stays bounded: once collected, a copy holds no log value its
+              %% public branch's log does not reach, and no commit but its head
+              Objs = [H || {obj, H} <- maps:keys(copy(S, N))],
+              Extra = [H || H <- Objs, not is_map_key(H, Reached)],
+              Extra =:= [] orelse throw({check, {objects_not_collected, N, length(Extra)}}),
+              St = store(S, N),
+              Commits = [C || {{block, C}, {commit, _, _, _}} <- maps:to_list(copy(S, N))],
+              length(Commits) =< 1 + cached(S, N)
+                  orelse throw({check, {commits_not_collected, N, length(Commits)}}),
+              _ = St
+      end, Nodes).
+
+cached(S, N) -> length([K || {cache, _} = K <- maps:keys(copy(S, N))]).

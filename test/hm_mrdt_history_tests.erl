@@ -189,6 +189,82 @@ linked_log_session_test() ->
     {M2, N3} = Publish(M1, N2, s2, S2r),
     ?assertEqual({true, [{4, d}, {3, c}, {2, b}, {1, a}]}, Read(M2, N3)).
 
+%% Two sessions of one node append to the same linked log on the same base; the second
+%% publishes onto the branch the first moved, alone and as a group commit (of two and of
+%% three sessions). The merge node
+%% refers to the second session's pending value, which must be stored too: the log reads
+%% whole and the commit counts as fully received (other nodes merge only such commits).
+linked_log_publish_onto_moved_branch_test() ->
+    L = hm_mrdt_linked_log,
+    N0 = hm_mrdt_node:open(hm_mrdt_node:open(hm_mrdt_node:new(n1, none), s1, none), s2, none),
+    Pending = fun(Id, E) ->
+                      {ok, S} = hm_mrdt_session:write(hm_mrdt_session:new(Id, none),
+                                                      map_store(#{}), log, L, E),
+                      hm_mrdt_session:pending(S)
+              end,
+    Check = fun(Map, N) ->
+                    St = map_store(Map),
+                    Head = hm_mrdt_node:head(N),
+                    Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
+                    ?assertEqual(true, hm_mrdt_history:complete(St, Head)),
+                    ?assertEqual([{2, b}, {1, a}], L:read(value(Map, Head, log), Fetch))
+            end,
+    {ok, N1, St1} = hm_mrdt_node:publish(N0, map_store(#{}), s1, Pending(s1, {1, a})),
+    M1 = apply_writes(#{}, St1),
+    {ok, N2, St2} = hm_mrdt_node:publish(N1, map_store(M1), s2, Pending(s2, {2, b})),
+    Check(apply_writes(M1, St2), N2),
+    {N3, St3, [{s1, ok}, {s2, ok}]} =
+        hm_mrdt_node:publish_many(N0, map_store(#{}), [{s1, Pending(s1, {1, a})},
+                                                       {s2, Pending(s2, {2, b})}]),
+    Check(apply_writes(#{}, St3), N3),
+    %% a third session of the group merges with the first two's merge, which no commit
+    %% holds: it is stored too
+    {N4, St4, [{s1, ok}, {s2, ok}, {s3, ok}]} =
+        hm_mrdt_node:publish_many(hm_mrdt_node:open(N0, s3, none), map_store(#{}),
+                                  [{s1, Pending(s1, {1, a})}, {s2, Pending(s2, {2, b})},
+                                   {s3, Pending(s3, {0, z})}]),
+    M4 = apply_writes(#{}, St4),
+    St = map_store(M4),
+    ?assertEqual(true, hm_mrdt_history:complete(St, hm_mrdt_node:head(N4))),
+    ?assertEqual([{2, b}, {1, a}, {0, z}],
+                 L:read(value(M4, hm_mrdt_node:head(N4), log),
+                        fun(H) -> hm_mrdt_history:get(St, {obj, H}) end)).
+
+%% Collection deletes the objects (linked values) only collected commits reach: a log key
+%% replaced by a new log leaves the old log's values to collection, while a log that kept
+%% growing keeps every value (the newest refers to all of them), and an object no commit
+%% reaches yet (stored for a publish under way) stays.
+gc_objects_test() ->
+    L = hm_mrdt_linked_log,
+    Append = fun(Map, C, K, E, N) ->
+                     Old = value(Map, C, K),
+                     commit(Map, C, #{K => {L, L:update(Old, E)}}, N)
+             end,
+    {M1, C1} = lists:foldl(fun(I, {M, C}) -> Append(M, C, grow, {g, I}, {g, I}) end,
+                           {#{}, none}, lists:seq(1, 10)),
+    {M2, C2} = lists:foldl(fun(I, {M, C}) -> Append(M, C, old, {o, I}, {o, I}) end,
+                           {M1, C1}, lists:seq(1, 10)),
+    %% the key `old' now holds a new log that does not refer to the old one
+    {M3, C3} = commit(M2, C2, #{old => {L, L:update(none, fresh)}}, fresh),
+    {M4, C4} = Append(M3, C3, grow, {g, 11}, more),
+    Orphan = {entry, not_yet_published, nil},
+    M5 = M4#{{obj, hm_mrdt:hash(Orphan)} => Orphan},
+    Objs = fun(M) -> lists:sort([K || {obj, _} = K <- maps:keys(M)]) end,
+    ?assertEqual(10 + 11 + 1 + 1, length(Objs(M5))),
+    Plan = hm_mrdt_history:gc_plan(map_store(M5), [C4], []),
+    ?assertMatch(#{floor := C4}, Plan),
+    M6 = apply_plan(M5, Plan),
+    %% the ten values of the replaced log are gone; the growing log, the new log and the
+    %% orphan stay
+    ?assertEqual(Objs(M5) -- Objs(M6), lists:sort([K || {obj, _} = K <- maps:get(delete, Plan)])),
+    ?assertEqual(10, length(Objs(M5) -- Objs(M6))),
+    St = map_store(M6),
+    Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
+    ?assertEqual([{g, I} || I <- lists:seq(11, 1, -1)], L:read(value(M6, C4, grow), Fetch)),
+    ?assertEqual([fresh], L:read(value(M6, C4, old), Fetch)),
+    ?assert(is_map_key({obj, hm_mrdt:hash(Orphan)}, M6)),
+    ?assert(hm_mrdt_history:complete(St, C4)).
+
 %% Two roots that share no history: nothing to collect.
 gc_disjoint_test() ->
     {M1, A} = incr(#{}, none, 1),

@@ -11,6 +11,9 @@
 %% steps: the recursive merge of every branch equals the sequential replay of every
 %% operation (the sum of the increments; the added elements minus the removed ones), and
 %% collection never changes what a branch shows.</li>
+%% <li>`prop_replay(log)': the same with appends to a linked log: the merge of every branch
+%% reads every entry appended, and collection (which deletes the log values only collected
+%% commits reach) never changes what a branch's log reads.</li>
 %% </ul>
 -module(hm_mrdt_prop).
 -include("hm_prop.hrl").
@@ -27,7 +30,7 @@ merge_laws_test_() ->
 
 replay_test_() ->
     [{atom_to_list(K), {timeout, 120, ?_assert(hm_crdt_prop:check(prop_replay(K)))}}
-     || K <- [counter, set]].
+     || K <- [counter, set, log]].
 
 %%% ------------------------------------------------------------------ merge laws
 
@@ -132,6 +135,10 @@ replay_op(set) ->
     frequency([{3, {add, range(1, ?BRANCHES)}},
                {2, {remove, range(1, ?BRANCHES), range(1, 8)}},
                {3, {merge, range(1, ?BRANCHES), range(1, ?BRANCHES)}},
+               {1, gc}]);
+replay_op(log) ->
+    frequency([{4, {append, range(1, ?BRANCHES)}},
+               {3, {merge, range(1, ?BRANCHES), range(1, ?BRANCHES)}},
                {1, gc}]).
 
 prop_replay(Kind) ->
@@ -151,7 +158,8 @@ prop_replay(Kind) ->
                  end).
 
 model0(counter) -> #{};
-model0(set) -> {0, [], []}.
+model0(set) -> {0, [], []};
+model0(log) -> {0, []}.
 
 merge_into(Map, From, To) ->
     St = map_store(Map),
@@ -173,7 +181,9 @@ step(_, gc, {Map, Heads, Model, Ok}) ->
     Plan = hm_mrdt_history:gc_plan(St, maps:values(Heads), Cache),
     Map1 = apply_plan(Map, Plan),
     %% collection changes nothing any branch shows
-    Same = lists:all(fun(H) -> snapshot(Map, H) =:= snapshot(Map1, H) end, maps:values(Heads)),
+    Same = lists:all(fun(H) -> snapshot(Map, H) =:= snapshot(Map1, H) andalso
+                                   read_log(Map, H) =:= read_log(Map1, H)
+                     end, maps:values(Heads)),
     {Map1, Heads, Model, Ok andalso Same};
 step(counter, {incr, B, K, N}, {Map, Heads, Model, Ok}) ->
     Base = maps:get(B, Heads),
@@ -196,7 +206,13 @@ step(set, {remove, B, I}, {Map, Heads, {Next, Added, Removed}, Ok}) ->
                                       {remove, erlang:unique_integer()}),
             {Map1, Heads#{B := C}, {Next, Added, [E | Removed]}, Ok};
         _ -> {Map, Heads, {Next, Added, Removed}, Ok}
-    end.
+    end;
+step(log, {append, B}, {Map, Heads, {Next, Entries}, Ok}) ->
+    Base = maps:get(B, Heads),
+    L = hm_mrdt_linked_log,
+    {Map1, C} = commit_writes(Map, Base, #{log => {L, L:update(value(Map, Base, log), Next)}},
+                              {append, Next}),
+    {Map1, Heads#{B := C}, {Next + 1, [Next | Entries]}, Ok}.
 
 snapshot(_, none) -> [];
 snapshot(Map, C) ->
@@ -207,7 +223,17 @@ snapshot(Map, C) ->
 final(counter, Map, H) ->
     maps:from_list([{K, V} || {K, {ok, _, V}} <- snapshot(Map, H), V =/= 0]);
 final(set, Map, H) ->
-    case value(Map, H, s) of none -> []; V -> V end.
+    case value(Map, H, s) of none -> []; V -> V end;
+final(log, Map, H) -> read_log(Map, H).
+
+%% A branch's linked log as a read shows it: every entry, or `{error, {missing, Hash}}'.
+read_log(Map, H) ->
+    St = map_store(Map),
+    case value(Map, H, log) of
+        none -> [];
+        V -> hm_mrdt_linked_log:read(V, fun(X) -> hm_mrdt_history:get(St, {obj, X}) end)
+    end.
 
 expected(counter, Model) -> maps:filter(fun(_, V) -> V =/= 0 end, Model);
-expected(set, {_, Added, Removed}) -> ordsets:subtract(ordsets:from_list(Added), ordsets:from_list(Removed)).
+expected(set, {_, Added, Removed}) -> ordsets:subtract(ordsets:from_list(Added), ordsets:from_list(Removed));
+expected(log, {_, Entries}) -> lists:reverse(lists:sort(Entries)).

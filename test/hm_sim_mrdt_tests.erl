@@ -28,4 +28,11 @@ checkers_reject_wrong_results_test() ->
     ?assertEqual(ok, hm_sim_mrdt:check_end(S)),
     #{published := P, elems := Es} = S,
     ?assertThrow({check, {lost_increments, _, _, _}}, hm_sim_mrdt:check_end(S#{published := P + 1})),
-    ?assertThrow({check, {lost_elements, _, _}}, hm_sim_mrdt:check_end(S#{elems := [-1 | Es]})).
+    ?assertThrow({check, {lost_elements, _, _}}, hm_sim_mrdt:check_end(S#{elems := [-1 | Es]})),
+    #{entries := Ls, copy := C} = S,
+    ?assertThrow({check, {lost_entries, _, _, _}}, hm_sim_mrdt:check_end(S#{entries := [-1 | Ls]})),
+    %% a log value nothing reaches, left in a copy: storage not bounded by what is live
+    [N | _] = lists:sort(maps:keys(C)),
+    Stale = {entry, stale, nil},
+    C1 = C#{N := (maps:get(N, C))#{{obj, hm_mrdt:hash(Stale)} => Stale}},
+    ?assertThrow({check, {objects_not_collected, N, 1}}, hm_sim_mrdt:check_end(S#{copy := C1})).

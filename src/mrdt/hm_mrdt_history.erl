@@ -37,12 +37,15 @@
 %% <li>History collection ({@link gc_plan/3}) deletes only the strict ancestors of a commit
 %% `B' that every root descends from and that every commit reachable from the roots is
 %% comparable with (an ancestor or a descendant): then every LCA of two commits that descend
-%% from the roots descends from `B', so merges never need what was deleted.</li>
+%% from the roots descends from `B', so merges never need what was deleted. Objects are
+%% deleted only when a deleted commit's value reaches them and no kept commit's value does;
+%% an object no commit reaches yet (stored for a publish under way) is never deleted.</li>
 %% </ul>
 -module(hm_mrdt_history).
 
 -export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2]).
--export([commit/3, commit_info/2, tree_of/2, lookup/3, read/3, write_tree/3, entries/2]).
+-export([commit/3, commit_info/2, tree_of/2, lookup/3, read/3, write_tree/3, put_objects/2,
+         entries/2]).
 -export([lcas/3, is_ancestor/3, merge_commits/3, merge_writes/4, merge_writes/5, merge_trees/4,
          complete/2, max_graft/1, gc_plan/3]).
 -export_type([store/0, hash/0, key/0, commit/0, entry/0, gc_plan/0]).
@@ -194,12 +197,22 @@ write_tree(St0, Base, Writes) ->
                                end, {#{}, St0}, Writes),
     set_entries(St1, Base, Entries).
 
+%% @doc Store as objects (`{obj, Hash}') the values of linked types among `Writes'
+%% (`#{Key => {Type, Value}}'). A publish stores a session's pending values before merging
+%% them: a merged linked value refers to the pending one by hash, and the commit holds only
+%% the merged value.
+-spec put_objects(store(), #{term() => {module(), term()}}) -> store().
+put_objects(St, Writes) ->
+    maps:fold(fun(_, {Type, V}, S) -> put_object(S, Type, V) end, St, Writes).
+
+put_object(St, Type, V) ->
+    case hm_mrdt:is_linked(Type) of
+        true -> put(St, {obj, hm_mrdt:hash(V)}, V);
+        false -> St
+    end.
+
 put_blob(St, Type, V) ->
-    St1 = lists:foldl(fun(O, S) -> put(S, {obj, hm_mrdt:hash(O)}, O) end, St,
-                      case hm_mrdt:is_linked(Type) of
-                          true -> [V];
-                          false -> []
-                      end),
+    St1 = put_object(St, Type, V),
     case erlang:external_size(V) =< ?INLINE of
         true -> {{v, V}, St1};
         false -> put_block(St1, {blob, Type, V, nonce(St)})
@@ -533,8 +546,9 @@ max_graft(#{max_graft := H}) -> H.
 %% the bases of every open session) and the cache entries in the store. Finds the floor `B':
 %% the single maximal common ancestor of all roots, if every commit reachable from the roots
 %% without passing `B' is a descendant of `B'. Deletes `B''s strict ancestors, the cache
-%% entries naming one of them (and the merge commits only they named), and the trees, leaves
-%% and blobs only those reach. `graft' must be written before `delete'. Nothing when a root
+%% entries naming one of them (and the merge commits only they named), the trees, leaves
+%% and blobs only those reach, and the objects (values of linked types) that their values
+%% reach and no kept commit's values reach. `graft' must be written before `delete'. Nothing when a root
 %% is missing or `none' (a node whose branch is empty may merge any commit next), or there
 %% is no such floor.
 -spec gc_plan(store(), [commit()], [{[hash()], hash()}]) -> gc_plan().
@@ -626,10 +640,67 @@ plan(St, B, Above, Below, Cache) ->
                             not lists:member(H, DeadCommits)],
     {_, _, HB} = element(2, commit_info(St, B)),
     Grafts = [{graft, C} || C <- DeadCommits, get(St, {graft, C}) =/= not_found],
+    Objects = [{obj, H} || H <- dead_objects(St, Dead, maps:keys(Kept))],
     #{floor => B,
       graft => [{{graft, B}, HB}],
       delete => [{cache, Ls} || {Ls, _} <- DropCache] ++ [{block, C} || C <- DeadCommits]
-          ++ Blocks ++ Grafts}.
+          ++ Blocks ++ Grafts ++ Objects}.
+
+%% Objects (values of linked types, `{obj, Hash}') that the values of the deleted commits
+%% reach and the values of no kept commit reach. Objects carry no nonce: a kept value may
+%% refer to any old one (a log's tail), so what is live is found by walking from the kept
+%% values, not from the floor alone. The walk from the kept values stops as soon as it has
+%% met every value the deleted commits hold (then everything those reach is kept); only
+%% when some is not met is it walked whole. Objects no commit reaches at all (written for a
+%% publish not carried out yet) are never deleted: they may be about to be referred to.
+dead_objects(St, DeadBlocks, KeptCommits) ->
+    case linked_values(St, maps:keys(DeadBlocks)) of
+        [] -> [];
+        DeadRoots ->
+            LiveRoots = linked_values(St, maps:keys(reach_blocks(St, KeptCommits))),
+            Wanted = maps:from_list([{H, true} || {_, H} <- DeadRoots]),
+            case walk_objects(St, LiveRoots, #{}, Wanted) of
+                {all_met, _} -> [];
+                {done, Live} ->
+                    {done, Reached} = walk_objects(St, [R || R = {_, H} <- DeadRoots,
+                                                             not is_map_key(H, Live)],
+                                                  Live, none),
+                    [H || H <- maps:keys(Reached), not is_map_key(H, Live)]
+            end
+    end.
+
+%% `{Type, Hash}' of every value of a linked type held by these leaves.
+linked_values(St, Blocks) ->
+    lists:usort(
+      [{T, hm_mrdt:hash(blob(St, E))}
+       || H <- Blocks, {ok, {leaf, Es, _}} <- [get(St, {block, H})], {T, E} <- maps:values(Es),
+          hm_mrdt:is_linked(T)]).
+
+%% Walk objects from `Roots', following each value's references, not entering `Seen0''s
+%% keys. `{all_met, Seen}' as soon as every key of `Wanted' was met (`Wanted' `none': never),
+%% else `{done, Seen}': every object reached (the objects missing from the store are
+%% skipped; new ones are kept by default).
+walk_objects(St, Roots, Seen0, Wanted) ->
+    Left = case Wanted of
+               none -> -1;
+               _ -> map_size(Wanted)
+           end,
+    walk_objects(St, Roots, Seen0, Wanted, Left).
+
+walk_objects(_, _, Seen, _, 0) -> {all_met, Seen};
+walk_objects(_, [], Seen, _, _) -> {done, Seen};
+walk_objects(St, [{_, H} | Rest], Seen, Wanted, Left) when is_map_key(H, Seen) ->
+    walk_objects(St, Rest, Seen, Wanted, Left);
+walk_objects(St, [{T, H} | Rest], Seen, Wanted, Left) ->
+    Left1 = case Wanted of
+                #{H := _} -> Left - 1;
+                _ -> Left
+            end,
+    Next = case get(St, {obj, H}) of
+               {ok, V} -> [{T, R} || R <- hm_mrdt:refs(T, V)];
+               not_found -> []
+           end,
+    walk_objects(St, Next ++ Rest, Seen#{H => true}, Wanted, Left1).
 
 %% Trees, leaves and blobs of the commits (not the commits themselves).
 reach_blocks(St, Commits) ->

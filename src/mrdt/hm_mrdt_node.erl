@@ -58,7 +58,8 @@ publish(N, St, Id, Writes) ->
 %% @doc Publish several sessions' writes at once (group commit): each session's writes are
 %% merged, in turn, onto the public branch's tree with the writes of the sessions before it,
 %% its base's tree being the LCA (every base is an ancestor of the head), and one commit on
-%% the head holds them all. A session whose merge conflicts is left out and reported. Every
+%% the head holds them all; the pending and merged values of linked types are stored as
+%% objects, since a later merge refers to them. A session whose merge conflicts is left out and reported. Every
 %% session published is then based on the new head. The commit's new blocks carry a nonce
 %% naming this node, the head and the sessions, so they are new names.
 -spec publish_many(state(), hm_mrdt_history:store(),
@@ -68,22 +69,26 @@ publish_many(N = #{node := Me, head := H, sessions := Ss}, St0, Batch) ->
     Nonce = hm_mrdt_history:nonce(St0),
     St1 = hm_mrdt_history:set_nonce(St0, {publish, Me, H, [Id || {Id, _} <- Batch]}),
     HeadTree = hm_mrdt_history:tree_of(St1, H),
-    {Writes, Results} =
+    {Writes, Results, St2} =
         lists:foldl(
-          fun({Id, P}, {W, Rs}) ->
-                  Base = hm_mrdt_history:tree_of(St1, maps:get(Id, Ss, none)),
-                  case hm_mrdt_history:merge_writes(St1, Base, HeadTree, W, P) of
-                      {ok, P1} -> {maps:merge(W, P1), [{Id, ok} | Rs]};
-                      {conflict, _} = Conflict -> {W, [{Id, Conflict} | Rs]}
+          fun({Id, P}, {W, Rs, S}) ->
+                  Base = hm_mrdt_history:tree_of(S, maps:get(Id, Ss, none)),
+                  case hm_mrdt_history:merge_writes(S, Base, HeadTree, W, P) of
+                      %% a merged linked value refers by hash to the pending one and to
+                      %% the group's value before it (a merge no commit holds): store both
+                      {ok, P1} -> {maps:merge(W, P1), [{Id, ok} | Rs],
+                                   hm_mrdt_history:put_objects(
+                                     hm_mrdt_history:put_objects(S, P), P1)};
+                      {conflict, _} = Conflict -> {W, [{Id, Conflict} | Rs], S}
                   end
-          end, {#{}, []}, Batch),
+          end, {#{}, [], St1}, Batch),
     case map_size(Writes) of
         0 -> {N#{sessions := rebased(Ss, Results, H)}, St0, lists:reverse(Results)};
         _ ->
-            {T, St2} = hm_mrdt_history:write_tree(St1, HeadTree, Writes),
-            {M, St3} = hm_mrdt_history:commit(St2, [P || P <- [H], P =/= none], T),
+            {T, St3} = hm_mrdt_history:write_tree(St2, HeadTree, Writes),
+            {M, St4} = hm_mrdt_history:commit(St3, [P || P <- [H], P =/= none], T),
             {N#{head := M, sessions := rebased(Ss, Results, M)},
-             hm_mrdt_history:set_nonce(St3, Nonce), lists:reverse(Results)}
+             hm_mrdt_history:set_nonce(St4, Nonce), lists:reverse(Results)}
     end.
 
 rebased(Ss, Results, Head) ->
