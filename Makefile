@@ -113,7 +113,8 @@ bench-crdt: compile
 ## flavor), one CRDT-table schedule (sim/hm_sim_crdt_table.erl: copies of a CRDT table of a
 ## type x flavor on the runtime's table core, with churn), one partitioned-table schedule
 ## (sim/hm_sim_frag.erl: fragments on a ring, writes
-## from any node, hints, nodes leaving and rejoining the pool) and one DottedDB replica-group
+## from any node, hints, nodes leaving and rejoining the pool, crashes of nodes holding hints,
+## session order of a node's writes) and one DottedDB replica-group
 ## schedule (sim/hm_sim_dotted.erl: churn, loss, partitions, crashes); prints failures (seed,
 ## minimised trace), `sim tables: ...', `sim membership: ...', `sim load: ...',
 ## `sim crdt: ...', `sim crdt-table: ...', `sim frag: ...', `sim frag crdt: ...' (partitioned

@@ -17,7 +17,8 @@
 %% run on the nodes).</dd>
 %% <dt>Convergence</dt><dd>under a background load of writes and reads on other keys, node 1
 %% adds N new elements to one key (ChiaVe: 10,000), one call after the other; every node polls that
-%% key's size in its own copy. A node's convergence time runs from the first
+%% key's size in its own copy, as `hypermnesia:value/2' shows it there (the updates the
+%% copy applied, its row written or not). A node's convergence time runs from the first
 %% add to when its copy holds all N; the p95 over the nodes and repetitions.</dd>
 %% </dl>
 %%
@@ -26,7 +27,7 @@
 %% "1000,4000,12000"), `HM_CRDT_SECONDS' (per point, default 2), `HM_CRDT_BG' (background
 %% ops/s of the convergence runs, default "0,2000"), `HM_CRDT_REPS' (convergence
 %% repetitions, default 1), `HM_CRDT_ADDS' (adds per convergence run, default
-%% "1000,3000,10000"); a convergence run stops adding and waiting 45 s after its first
+%% "1000,3000,10000"), `HM_CRDT_PREFIX' (of the peer nodes' names, default "crdtb"); a convergence run stops adding and waiting 45 s after its first
 %% add (what is not there then is reported as not converged).
 -module(crdt_table_bench).
 
@@ -45,7 +46,8 @@ main([File]) ->
     Reps = list_to_integer(env("HM_CRDT_REPS", "1")),
     Sizes = ints(env("HM_CRDT_ADDS", "1000,3000,10000")),
     Dir = filename:join(env("TMPDIR", "/tmp"), "hm_crdt_bench_" ++ os:getpid()),
-    C = hm_cluster:start(#{nodes => 3, dir => Dir, prefix => "crdtb", modules => [?MODULE]}),
+    C = hm_cluster:start(#{nodes => 3, dir => Dir, prefix => env("HM_CRDT_PREFIX", "crdtb"),
+                           modules => [?MODULE]}),
     T0 = erlang:monotonic_time(millisecond),
     try
         Nodes = hm_cluster:nodes(C),
@@ -211,9 +213,9 @@ add_loop(Tab, Key, I, N, Until) ->
 %% returns when (the host's clock in µs), or `timeout' once that clock passes `Cap' (ms).
 -spec watch(atom(), term(), pos_integer(), integer()) -> integer() | timeout.
 watch(Tab, Key, N, Cap) ->
-    Size = case mnesia:dirty_read(Tab, Key) of
-               [{_, _, C}] -> length(hm_ec_crdt:value(C));
-               [] -> 0
+    Size = case hypermnesia:value(Tab, Key) of
+               L when is_list(L) -> length(L);
+               _ -> 0
            end,
     Now = os:system_time(microsecond),
     if Size >= N -> Now;
