@@ -58,10 +58,11 @@ submit(Server, KeyOp, Mode, Timeout) -> gen_server:call(Server, {submit, KeyOp, 
 
 %% @doc Apply a write passed on by a node whose session is `After' (see
 %% {@link hm_ec_table:submit_after/6}): `{ok, Dot}', or `{error, {behind, Tab}}' when this
-%% copy has not delivered the node's earlier writes yet.
+%% copy has not delivered the node's earlier writes yet. A dotted fragment's copy
+%% ({@link hm_dotted_server}) answers a `sync' write with `ok' once the other copies hold it.
 -spec submit(pid() | atom() | {atom(), node()}, {term(), hm_ec_table:op()}, async | sync,
              hm_vv:vv(), timeout()) ->
-          {ok, hm_vv:dot() | none} | {error, term()}.
+          ok | {ok, hm_vv:dot() | none} | {error, term()}.
 submit(Server, KeyOp, Mode, After, Timeout) ->
     gen_server:call(Server, {submit_after, After, KeyOp, Mode}, Timeout).
 
