@@ -48,7 +48,7 @@
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
          gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
-         known/1, superseded/2]).
+         known/1, superseded/2, retransmission/1]).
 -export_type([state/0, message/0, opts/0]).
 
 -define(RESEND_MAX, 1000).
@@ -453,10 +453,10 @@ resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F,
                         {hm_vv:join(Has, Front0), Rounds1, W1}
                 end,
             InFlight = maps:fold(fun(O, C, N) -> N + C - hm_vv:get(O, Has) end, 0, Front),
-            Relay = relay(Peer, S),
+            Relay = relays(Peer, S),
             Due = fun({N, _}, At) when N =:= Node -> At =< T - ?RESEND_AGE;
                      (O, At) -> At =< T - ?RELAY_AGE andalso
-                                    (Relay orelse T - Since(O) >= ?RELAY_AGE)
+                                    (maps:get(O, Relay) orelse T - Since(O) >= ?RELAY_AGE)
                   end,
             {Msgs, Front1} = case W - InFlight of
                                  Room when Room > 0 -> catch_up(Front, Due, Room, S);
@@ -469,13 +469,20 @@ resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F,
             {Msgs, S#tcsb{flight = F#{Peer => {Front1, Rounds2, W}}}}
     end.
 
-%% Whether this replica relays other origins' operations to `Peer' at once: it is the first
-%% node among itself and the members other than `Peer' that acknowledged within
-%% SILENT_TICKS (every member computes the same one while they see the same members alive).
-relay(Peer, #tcsb{self = {Node, _}, members = Ms, acked = A, ticks = T}) ->
-    Alive = [M || M <- Ms, M =/= Peer, M =/= Node,
-                  T - maps:get(M, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS],
-    Node =< lists:min([Node | Alive]).
+%% Per logged origin, whether this replica relays its operations to `Peer' at once: it is
+%% the first node among itself and the members other than `Peer' that acknowledged within
+%% SILENT_TICKS and reported having more of that origin than `Peer' reported (every member
+%% computes the same one while they see the same members alive and the same reports). A
+%% member with nothing `Peer' lacks (restarted, or behind after a cut like `Peer') cannot
+%% relay, so it is passed over.
+relays(Peer, S = #tcsb{self = {Node, _}, members = Ms, acked = A, ticks = T, log = L}) ->
+    Alive = [{M, reported(M, S)} || M <- Ms, M =/= Peer, M =/= Node,
+                                    T - maps:get(M, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS],
+    Has = reported(Peer, S),
+    maps:map(fun(O, _) ->
+                     Lacks = hm_vv:get(O, Has),
+                     Node =< lists:min([Node | [M || {M, V} <- Alive, hm_vv:get(O, V) > Lacks]])
+             end, L).
 
 %% For every logged origin, what `Peer' reported of it and the tick that last changed.
 note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
@@ -572,3 +579,14 @@ pending(#tcsb{cb = CB}) -> hm_causal_buffer:pending_count(CB).
 %% @doc What each member is known to have delivered.
 -spec known(state()) -> #{node() => hm_vv:vv()}.
 known(#tcsb{known = K}) -> maps:map(fun(_, {_, V, _}) -> V end, K).
+
+%% @doc What retransmission works from, for inspection: this replica's tick, the newest
+%% incarnation heard of per node, per member the tick of its last acknowledgement, what it
+%% reported delivered and the rounds in flight to it (`{Cut, [{Tick, Cut}], Window}'), and
+%% per logged origin the range of sequence numbers logged.
+-spec retransmission(state()) -> map().
+retransmission(#tcsb{ticks = T, newest = New, acked = A, has = H, flight = F, log = L}) ->
+    #{tick => T, newest => New, acked => A, reported => H, flight => F,
+      logged => maps:map(fun(_, {_, _, OL}) when map_size(OL) =:= 0 -> none;
+                            (_, {_, _, OL}) -> {lists:min(maps:keys(OL)), lists:max(maps:keys(OL))}
+                         end, L)}.
