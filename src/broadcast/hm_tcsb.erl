@@ -453,7 +453,7 @@ resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F,
                         {hm_vv:join(Has, Front0), Rounds1, W1}
                 end,
             InFlight = maps:fold(fun(O, C, N) -> N + C - hm_vv:get(O, Has) end, 0, Front),
-            Relay = relays(Peer, S),
+            Relay = relays(Peer, Has, S),
             Due = fun({N, _}, At) when N =:= Node -> At =< T - ?RESEND_AGE;
                      (O, At) -> At =< T - ?RELAY_AGE andalso
                                     (maps:get(O, Relay) orelse T - Since(O) >= ?RELAY_AGE)
@@ -471,14 +471,13 @@ resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F,
 
 %% Per logged origin, whether this replica relays its operations to `Peer' at once: it is
 %% the first node among itself and the members other than `Peer' that acknowledged within
-%% SILENT_TICKS and reported having more of that origin than `Peer' reported (every member
-%% computes the same one while they see the same members alive and the same reports). A
-%% member with nothing `Peer' lacks (restarted, or behind after a cut like `Peer') cannot
-%% relay, so it is passed over.
-relays(Peer, S = #tcsb{self = {Node, _}, members = Ms, acked = A, ticks = T, log = L}) ->
+%% SILENT_TICKS and reported having more of that origin than `Peer' reported (`Has'; every
+%% member computes the same one while they see the same members alive and the same
+%% reports). A member with nothing `Peer' lacks (restarted, or behind after a cut like
+%% `Peer') cannot relay, so it is passed over.
+relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms, acked = A, ticks = T, log = L}) ->
     Alive = [{M, reported(M, S)} || M <- Ms, M =/= Peer, M =/= Node,
                                     T - maps:get(M, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS],
-    Has = reported(Peer, S),
     maps:map(fun(O, _) ->
                      Lacks = hm_vv:get(O, Has),
                      Node =< lists:min([Node | [M || {M, V} <- Alive, hm_vv:get(O, V) > Lacks]])
