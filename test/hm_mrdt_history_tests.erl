@@ -155,6 +155,29 @@ equal_values_merge_test() ->
     ?assertEqual([Big], value(M5, C, y)),
     ?assertMatch([_], [Blob || {{block, _}, {blob, hm_mrdt_set, _, _} = Blob} <- maps:to_list(M5)]).
 
+%% Two merges whose result equals what both their sides show (a counter at 0 reached two
+%% ways) must not reuse one side's leaf: two later branches would then share that leaf with
+%% different histories, and merging them would take the leaf as one version instead of
+%% merging the two changes. Histories: 3: -1; 2: -1, +2; 3 merges 2; 1: 0; 3 merges 1;
+%% 2: -1; merging all gives -1 + -1 + 2 + 0 - 1. Which side a merge reused depended on the
+%% order of the hashes, so every nonce offset below is a different order.
+equal_merges_keep_their_history_test() ->
+    Run = fun(Off) ->
+                  C = hm_mrdt_counter,
+                  {M1, C1} = commit(#{}, none, #{x => {C, -1}}, {Off, 1}),
+                  {M2, C2} = commit(M1, none, #{x => {C, -1}}, {Off, 2}),
+                  {M3, C3} = commit(M2, C2, #{x => {C, 1}}, {Off, 3}),
+                  {M4, X1} = merge(M3, C1, C3),
+                  {M5, C4} = commit(M4, none, #{x => {C, 0}}, {Off, 4}),
+                  {M6, X2} = merge(M5, X1, C4),
+                  {M7, C5} = commit(M6, C3, #{x => {C, 0}}, {Off, 5}),
+                  {M8, X3} = merge(M7, C4, C5),
+                  {M9, All} = merge(M8, X3, X2),
+                  value(M9, All, x)
+          end,
+    ?assertEqual([{Off, -1} || Off <- lists:seq(1, 40)],
+                 [{Off, Run(Off)} || Off <- lists:seq(1, 40)]).
+
 %% A linked log appended twice between publishes, and rebased over another session's append:
 %% every value the published one refers to is stored, so the log reads whole from the public
 %% branch and its commit counts as fully received.

@@ -428,8 +428,11 @@ entry_in(St, Buckets, K) ->
 %% @doc Three-way merge of trees, bucket by bucket and key by key; a key both sides changed
 %% merges with its type (see {@link hm_mrdt_map} for the rules on keys present on one side).
 %% A bucket only one side changed is taken from that side as it is (its leaf is shared, not
-%% rewritten); only a bucket both sides changed gets a new leaf, and only when its merged
-%% entries differ from both sides'.
+%% rewritten); a bucket both sides changed gets a new leaf, named by the merge's nonce, even
+%% when its entries equal one side's: a leaf then names one history, not only one value, so
+%% two sides showing the same leaf made the same changes and merge to it. (Reusing a side's
+%% leaf for an equal result would let two merges with different histories show one leaf: a
+%% counter at 0 reached two ways, which merged as one version loses a change.)
 -spec merge_trees(store(), hash() | empty, hash() | empty, hash() | empty) ->
           {ok, hash() | empty, store()} | {conflict, term()}.
 merge_trees(St, _, T, T) -> {ok, T, St};
@@ -466,11 +469,11 @@ merge_bucket(St0, LL, LA, LB) ->
     {EA, EB} = {leaf(St0, LA), leaf(St0, LB)},
     {Es, St} = merge_leaves(St0, leaf(St0, LL), EA, EB, #{}),
     Merged = maps:filter(fun(_, E) -> E =/= none end, Es),
-    if Merged =:= EA, Merged =:= EB -> {min(LA, LB), St};
-       Merged =:= EA -> {LA, St};
-       Merged =:= EB -> {LB, St};
-       map_size(Merged) =:= 0 -> {none, St};
-       true -> put_block(St, {leaf, Merged, nonce(St)})
+    %% both sides changed the bucket: a new leaf even when the merged entries equal one
+    %% side's, so that a leaf names one history (see merge_trees/4)
+    case map_size(Merged) of
+        0 -> {none, St};
+        _ -> put_block(St, {leaf, Merged, nonce(St)})
     end.
 
 merge_leaves(St0, LL, LA, LB, Acc0) ->
