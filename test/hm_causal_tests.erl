@@ -42,6 +42,16 @@ vv_no_zero_entries_test() ->
 
 %% The DottedDB node clock: per replica a contiguous base plus exceptions above it.
 %% Counters 1, 2, 3, 5, 7 of `a' are base 3 with exceptions {5, 7}.
+%% close_gaps: what `Of' holds, and every counter up to its highest that `Mine' lacks; a
+%% counter `Mine' holds and `Of' lacks stays out; other replicas are left alone.
+node_clock_close_gaps_test() ->
+    Of = hm_node_clock:from_dots([{a, 1}, {a, 4}, {a, 6}, {b, 1}]),
+    Mine = hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 4}, {a, 7}]),
+    C = hm_node_clock:close_gaps([a, z], Of, Mine),
+    ?assertEqual([{a, 1}, {a, 3}, {a, 4}, {a, 5}, {a, 6}], hm_node_clock:to_dots(C)),
+    ?assertEqual(hm_node_clock:new(), hm_node_clock:close_gaps([z], Of, Mine)),
+    ?assertEqual([{b, 1}], hm_node_clock:to_dots(hm_node_clock:close_gaps([b], Of, Of))).
+
 node_clock_base_and_exceptions_test() ->
     NC = hm_node_clock:from_dots([{a, 1}, {a, 2}, {a, 3}, {a, 5}, {a, 7}]),
     ?assertEqual(3, hm_node_clock:base(a, NC)),

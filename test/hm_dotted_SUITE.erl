@@ -3,20 +3,21 @@
 %% key-value writes from every node read back everywhere, a real partition with puts on
 %% both sides giving siblings that a put with the get's context resolves, deletes leaving
 %% nothing on any copy once stripped, the Merkle anti-entropy baseline converging too, a
-%% copy's process killed and taken up again, `sync_ec' waiting for the other copies, and nodes leaving and joining the pool while
+%% copy's process killed and taken up again (also while cut off from every other copy), `sync_ec' waiting for the other copies, and nodes leaving and joining the pool while
 %% two nodes write, with nothing acknowledged lost.
 -module(hm_dotted_SUITE).
 -include_lib("common_test/include/ct.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([bad_options/1, write_everywhere/1, partition_siblings/1, deletes_strip/1,
-         merkle_partition/1, copy_restarted/1, pool_change_under_load/1, sync_ec_waits/1]).
+         merkle_partition/1, copy_restarted/1, copy_restarted_cut_off/1,
+         pool_change_under_load/1, sync_ec_waits/1]).
 
 -define(NODES, 4).
 -define(F, 4).
 
 all() -> [bad_options, write_everywhere, partition_siblings, deletes_strip, merkle_partition,
-          sync_ec_waits, copy_restarted, pool_change_under_load].
+          sync_ec_waits, copy_restarted, copy_restarted_cut_off, pool_change_under_load].
 
 init_per_suite(Config) ->
     C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "partkd",
@@ -284,6 +285,50 @@ copy_restarted(Config) ->
     ok = call(I, Config, hypermnesia, put, [Tab, {Tab, 1, after_restart}, undefined, []]),
     kv_converged(Config, Tab, 1, [{Tab, 1, after_restart}]).
 
+%% A copy's process killed while its node is cut off from every other: it starts again
+%% empty and ready, as a new incarnation of the node's copy, and takes writes. After the
+%% heal it gets back everything the others held (they see it lacks dots every copy had, and
+%% answer with their whole state), its writes reach them, every copy ends with the same
+%% rows, and no metadata is left: the old incarnation is retired and closed everywhere,
+%% every context stripped.
+copy_restarted_cut_off(Config) ->
+    Tab = create(Config, []),
+    C = ?config(cluster, Config),
+    Rows = [{Tab, K, v} || K <- lists:seq(1, 20)],
+    ok = ec(1, Config, fun() -> [mnesia:write(R) || R <- Rows], ok end),
+    converged(Config, Tab, Rows),
+    [O | _] = call(1, Config, hypermnesia, owners, [Tab, 1]),
+    I = id_of(Config, O),
+    Frag = call(I, Config, hm_ec_frag, fragment_table, [Tab, 1]),
+    Name = hm_ec_table_server:name(Frag),
+    #{id := OldId} = call(I, Config, gen_server, call, [Name, info]),
+    ok = hm_cluster:cut(C, [I], ids(Config) -- [I]),
+    Old = call(I, Config, erlang, whereis, [Name]),
+    true = call(I, Config, erlang, exit, [Old, kill]),
+    wait_until(fun() ->
+                       case call(I, Config, erlang, whereis, [Name]) of
+                           P when is_pid(P), P =/= Old ->
+                               maps:get(status, call(I, Config, gen_server, call, [Name, info]))
+                                   =:= ready;
+                           _ -> false
+                       end
+               end),
+    #{id := NewId, size := 0} = call(I, Config, gen_server, call, [Name, info]),
+    true = NewId =/= OldId,
+    %% a write on the restarted copy while cut off: nothing seen there, so it is a sibling
+    ok = call(I, Config, hypermnesia, put, [Tab, {Tab, 1, during}, undefined, []]),
+    ok = hm_cluster:heal(C),
+    converged(Config, Tab, lists:sort([{Tab, 1, during} | Rows])),
+    Holders = [id_of(Config, N) || N <- call(1, Config, hypermnesia, owners, [Tab, 1])],
+    wait_until(fun() ->
+                       lists:all(fun(H) ->
+                                         Info = call(H, Config, gen_server, call, [Name, info]),
+                                         maps:get(non_stripped, Info) =:= 0 andalso
+                                             maps:get(retired, maps:get(metadata, Info)) =:= 0
+                                             andalso lists:member(NewId, maps:get(ids, Info))
+                                 end, Holders)
+               end).
+
 %% Nodes leave and join the pool while two nodes write: the fragments that move are copied
 %% by handoff, a copy is removed once the others hold its dots, and nothing acknowledged is
 %% lost.
@@ -291,7 +336,10 @@ pool_change_under_load(Config) ->
     Tab = create(Config, []),
     C = ?config(cluster, Config),
     Writers = [spawn_writer(Config, Tab, I) || I <- [2, 3]],
-    Change = fun(Ch) -> {atomic, ok} = call(3, Config, hypermnesia, change_table_frag, [Tab, Ch])
+    %% a change waits for its handoffs, whose size grows with what the writers wrote: no
+    %% time limit here (the change has its own, per copy)
+    Change = fun(Ch) -> {atomic, ok} = hm_cluster:call(C, 3, hypermnesia, change_table_frag,
+                                                       [Tab, Ch], infinity)
              end,
     Change({del_node, hm_cluster:node(C, 4)}),
     Change({add_node, hm_cluster:node(C, 4)}),

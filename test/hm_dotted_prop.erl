@@ -102,7 +102,7 @@ run_step({churn, I}, G = #{copies := C, next := Next, ae := AE, shown := Sh}) ->
     %% copy I is replaced by a new id: it is gone, the others take the new group, the new
     %% copy asks one of them for a handoff
     Old = nth(I, copy_ids(G)),
-    New = {c, Next},
+    New = list_to_atom("c" ++ integer_to_list(Next)),
     Peers = [New | copy_ids(G) -- [Old]],
     G1 = lists:foldl(fun(Id, Gx = #{copies := Cx}) ->
                              {S1, Effs} = hm_dotted:set_peers(Peers, maps:get(Id, Cx)),

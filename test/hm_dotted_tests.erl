@@ -65,3 +65,55 @@ merkle_tree_test() ->
     ?assertEqual(done, hm_merkle:compare(hm_merkle:start(T1), T1)),
     {reply, {nodes, Children}} = hm_merkle:compare(hm_merkle:start(T1), T0),
     ?assertEqual(4, length(Children)).
+
+%% Copies named `{Node, Incarnation}': the group is given by node (placeholders `{Node, 0}'
+%% until a copy is heard from); a copy started again without its state is a new
+%% incarnation, which its peers learn from its first message (the old id retired, messages
+%% of the old one dropped), and the first clock exchange with it, seeing that it lacks dots
+%% every copy had, answers with the whole state.
+incarnations_test() ->
+    Opts = #{peers => [a, b], seed => 1},
+    {A0, _} = hm_dotted:new(Opts#{id => {a, 1}}),
+    ?assertEqual([{a, 1}, {b, 0}], hm_dotted:peers(A0)),
+    {B0, _} = hm_dotted:new(Opts#{id => {b, 1}}),
+    {A1, E1} = hm_dotted:put(k, v1, hm_dotted:new_context(), A0),
+    [Rep] = [M || {send, {b, 0}, M} <- E1],
+    {B1, _} = hm_dotted:handle(Rep, B0),
+    ?assertEqual([{a, 1}, {b, 1}], hm_dotted:peers(B1)),
+    %% B learns A's id, and A B's from B's clock; the dot-key entries every copy has go
+    {B2, [{send, {a, 1}, Clock}, _]} = hm_dotted:timeout(anti_entropy, B1),
+    {A2, [{send, {b, 1}, Repair}]} = hm_dotted:handle(Clock, A1),
+    ?assertEqual([{a, 1}, {b, 1}], hm_dotted:peers(A2)),
+    {B3, _} = hm_dotted:handle(Repair, B2),
+    {A3, _} = exchange(A2, B3),
+    ?assertEqual(#{}, hm_dotted:dot_keys(A3)),
+    %% B restarts with nothing, as incarnation 2, and no peer ready: it is ready and empty
+    {B4, _} = hm_dotted:new(Opts#{id => {b, 2}}),
+    {A4, E4} = hm_dotted:put(k2, v2, hm_dotted:new_context(), A3),
+    [Rep2] = [M || {send, {b, 1}, M} <- E4],
+    {B5, _} = hm_dotted:handle(Rep2, B4),
+    %% its clock reaches A: A retires {b, 1}, and answers with its whole state
+    {_, [{send, {a, 1}, Clock2}, _]} = hm_dotted:timeout(anti_entropy, B5),
+    {A5, [{send, {b, 2}, Full}]} = hm_dotted:handle(Clock2, A4),
+    ?assertEqual([{a, 1}, {b, 2}], hm_dotted:peers(A5)),
+    ?assertMatch({sync_repair, _, _, _, _, {full, _}}, Full),
+    {B6, _} = hm_dotted:handle(Full, B5),
+    ?assertEqual(hm_dotted:values(A5), hm_dotted:values(B6)),
+    ?assertEqual(#{k => [v1], k2 => [v2]}, hm_dotted:values(B6)),
+    %% a message of the old incarnation is dropped
+    ?assertMatch({_, [{drop, {not_a_peer, replicate, {b, 1}}}]},
+                 hm_dotted:handle({replicate, {b, 1}, k, {#{}, hm_node_clock:new()}}, A5)).
+
+%% A's clock to B and B's answer back, then B's clock to A and A's answer back
+exchange(A, B) ->
+    {A1, [{send, _, CA}, _]} = hm_dotted:timeout(anti_entropy, A),
+    {B1, [{send, _, RB}]} = hm_dotted:handle(CA, B),
+    {A2, _} = hm_dotted:handle(RB, A1),
+    {B2, [{send, _, CB}, _]} = hm_dotted:timeout(anti_entropy, B1),
+    {A3, [{send, _, RA}]} = hm_dotted:handle(CB, A2),
+    {B3, _} = hm_dotted:handle(RA, B2),
+    {A3, B3}.
+
+address_test() ->
+    ?assertEqual({n1, 3}, {hm_dotted:address({n1, 3}), hm_dotted:incarnation({n1, 3})}),
+    ?assertEqual({n1, 0}, {hm_dotted:address(n1), hm_dotted:incarnation(n1)}).

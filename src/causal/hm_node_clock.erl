@@ -16,7 +16,7 @@
 
 -export([new/0, add/2, add_dots/2, contains/2, base/1, base/2, max_counter/2, next_dot/2,
          join/2, missing/2, from_dots/1, to_dots/1, from_vv/1, is_empty/1, size/1,
-         leq/2, strip_vv/2, encode/1, decode/1, replicas/1]).
+         leq/2, strip_vv/2, close_gaps/3, encode/1, decode/1, replicas/1]).
 -export_type([clock/0]).
 
 -type replica() :: hm_vv:replica().
@@ -161,6 +161,24 @@ replicas(NC) -> lists:sort(maps:keys(NC)).
 -spec strip_vv(clock(), clock()) -> clock().
 strip_vv(Ctx, NC) ->
     maps:filter(fun(R, _) -> max_counter(R, Ctx) > base(R, NC) end, Ctx).
+
+%% @doc The clock, for replicas `Rs' only, of the dots `Of' holds and of every counter up to
+%% `Of''s highest that `Mine' lacks. Used for a retired replica whose dots `Mine' holds all
+%% of those any copy holds: what `Mine' lacks, nobody holds, so a context may name it.
+-spec close_gaps([replica()], clock(), clock()) -> clock().
+close_gaps(Rs, Of, Mine) ->
+    maps:from_list(
+      [{R, E} || R <- Rs, Max <- [max_counter(R, Of)], Max > 0,
+                 E <- [begin
+                           Mask = (1 bsl Max) - 1,
+                           Set = set_of(R, Of) bor (bnot set_of(R, Mine) band Mask),
+                           compact(0, Set)
+                       end]]).
+
+%% an entry as a bitset: bit C - 1 for counter C
+set_of(R, NC) ->
+    {Base, Bits} = maps:get(R, NC, {0, 0}),
+    ((1 bsl Base) - 1) bor (Bits bsl Base).
 
 %% @doc Compact binary encoding: magic, version, then per replica its id (external term format,
 %% length-prefixed), base and bitmap as unsigned LEB128 varints.

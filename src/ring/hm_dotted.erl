@@ -62,6 +62,23 @@
 %% and leaves the retired ids. So per-key clocks never keep an entry for a node that is
 %% gone: they converge to the ids of the live versions' dots.
 %%
+%% == Incarnations ==
+%% A copy that loses its state (the runtime's copies live in their process) comes back as a
+%% new copy at the same address: ids `{Address, Incarnation}' (an integer; {@link
+%% address/1}, {@link incarnation/1}). The group is then given by address ({@link new/1},
+%% {@link set_peers/2}): an address stands for the id known there, or for the placeholder
+%% `{Address, 0}' until a copy is heard from. A message from (or naming, in its sender's
+%% group or in a context) a higher incarnation at an address of the group supersedes the id
+%% known there: the old id is retired as a replaced copy's (a placeholder just goes), and
+%% messages from it are dropped. A retired id waits for the copies at the group's addresses,
+%% following each to its newest incarnation. A copy that lost its state lacks dots every copy
+%% had, which the dot-key maps no longer name: a `sync_clock' showing such a gap is answered
+%% with the whole state, as a handoff. Once a retired id is closed, repairs name every dot of
+%% it up to the highest the sender holds, gaps included (no copy holds a dot in a gap): its
+%% entry is gone from the stored contexts, and a copy still showing a version of it that was
+%% superseded elsewhere must see that it is. Ids without the `{Address, Incarnation}' shape
+%% are their own address and never superseded.
+%%
 %% == Effects ==
 %% <ul>
 %% <li>`{send, Peer, Msg}': give `Msg' to {@link handle/2} of copy `Peer';</li>
@@ -94,14 +111,18 @@
 
 -export([new/1, put/4, delete/3, get/2, fetch/2, merge_replies/1, new_context/0,
          handle/2, timeout/2, set_peers/2, recover/1]).
+-export([address/1, incarnation/1]).
 -export([id/1, peers/1, status/1, node_clock/1, objects/1, values/1, clock_entries/2,
          metadata/1, metadata_bytes/1, non_stripped/1, dot_keys/1, tree/1, anti_entropy/1,
          object_bytes/1]).
--export_type([state/0, effect/0, msg/0, context/0, reply/0, opts/0, id/0]).
+-export_type([state/0, effect/0, msg/0, context/0, reply/0, opts/0, id/0, address/0]).
 
 -define(NULL, null).
+%% a copy waiting for its handoff asks again after 2, 4, 8... anti-entropy ticks, at most
+-define(MAX_ASK_GAP, 16).
 
 -type id() :: term().
+-type address() :: term().
 -type dot() :: hm_vv:dot().
 -type version() :: {v, term()} | ?NULL.
 -type obj() :: {#{dot() => version()}, hm_node_clock:clock()}.
@@ -139,20 +160,24 @@
             sync_ms = 1000 :: pos_integer(),
             rand :: rand:state(),
             ready = true :: boolean(),
+            waited = 0 :: non_neg_integer(),           % anti-entropy ticks since the ask
+            ask_gap = 2 :: pos_integer(),               % ticks before asking again
             events = false :: boolean()}).
 -opaque state() :: #d{}.
 
 %%% ================================================================ starting
 
-%% @doc A copy of a group: `id' (this copy's node id, never reused by another copy),
-%% `peers' (every copy of the group), `seed' (the anti-entropy peer choice), `anti_entropy'
+%% @doc A copy of a group: `id' (this copy's id, never reused by another copy: an
+%% incarnation `{Address, Incarnation}' or a plain id), `peers' (every copy of the group, by
+%% address or by id, see "Incarnations"), `seed' (the anti-entropy peer choice), `anti_entropy'
 %% (`node_clock', the default, or `merkle'), `merkle' (the tree shape, see {@link hm_merkle}),
 %% `strip_interval' and `sync_interval' in ms (default 1000 each), `bootstrap' (a new copy of
 %% a group that already holds data: it asks a peer for a handoff first), `events'.
 -spec new(opts()) -> {state(), [effect()]}.
 new(O = #{id := Id, peers := Peers0}) ->
     AE = maps:get(anti_entropy, O, node_clock),
-    S = #d{id = Id, peers = lists:usort([Id | Peers0]), nc = hm_node_clock:new(),
+    S = #d{id = Id, peers = lists:usort([Id | to_ids(Peers0, Id, [Id])]),
+           nc = hm_node_clock:new(),
            ae = AE,
            tree = case AE of
                       merkle -> hm_merkle:new(maps:get(merkle, O, #{fanout => 16, depth => 3}));
@@ -244,11 +269,24 @@ shown(Vers) -> [V || {_, {v, V}} <- lists:sort(maps:to_list(Vers))].
 stored(Key, #d{st = St}) -> maps:get(Key, St, {#{}, hm_node_clock:new()}).
 
 %% fill (Algorithm 2): the context with the node clock's bases of the ids that matter for
-%% this object (the group, the object's own ids), and the version dots
-fill(Ctx, Vers, #d{nc = NC, peers = Peers}) ->
+%% this object (the group, the object's own ids), and the version dots; and, for a retired
+%% id whose gaps are closed here, every dot up to its highest: strip dropped its entry from
+%% the stored context, and a copy that still shows a version of it superseded here must see
+%% that it is
+fill(Ctx, Vers, S = #d{nc = NC, peers = Peers}) ->
     Ids = Peers ++ hm_node_clock:replicas(Ctx) ++ [R || {R, _} <- maps:keys(Vers)],
-    with_versions(hm_node_clock:join(Ctx, hm_node_clock:from_vv(
-                                            maps:with(Ids, hm_node_clock:base(NC)))), Vers).
+    with_versions(hm_node_clock:join(
+                    hm_node_clock:join(Ctx, hm_node_clock:from_vv(
+                                              maps:with(Ids, hm_node_clock:base(NC)))),
+                    closed_cover(NC, S)), Vers).
+
+%% The dots of the retired ids closed here, up to the highest `NC' holds of each: no other
+%% dot of theirs can arrive, so `NC''s gaps in them are dots no copy holds.
+closed_cover(_, #d{closed = []}) -> hm_node_clock:new();
+closed_cover(NC, #d{closed = Closed}) ->
+    hm_node_clock:from_vv(maps:from_list([{R, M} || R <- Closed,
+                                                    M <- [hm_node_clock:max_counter(R, NC)],
+                                                    M > 0])).
 
 with_versions(Ctx, Vers) -> hm_node_clock:add_dots(maps:keys(Vers), Ctx).
 
@@ -341,13 +379,18 @@ strip_causality(S = #d{nsk = NSK, st = St}) ->
 %%% ================================================================ timers
 
 %% @doc A timer went off: `strip' (strip_causality) or `anti_entropy' (an exchange with a
-%% random other copy; a bootstrapping copy asks for its handoff again). Each re-arms itself.
+%% random other copy; a bootstrapping copy asks for its handoff again, after 2, 4, 8 and at
+%% most 16 ticks: each answer is a peer's whole state). Each re-arms itself.
 -spec timeout(strip | anti_entropy | term(), state()) -> {state(), [effect()]}.
 timeout(strip, S) ->
     {S1, Effs} = strip_causality(S),
     {S1, Effs ++ [{timer, S#d.strip_ms, strip}]};
-timeout(anti_entropy, S = #d{ready = false}) ->
-    {S1, Effs} = ask_handoff(S),
+timeout(anti_entropy, S = #d{ready = false, waited = W, ask_gap = G}) when W + 1 < G ->
+    %% a handoff is the whole state: asking every tick would have peers send it again and
+    %% again while the first is still on its way or being merged; the gap doubles
+    {S#d{waited = W + 1}, [{timer, S#d.sync_ms, anti_entropy}]};
+timeout(anti_entropy, S = #d{ready = false, ask_gap = G}) ->
+    {S1, Effs} = ask_handoff(S#d{waited = 0, ask_gap = min(2 * G, ?MAX_ASK_GAP)}),
     {S1, Effs ++ [{timer, S#d.sync_ms, anti_entropy}]};
 timeout(anti_entropy, S) ->
     {S1, Effs} = case random_peer(S) of
@@ -380,9 +423,12 @@ ask_handoff(S) ->
 %% @doc A message from another copy of the group. One from an id not in the group (a retired
 %% copy) or of an unknown shape is dropped (`{drop, Reason}').
 -spec handle(msg() | term(), state()) -> {state(), [effect()]}.
-handle(Msg, S = #d{peers = Peers}) when is_tuple(Msg), tuple_size(Msg) >= 2 ->
+handle(Msg, S0) when is_tuple(Msg), tuple_size(Msg) >= 2 ->
     From = element(2, Msg),
-    case lists:member(From, Peers) andalso From =/= S#d.id of
+    %% a newer incarnation of a copy (the sender, or one the sender names) supersedes the
+    %% one known here
+    S = learn([From | named_peers(Msg)], S0),
+    case lists:member(From, S#d.peers) andalso From =/= S#d.id of
         false -> {S, [{drop, {not_a_peer, element(1, Msg), From}}]};
         true ->
             try remote(Msg, S)
@@ -394,18 +440,17 @@ handle(_, S) -> {S, [{drop, bad_message}]}.
 remote({replicate, _From, Key, Obj = {Vers, _}}, S) when is_map(Vers) ->
     {_, S1, Effs} = update(Key, Obj, S),
     {S1, Effs};
-remote({sync_clock, From, PPeers, NCp}, S = #d{nc = NC, dkm = DKM, st = St})
+remote({sync_clock, From, PPeers, NCp}, S = #d{nc = NC, dkm = DKM})
   when is_list(PPeers) ->
     %% the dots the peer lacks that the dot-key map knows, and their keys' objects
-    Found = [{D, K} || D <- hm_node_clock:missing(NC, NCp), #{D := K} <- [DKM]],
-    Objs = [{K, maps:get(K, St, none)} || K <- lists:usort([K || {_, K} <- Found])],
-    %% the dots, as a clock; their keys only for dots no sent version carries
-    Live = maps:from_list([{D, K} || {K, {Vers, _}} <- Objs, D <- maps:keys(Vers)]),
-    Extra = [P || P = {D, K} <- Found, maps:get(D, Live, none) =/= K],
-    Resolved = hm_node_clock:from_dots([D || {D, _} <- Found]),
-    S1 = heard(From, PPeers, NCp, S),
-    {S1, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, Objs,
-                        {resolved, Resolved, Extra}}}]};
+    Missing = hm_node_clock:missing(NC, NCp),
+    Found = [{D, K} || D <- Missing, #{D := K} <- [DKM]],
+    case length(Found) < length(Missing) of
+        %% a dot the dot-key map dropped was held by every copy: the peer lacks it only
+        %% because it lost its state (a new incarnation), and only a handoff gives it back
+        true -> remote({transfer_req, From}, heard(From, PPeers, NCp, S));
+        false -> sync_repair_of(From, PPeers, NCp, Found, S)
+    end;
 remote({transfer_req, From}, S = #d{ready = true, st = St}) ->
     %% a handoff: every object, the node clock and the dot-key map (the new copy must be
     %% able to answer for the dots it takes on)
@@ -459,17 +504,50 @@ remote({merkle, From, PPeers, NCp, Step}, S = #d{tree = T}) when T =/= undefined
                     {heard(From, PPeers, NCp, S#d{nc = hm_node_clock:join(S#d.nc, NCp)}), []};
                 _ -> {S, []}
             end;
-        {reply, M} -> {S, [{send, From, {merkle, Me, S#d.peers, S#d.nc, M}}]};
+        %% the peer's clock still says which retired ids' dots it holds: a retired id
+        %% must be closed while the trees differ (a version of it superseded elsewhere
+        %% keeps them different until then)
+        {reply, M} ->
+            {heard(From, PPeers, NCp, S), [{send, From, {merkle, Me, S#d.peers, S#d.nc, M}}]};
         {keys, Keys} ->
-            {S, [{send, From, {merkle_repair, Me, S#d.peers, S#d.nc, objects_of(Keys, S), Keys}}]}
+            {heard(From, PPeers, NCp, S),
+             [{send, From, {merkle_repair, Me, S#d.peers, S#d.nc, objects_of(Keys, S), Keys}}]}
     end;
-remote({merkle_repair, From, _PPeers, NCp, Objs, Want}, S) when is_list(Want) ->
-    {S1, Effs} = repair(Objs, NCp, S),
-    Back = [{send, From, {merkle_repair, S#d.id, S#d.peers, S1#d.nc, objects_of(Want, S1), []}}
+remote({merkle_repair, From, PPeers, NCp, Objs, Want}, S0) when is_list(Want) ->
+    {S1, Effs} = repair(Objs, NCp, heard(From, PPeers, NCp, S0)),
+    Back = [{send, From, {merkle_repair, S1#d.id, S1#d.peers, S1#d.nc, objects_of(Want, S1), []}}
             || Want =/= []],
     {S1, Effs ++ Back}.
 
-objects_of(Keys, #d{st = St}) -> [{K, maps:get(K, St, none)} || K <- Keys].
+%% sync_repair (Algorithm 3): the objects of the dots the peer lacks (`Found', with their
+%% keys), and those dots as a clock; their keys only for dots no sent version carries
+sync_repair_of(From, PPeers, NCp, Found, S) ->
+    Objs = objects_of(lists:usort([K || {_, K} <- Found]), S),
+    Live = maps:from_list([{D, K} || {K, {Vers, _}} <- Objs, D <- maps:keys(Vers)]),
+    Extra = [P || P = {D, K} <- Found, maps:get(D, Live, none) =/= K],
+    Resolved = hm_node_clock:from_dots([D || {D, _} <- Found]),
+    S1 = heard(From, PPeers, NCp, S),
+    {S1, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, Objs,
+                        {resolved, Resolved, Extra}}}]}.
+
+%% the copies a message's sender names as its group
+named_peers(Msg) when element(1, Msg) =:= sync_clock; element(1, Msg) =:= sync_repair;
+                      element(1, Msg) =:= merkle; element(1, Msg) =:= merkle_repair ->
+    case element(3, Msg) of
+        Ps when is_list(Ps) -> Ps;
+        _ -> []
+    end;
+named_peers(_) -> [].
+
+%% The objects of `Keys' as a repair sends them: as stored, with the dots of the retired
+%% ids closed here (their entries were stripped from the stored contexts; a copy that still
+%% shows a version of one, superseded here, must see that it is)
+objects_of(Keys, S = #d{st = St, nc = NC}) ->
+    Cover = closed_cover(NC, S),
+    [{K, case maps:get(K, St, none) of
+             none -> none;
+             {Vers, Ctx} -> {Vers, hm_node_clock:join(Ctx, Cover)}
+         end} || K <- Keys].
 
 %% sync_repair's update of every object received, filled from the sender's node clock
 repair(Objs, NCp, S) ->
@@ -484,9 +562,12 @@ repair(Objs, NCp, S) ->
                         Ids = Sx#d.peers ++ hm_node_clock:replicas(Ctx)
                             ++ [R || {R, _} <- maps:keys(Vers)]
                             ++ [R || {R, _} <- maps:keys(element(1, stored(K, Sx)))],
-                        Full = with_versions(hm_node_clock:join(Ctx, hm_node_clock:from_vv(
-                                                                      maps:with(Ids, Base))),
-                                             Vers),
+                        Full = with_versions(
+                                 hm_node_clock:join(
+                                   hm_node_clock:join(Ctx, hm_node_clock:from_vv(
+                                                             maps:with(Ids, Base))),
+                                   hm_node_clock:close_gaps(Sx#d.closed, NCp, Sx#d.nc)),
+                                 Vers),
                         {_, Sy, E1} = update(K, {Vers, Full}, Sx),
                         {Sy, E ++ E1}
                 end, {S, []}, Objs).
@@ -531,25 +612,91 @@ gc_dot_keys(S = #d{dkm = DKM, wm = WM, peers = Peers, heard = H}) ->
 
 %%% ================================================================ churn
 
-%% @doc The group is now `Peers' (a copy replaced by a new id, added or removed). Retired ids
+%% @doc The group is now `Peers', by address or id (a copy replaced by a new id, added or
+%% removed; see "Incarnations" for addresses). Retired ids
 %% leave the watermark; their dots stay in the node clock, which closes their gaps once every
 %% remaining copy has shown it holds no dot of theirs this copy lacks.
--spec set_peers([id()], state()) -> {state(), [effect()]}.
-set_peers(Peers0, S = #d{id = Id, peers = Old, wm = WM, retired = Ret}) ->
+-spec set_peers([id() | address()], state()) -> {state(), [effect()]}.
+set_peers(Peers0, S = #d{id = Id, peers = Peers}) ->
+    {set_ids(to_ids(Peers0, Id, Peers), S), []}.
+
+%% The ids of the copies at `Addrs': an id as it is; an address, the id of the copy known
+%% there, or (none known) its placeholder: the address itself when this copy's id has no
+%% incarnation, else `{Address, 0}', superseded by the first id heard from there.
+to_ids(Addrs, Id, Peers) ->
+    Known = maps:from_list([{address(P), P} || P <- Peers]),
+    [case {is_incarnation(A), Known} of
+         {true, _} -> A;
+         {false, #{A := P}} -> P;
+         {false, _} -> case is_incarnation(Id) of
+                           true -> {A, 0};
+                           false -> A
+                       end
+     end || A <- Addrs].
+
+%% Newer incarnations among `Ids' of copies of the group supersede the ids known here: the
+%% old id is retired as a replaced copy's is (a placeholder just goes: it made no dot).
+learn(Ids, S = #d{id = Me, peers = Peers}) ->
+    Known = maps:from_list([{address(P), P} || P <- Peers]),
+    %% the highest incarnation named per address (usort: ascending, the last one wins)
+    Newest = maps:from_list([{address(Id), Id} || Id <- lists:usort(Ids), is_incarnation(Id)]),
+    New = [Id || {A, Id} <- maps:to_list(Newest), A =/= address(Me),
+                 #{A := P} <- [Known], incarnation(P) < incarnation(Id)],
+    case New of
+        [] -> S;
+        _ ->
+            Gone = [maps:get(address(Id), Known) || Id <- New],
+            set_ids((Peers -- Gone) ++ New, S)
+    end.
+
+%% @doc The address of a copy id: `A' for an incarnation `{A, Inc}' (`Inc' an integer),
+%% else the id itself. Copies are sent messages at their address; a copy that restarts
+%% without its state comes back at the same address under a higher incarnation.
+-spec address(id()) -> address().
+address({A, I}) when is_integer(I) -> A;
+address(Id) -> Id.
+
+%% @doc The incarnation of a copy id (0 for an id without one, and for a placeholder).
+-spec incarnation(id()) -> non_neg_integer().
+incarnation({_, I}) when is_integer(I) -> I;
+incarnation(_) -> 0.
+
+is_incarnation({_, I}) -> is_integer(I);
+is_incarnation(_) -> false.
+
+is_placeholder({_, 0}) -> true;
+is_placeholder(_) -> false.
+
+set_ids(Peers0, S = #d{id = Id, peers = Old, wm = WM, retired = Ret}) ->
     Peers = lists:usort([Id | Peers0]),
-    Gone = Old -- Peers,
+    Gone = [G || G <- Old -- Peers, not is_placeholder(G)],
+    %% a retired id waits for the copies of the group: for the copy now at the address of
+    %% one it waited for (a newer incarnation, which may hold what a handoff gave it), and
+    %% no longer for one that left
+    At = maps:from_list([{address(P), P} || P <- Peers]),
+    Now = fun(P) -> case lists:member(P, Peers) of
+                        true -> [P];
+                        false -> case maps:find(address(P), At) of
+                                     {ok, Q} when Q =/= Id ->
+                                         [Q || incarnation(Q) > incarnation(P)];
+                                     _ -> []
+                                 end
+                    end
+          end,
     Ret1 = lists:foldl(fun(G, Acc) -> Acc#{G => Peers -- [Id]} end,
-                       maps:map(fun(_, Ps) -> [P || P <- Ps, lists:member(P, Peers)] end, Ret),
+                       maps:map(fun(_, Ps) -> lists:usort(lists:flatmap(Now, Ps)) end, Ret),
                        Gone),
     %% an id back in the group (a node that left the group and holds a copy again, its dots
     %% continuing after its old ones) is a live id again, not a retired one
     S1 = S#d{peers = Peers, wm = maps:with(Peers, WM), retired = maps:without(Peers, Ret1),
              closed = S#d.closed -- Peers, heard = maps:with(Peers, S#d.heard)},
-    {gc_dot_keys(close_retired(S1)), []}.
+    gc_dot_keys(close_retired(S1)).
 
 %% A context naming an id that is not in the group and was never retired here (a copy that
 %% joined after it left learns of it so): retired like the others.
-retire_unknown(CC, S = #d{peers = Peers, retired = Ret, closed = Closed}) ->
+retire_unknown(CC, S0) ->
+    %% a newer incarnation of a copy of the group is learnt, not retired
+    S = #d{peers = Peers, retired = Ret, closed = Closed} = learn(hm_node_clock:replicas(CC), S0),
     case [R || R <- hm_node_clock:replicas(CC), not lists:member(R, Peers),
                not maps:is_key(R, Ret), not lists:member(R, Closed)] of
         [] -> S;

@@ -18,16 +18,20 @@
 %% is `{error, {sync_timeout, Nodes}}' (the write stays applied). A process of its own asks
 %% the copies, so this one goes on serving them meanwhile.
 %%
-%% The copy's id is its node. A copy starting while another holder's copy is ready (a
+%% The state lives in this process only: a copy is a `ram_copies' copy, and every start of
+%% the process is a new incarnation of the node's copy, with the id `{Node, Incarnation}'
+%% (the system time in microseconds, above any incarnation of this node a reachable copy
+%% knows). Its dots never collide with those of an earlier life; the other copies learn the
+%% new id from its first message, and retire the old one as they retire a replaced copy's
+%% ({@link hm_dotted}, "Churn"). A copy starting while another holder's copy is ready (a
 %% restart, Mnesia restarted on this node, a new copy of a fragment that moves) starts as
 %% `bootstrap' and takes the state of a peer before it accepts writes (they are passed to
-%% another holder meanwhile): its own dots then continue after those the group has seen of
-%% it. The copy holders the EC server reports become the group ({@link hm_dotted:set_peers/2});
-%% `info' gives the node clock's bases as `delivered', keyed `{Node, dotted}', so that a pool
-%% change removes a copy only once the others hold every dot it made. The state lives in
-%% this process only: a copy is a `ram_copies' copy. A copy that starts while no other copy
-%% is reachable and ready starts empty under its node's id, so its next dots may be ones the
-%% others hold from its previous life (see docs/dotted.md, "Not there yet").
+%% another holder meanwhile). One that starts while no other copy is reachable and ready
+%% starts empty and ready; the first copy it exchanges clocks with sees that it lacks dots
+%% every copy had, and answers with its whole state. The copy holders the EC server reports
+%% become the group ({@link hm_dotted:set_peers/2}, by node); `info' gives the node clock's
+%% bases as `delivered', keyed by copy id `{Node, Incarnation}', so that a pool change
+%% removes a copy only once the others hold every dot it made.
 %%
 %% Peers' messages are `{hm_dotted, Cookie, Msg}' with the fragment's Mnesia cookie, so that
 %% a table deleted and created again under the same name never takes the old one's
@@ -173,22 +177,39 @@ init({Frag, EcOpts}) ->
     _ = [ok = hm_ec_mnesia:delete(Frag, K) || K <- mnesia:dirty_all_keys(Frag)],
     Members = hm_ec_server:copy_holders(Frag),
     Cookie = mnesia:table_info(Frag, cookie),
-    Bootstrap = lists:any(fun(N) -> peer_ready(N, Frag) end, Members -- [node()]),
+    %% the copies are asked one at a time, up to the first ready one (a busy copy may take
+    %% the whole probe time to answer)
+    Infos = probe(Members -- [node()], Frag),
+    Bootstrap = lists:any(fun(#{status := St}) -> St =:= ready end, Infos),
+    %% above any incarnation of this node a reachable copy knows (the system time may have
+    %% gone back since the last start)
+    Known = [hm_dotted:incarnation(Id) || #{ids := Ids} <- Infos, Id <- Ids,
+                                          hm_dotted:address(Id) =:= node()],
+    Inc = lists:max([erlang:system_time(microsecond) | [K + 1 || K <- Known]]),
     Opts = maps:merge(maps:with([anti_entropy, strip_interval, sync_interval], EcOpts),
-                      #{id => node(), peers => Members, bootstrap => Bootstrap,
+                      #{id => {node(), Inc}, peers => Members, bootstrap => Bootstrap,
                         seed => erlang:phash2({node(), erlang:unique_integer(),
                                                erlang:system_time()})}),
     {D, Effs} = hm_dotted:new(Opts),
-    logger:info("hypermnesia: dotted copy of ~p on this node (bootstrap: ~p)",
-                [Frag, Bootstrap]),
+    logger:info("hypermnesia: dotted copy of ~p on this node, incarnation ~p (bootstrap: ~p)",
+                [Frag, Inc, Bootstrap]),
     {ok, run(Effs, #{tab => Frag, d => D, cookie => Cookie, drops => #{}})}.
 
-peer_ready(N, Frag) ->
-    lists:member(N, nodes()) andalso
-        case catch gen_server:call({hm_ec_table_server:name(Frag), N}, info, ?PROBE_MS) of
-            #{replication := dotted, status := ready} -> true;
-            _ -> false
-        end.
+probe([], _Frag) -> [];
+probe([N | Ns], Frag) ->
+    case peer_info(N, Frag) of
+        none -> probe(Ns, Frag);
+        I = #{status := ready} -> [I];
+        I -> [I | probe(Ns, Frag)]
+    end.
+
+%% the info of the dotted copy on node N, `none' if it does not answer
+peer_info(N, Frag) ->
+    case lists:member(N, nodes()) andalso
+        catch gen_server:call({hm_ec_table_server:name(Frag), N}, info, ?PROBE_MS) of
+        I = #{replication := dotted, status := _, ids := _} -> I;
+        _ -> none
+    end.
 
 -spec handle_call(term(), gen_server:from(), map()) ->
           {reply, term(), map()} | {stop, normal, term(), map()}.
@@ -209,9 +230,9 @@ handle_call({submit, KeyOp, Mode}, From, S = #{tab := Tab, d := D}) ->
                 {D1, Effs} ->
                     case {Mode, applied(ok, Effs, S#{d := D1})} of
                         {sync, {reply, ok, S1}} ->
-                            Made = hm_dotted_table:made(node(), hm_dotted:node_clock(D),
+                            Made = hm_dotted_table:made(hm_dotted:id(D), hm_dotted:node_clock(D),
                                                         hm_dotted:node_clock(D1)),
-                            Peers = [N || N <- hm_dotted:peers(D1), lists:member(N, nodes())],
+                            Peers = [N || N <- members(D1), lists:member(N, nodes())],
                             await_held(From, Tab, Made, Peers),
                             {noreply, S1};
                         {_, Reply} -> Reply
@@ -233,7 +254,7 @@ handle_call({kv, Key, What, Ctx0}, _From, S = #{tab := Tab, d := D}) ->
         {error, _} = E -> {reply, E, S};
         {D1, Effs} ->
             %% the write's dot: the next one of this copy
-            {Dot, _} = hm_node_clock:next_dot(node(), hm_dotted:node_clock(D)),
+            {Dot, _} = hm_node_clock:next_dot(hm_dotted:id(D), hm_dotted:node_clock(D)),
             applied({ok, Dot}, Effs, S#{d := D1})
     end;
 handle_call({holds, Dots}, _From, S = #{d := D}) when is_list(Dots) ->
@@ -261,7 +282,7 @@ handle_call(Req, _From, S) ->
 
 -spec handle_cast(term(), map()) -> {noreply, map()}.
 handle_cast({members, Ms}, S = #{d := D}) when is_list(Ms) ->
-    case lists:usort(Ms) =:= hm_dotted:peers(D) orelse not lists:member(node(), Ms) of
+    case lists:usort(Ms) =:= members(D) orelse not lists:member(node(), Ms) of
         true -> {noreply, S};
         false ->
             {D1, Effs} = hm_dotted:set_peers(Ms, D),
@@ -303,8 +324,9 @@ run(Effs, S = #{tab := Tab, cookie := Cookie}) ->
     lists:foreach(fun({delete, Key}) -> ok = hm_ec_mnesia:delete(Tab, Key);
                      ({write, Rec}) -> ok = hm_ec_mnesia:write(Tab, Rec)
                   end, hm_dotted_table:mirror(Effs)),
-    lists:foldl(fun({send, Peer, Msg}, Acc) when is_atom(Peer) ->
-                        _ = erlang:send({hm_ec_table_server:name(Tab), Peer},
+    lists:foldl(fun({send, Peer, Msg}, Acc) ->
+                        %% a copy is sent to at its node, whatever its incarnation there
+                        _ = erlang:send({hm_ec_table_server:name(Tab), hm_dotted:address(Peer)},
                                         {hm_dotted, Cookie, Msg}, [noconnect, nosuspend]),
                         Acc;
                    ({timer, Ms, What}, Acc) ->
@@ -316,18 +338,21 @@ run(Effs, S = #{tab := Tab, cookie := Cookie}) ->
 
 drop(What, S = #{drops := Ds}) -> S#{drops := hm_ec_table_server:log_drop(What, Ds)}.
 
-%% `delivered' (and `stable'): the node clock's bases, each copy's entry keyed `{Node,
-%% dotted}' as the broadcast keys its replicas, so that a pool change waits, before it
+%% `delivered' (and `stable'): the node clock's bases, keyed by copy id `{Node,
+%% Incarnation}' as the broadcast keys its replicas, so that a pool change waits, before it
 %% removes a copy, until the others hold every dot that copy made (hm_partition:caught_up/3)
-%% and the cluster view compares copies as it does any EC table's.
+%% and the cluster view compares copies as it does any EC table's. `ids': the copy ids of
+%% the group as this copy knows them.
 info(#{tab := Tab, d := D}) ->
     Meta = hm_dotted:metadata(D),
-    Base = maps:from_list([{{N, dotted}, C}
-                           || {N, C} <- maps:to_list(hm_node_clock:base(hm_dotted:node_clock(D)))]),
+    Base = hm_node_clock:base(hm_dotted:node_clock(D)),
     #{table => Tab, type => pawset, conflict => siblings, replication => dotted,
       anti_entropy => hm_dotted:anti_entropy(D), status => hm_dotted:status(D),
-      members => hm_dotted:peers(D),
-      reachable => [N || N <- hm_dotted:peers(D), N =:= node() orelse lists:member(N, nodes())],
+      members => members(D), id => hm_dotted:id(D), ids => hm_dotted:peers(D),
+      reachable => [N || N <- members(D), N =:= node() orelse lists:member(N, nodes())],
       size => maps:size(hm_dotted:values(D)), objects => maps:size(hm_dotted:objects(D)),
       non_stripped => length(hm_dotted:non_stripped(D)), metadata => Meta,
       node_clock => hm_dotted:node_clock(D), delivered => Base, stable => Base}.
+
+%% the nodes of the group
+members(D) -> lists:usort([hm_dotted:address(Id) || Id <- hm_dotted:peers(D)]).
