@@ -5,9 +5,9 @@
 %% Mnesia*, §4.4, Algorithm 1 "on broadcast") sends it to every other member. Sent one by one,
 %% a stream of updates costs a distribution message per update and member: its encoding and
 %% a socket write at the sender, a decoding, a wake-up and an envelope check at the receiver,
-%% which is most of what an update costs once the per-key CRDT is held in memory (profile of
-%% 10,000 adds to one key of a CRDT table on three nodes: about 40 % of the cluster's CPU).
-%% Held for a moment instead ({@link send/3}), then released together ({@link flush/1}, which
+%% which is much of what an update costs once the per-key CRDT is held in memory (10,000
+%% adds to one key of a CRDT table on three nodes: a quarter to two fifths of the cluster's
+%% CPU, bench/REPORT.md). Held for a moment instead ({@link send/3}), then released together ({@link flush/1}, which
 %% the caller runs a millisecond after the first message was held), they cost one message per
 %% member and burst.
 %%
