@@ -92,7 +92,8 @@ bench-crdt-sync: bootstrap
 ## make bench-crdt-tables: ChiaVe's benchmarks on 3 real nodes (p95 latency against offered
 ## throughput, bytes per update, convergence of 10,000 adds to one key under background load,
 ## per flavor) -> bench/results/crdt-<date>.md and the CRDT section of bench/REPORT.md
-## (HM_CRDT_RATES, HM_CRDT_SECONDS, HM_CRDT_BG, HM_CRDT_REPS, HM_CRDT_ADDS: see the module)
+## (HM_CRDT_RATES, HM_CRDT_SECONDS, HM_CRDT_BG, HM_CRDT_REPS, HM_CRDT_ADDS; a subset, which
+## leaves bench/REPORT.md alone: HM_CRDT_FLAVORS, HM_CRDT_LATENCY=0; see the module)
 bench-crdt-tables: bootstrap
 	$(REBAR) as test compile
 	mkdir -p _build/bench bench/results

@@ -859,13 +859,18 @@ crdt_put(Key, C, T = #t{unwritten = U, store = St}) ->
 %% keeps the row keeps the metadata row stabilization looks for too.
 write_unwritten(T = #t{unwritten = U}) when map_size(U) =:= 0 -> T;
 write_unwritten(T = #t{unwritten = U, store = St0, record = {Name, _}}) ->
+    %% (whether the key holds timestamps is asked once: for a large op-flavor value it
+    %% counts every element's timestamps)
     St = maps:fold(fun(Key, C, St) ->
+                           Row = {Name, Key, C},
                            St1 = case hm_ec_crdt:is_unstable(C) of
-                                     true -> crdt_meta(Key, C, St);
-                                     false -> St
+                                     true ->
+                                         hm_ec_store:write(
+                                           Row, hm_ec_store:meta_put(Key, hm_ec_key:new(), St));
+                                     false ->
+                                         hm_ec_store:meta_del(Key, hm_ec_store:write(Row, St))
                                  end,
-                           hm_ec_store:unwritten_del(
-                             Key, crdt_meta(Key, C, hm_ec_store:write({Name, Key, C}, St1)))
+                           hm_ec_store:unwritten_del(Key, St1)
                    end, St0, U),
     T#t{unwritten = #{}, store = St}.
 

@@ -18,7 +18,11 @@
 %% local writers. The process stops when its table is gone from this node (deleted, copy
 %% removed, Mnesia stopped); the server takes the table up again when it is back. Dropped
 %% messages (another table instance, a node that is not a member, an unknown shape) are
-%% logged at most once every 10 s per kind. Beside the core it holds the copy's
+%% logged at most once every 10 s per kind. Operations bound for a member leave through an
+%% {@link hm_ec_outbox}: the `async' ones made within a millisecond go as one message, so a
+%% stream of updates costs a distribution message per member and millisecond, not per
+%% update; everything else leaves at once, behind them, and each member receives the same
+%% messages in the same order as when each left alone. Beside the core it holds the copy's
 %% {@link hm_ec_watch} (partitions seen, catch-ups, state transfers), whose events it
 %% publishes through {@link hm_events}.
 -module(hm_ec_table_server).
@@ -30,6 +34,8 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(TICK_MS, 250).
+%% how long an async operation waits in the outbox for others bound for the same member
+-define(OUTBOX_MS, 1).
 
 %%% ---------------------------------------------------------------- API
 
@@ -116,6 +122,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
     erlang:send_after(?TICK_MS, self(), {tick, Ref}),
     {ok, run(Effs, #{tab => Tab, t => T, tick_ref => Ref, ticks => 0, inq => queue:new(),
                      work_posted => false, drops => #{},
+                     outbox => hm_ec_outbox:new(), outbox_timer => false,
                      watch => hm_ec_watch:new(clock(), T, Tab)})}.
 
 -spec handle_call(term(), gen_server:from(), map()) ->
@@ -173,6 +180,8 @@ handle_info(Env, S = #{tab := Tab, inq := Q}) when element(1, Env) =:= hm_ec ->
         {error, Why} ->
             {noreply, drop({bad_envelope, Why}, S)}
     end;
+handle_info(hm_outbox, S) ->
+    {noreply, flush_outbox(S#{outbox_timer := false})};
 handle_info(hm_work, S) ->
     work(S#{work_posted := false});
 handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
@@ -208,6 +217,9 @@ handle_info(Msg, S) ->
 terminate(_Reason, S = #{t := T}) ->
     {_, Effs} = hm_ec_table:stop(T),
     _ = run([E || E = {reply, _, _} <- Effs], S),
+    %% what the members have not been sent yet (they would get it by retransmission from
+    %% the other copies, or lose it with this copy's own operations if it was the last)
+    _ = flush_outbox(S),
     ok.
 
 %%% ---------------------------------------------------------------- running the core
@@ -284,15 +296,36 @@ clock() -> {erlang:monotonic_time(millisecond), erlang:system_time(millisecond)}
 %% The core's effects, in order.
 run(Effs, S) -> lists:foldl(fun effect/2, S, Effs).
 
-effect({send, Node, Msg}, S = #{tab := Tab, t := T}) ->
-    Envelope = hm_ec_wire:envelope(Tab, node(), Msg, hm_ec_table:cookie(T)),
-    _ = erlang:send({name(Tab), Node}, Envelope, [noconnect, nosuspend]),
-    S;
+effect({send, Node, Msg}, S = #{outbox := Box}) ->
+    {Now, Box1} = hm_ec_outbox:send(Node, Msg, Box),
+    ok = send_now(Now, S),
+    case S of
+        #{outbox_timer := false} ->
+            case hm_ec_outbox:is_empty(Box1) of
+                true -> S#{outbox := Box1};
+                false ->
+                    _ = erlang:send_after(?OUTBOX_MS, self(), hm_outbox),
+                    S#{outbox := Box1, outbox_timer := true}
+            end;
+        _ -> S#{outbox := Box1}
+    end;
 effect({reply, From, Reply}, S) -> gen_server:reply(From, Reply), S;
 effect({timer, Ms, Msg}, S) -> erlang:send_after(Ms, self(), {hm_timer, Msg}), S;
 effect({drop, What}, S) -> drop(What, S);
 effect({info, Format, Args}, S) -> logger:info(Format, Args), S;
 effect({event, _}, S) -> S.
+
+flush_outbox(S = #{outbox := Box}) ->
+    {Now, Box1} = hm_ec_outbox:flush(Box),
+    ok = send_now(Now, S),
+    S#{outbox := Box1}.
+
+send_now(Msgs, #{tab := Tab, t := T}) ->
+    Cookie = hm_ec_table:cookie(T),
+    lists:foreach(fun({Node, Msg}) ->
+                          Envelope = hm_ec_wire:envelope(Tab, node(), Msg, Cookie),
+                          _ = erlang:send({name(Tab), Node}, Envelope, [noconnect, nosuspend])
+                  end, Msgs).
 
 drop(What, S = #{drops := Drops}) -> S#{drops := log_drop(What, Drops)}.
 
