@@ -70,6 +70,17 @@ kv_converged(Config, Tab, Key, Expected) ->
     wait_until(fun() -> lists:all(fun(I) -> values(I, Config, Tab, Key) =:= Expected end,
                                   ids(Config)) end).
 
+%% Until the copy process `Name' on node `I' is another than `Old', and ready.
+restarted_ready(I, Config, Name, Old) ->
+    wait_until(fun() ->
+                       case call(I, Config, erlang, whereis, [Name]) of
+                           P when is_pid(P), P =/= Old ->
+                               maps:get(status, call(I, Config, gen_server, call, [Name, info]))
+                                   =:= ready;
+                           _ -> false
+                       end
+               end).
+
 id_of(Config, Node) ->
     C = ?config(cluster, Config),
     hd([I || I <- ids(Config), hm_cluster:node(C, I) =:= Node]).
@@ -269,14 +280,7 @@ copy_restarted(Config) ->
     Name = hm_ec_table_server:name(Frag),
     Old = call(I, Config, erlang, whereis, [Name]),
     true = call(I, Config, erlang, exit, [Old, kill]),
-    wait_until(fun() ->
-                       case call(I, Config, erlang, whereis, [Name]) of
-                           P when is_pid(P), P =/= Old ->
-                               maps:get(status, call(I, Config, gen_server, call, [Name, info]))
-                                   =:= ready;
-                           _ -> false
-                       end
-               end),
+    restarted_ready(I, Config, Name, Old),
     Local = [R || R = {_, K, _} <- Rows,
                   call(I, Config, hm_ec_frag, fragment_table, [Tab, K]) =:= Frag],
     wait_until(fun() -> lists:sort(call(I, Config, mnesia, dirty_select,
@@ -305,14 +309,7 @@ copy_restarted_cut_off(Config) ->
     ok = hm_cluster:cut(C, [I], ids(Config) -- [I]),
     Old = call(I, Config, erlang, whereis, [Name]),
     true = call(I, Config, erlang, exit, [Old, kill]),
-    wait_until(fun() ->
-                       case call(I, Config, erlang, whereis, [Name]) of
-                           P when is_pid(P), P =/= Old ->
-                               maps:get(status, call(I, Config, gen_server, call, [Name, info]))
-                                   =:= ready;
-                           _ -> false
-                       end
-               end),
+    restarted_ready(I, Config, Name, Old),
     #{id := NewId, size := 0} = call(I, Config, gen_server, call, [Name, info]),
     true = NewId =/= OldId,
     %% a write on the restarted copy while cut off: nothing seen there, so it is a sibling
