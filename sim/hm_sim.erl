@@ -470,9 +470,13 @@ event({deliver, From, To, Msg, Epoch}, S) ->
     %% Erlang distribution: a message lives only as long as the connection it was sent on
     case deliverable(From, To, Epoch, S) of
         false -> bump(dropped_cut, S);
-        true ->
-            {R1, Effs} = hm_ec_table:handle(From, sim, Msg, maps:get(To, maps:get(reps, S))),
-            effects(To, Effs, put_rep(To, R1, S))
+        true -> receive_msg(From, To, Msg, S)
+    end;
+event({apply, From, To, Msg, Inc}, S = #{inc := Incs}) ->
+    %% a member's operations, taken from the receiver's queue once it had time for them
+    case up(To, S) andalso maps:get(To, Incs) =:= Inc of
+        false -> bump(dropped_queued, S);
+        true -> handle_msg(From, To, Msg, S)
     end;
 event({action, A}, S) ->
     action(A, bump(actions, S));
@@ -485,6 +489,29 @@ event({timer, Nd, Inc, Msg}, S = #{inc := Incs}) ->
     end.
 
 put_rep(Nd, R, S = #{reps := Reps}) -> S#{reps := Reps#{Nd => R}}.
+
+%% A message arrives at `To'. With option `service' (µs a member's operation costs the
+%% receiver), members' operations wait in the receiver's queue and are applied one after the
+%% other, each taking that long, while everything else (acknowledgements, ticks, local
+%% writes) goes first, as the runtime's table process does (hm_ec_table_server); without
+%% it, a receiver applies everything at once.
+receive_msg(From, To, Msg, S = #{cfg := #{service := Us}, now := Now, inc := Incs})
+  when element(1, Msg) =:= op; element(1, Msg) =:= ops ->
+    N = case Msg of
+            {op, _} -> 1;
+            {ops, L} -> length(L)
+        end,
+    Inc = maps:get(To, Incs),
+    Busy = maps:get(busy, S, #{}),
+    Start = max(Now * 1000, maps:get({To, Inc}, Busy, 0)),
+    Done = Start + N * Us,
+    S1 = S#{busy => Busy#{{To, Inc} => Done}},
+    schedule_at((Done + 999) div 1000, {apply, From, To, Msg, Inc}, S1);
+receive_msg(From, To, Msg, S) -> handle_msg(From, To, Msg, S).
+
+handle_msg(From, To, Msg, S) ->
+    {R1, Effs} = hm_ec_table:handle(From, sim, Msg, maps:get(To, maps:get(reps, S))),
+    effects(To, Effs, put_rep(To, R1, S)).
 
 %% @doc Whether a message sent from `From' to `To' on connection `Epoch' arrives now: Erlang
 %% distribution, a message lives only as long as the connection it was sent on.
@@ -832,6 +859,7 @@ quiesce(Dur, S) -> quiesce(Dur, Dur + ?TICK, S).
 
 quiesce(Dur, T, S) ->
     S1 = run_until(T, S),
+    _ = trace_quiesce(T - Dur, S1),
     S2 = case {maps:is_key(converged_ms, maps:get(stats, S1)), check(converged, S1)} of
              {false, true} -> (bump(converged_ms, T - Dur, S1));
              _ -> S1
@@ -840,6 +868,37 @@ quiesce(Dur, T, S) ->
         true -> S2#{quiesced_ms => T - Dur};
         false -> quiesce(Dur, T + ?TICK, S2)
     end.
+
+%% With option `trace_quiesce': every tick after the work phase, per replica, the operations
+%% it delivered, buffered and logged, and how many it has still to apply (`service').
+trace_quiesce(_, #{driver := _}) -> ok;
+trace_quiesce(Ms, #{cfg := #{trace_quiesce := true}, nodes := Nodes, reps := Reps}) ->
+    Row = [case maps:get(Nd, Reps) of
+               {down, _, _} -> {Nd, down};
+               R -> B = hm_ec_table:tcsb(R),
+                    {Nd, lists:sum(maps:values(hm_tcsb:delivered(B))), hm_tcsb:pending(B),
+                     hm_tcsb:log_size(B)}
+           end || Nd <- Nodes],
+    io:format("+~p ms ~w~n", [Ms, Row]),
+    Up = [{Nd, R} || Nd <- Nodes, R <- [maps:get(Nd, Reps)], element(1, R) =/= down],
+    Most = lists:foldl(fun({_, R}, A) -> hm_vv:join(A, hm_tcsb:delivered(hm_ec_table:tcsb(R))) end,
+                       #{}, Up),
+    [begin
+         D = hm_tcsb:delivered(hm_ec_table:tcsb(R)),
+         io:format("   ~p lacks ~w~n   from ~w~n",
+                   [Nd, [{O, hm_vv:get(O, D), C} || {O, C} <- maps:to_list(Most), hm_vv:get(O, D) < C],
+                    [begin
+                         X = hm_tcsb:retransmission(hm_ec_table:tcsb(R2)),
+                         {M, maps:get(tick, X) - maps:get(Nd, maps:get(acked, X), -99),
+                          case maps:get(Nd, maps:get(flight, X), none) of
+                              {Cut, Rounds, W} -> {maps:to_list(Cut), [At || {At, _} <- Rounds], W};
+                              none -> none
+                          end,
+                          maps:get(Nd, maps:get(reported, X), none)}
+                     end || {M, R2} <- Up, M =/= Nd]])
+     end || {Nd, R} <- Up, not hm_vv:leq(Most, hm_tcsb:delivered(hm_ec_table:tcsb(R)))],
+    ok;
+trace_quiesce(_, _) -> ok.
 
 check(F, S = #{driver := D}) -> D:F(S);
 check(F, S = #{cfg := #{crdt := _}}) -> hm_sim_crdt_table:F(S);
