@@ -255,7 +255,12 @@ calls(Ops, Start) ->
                                          [{(D - I) div 1000, N, (I - StartUs) div 1000, Kind(Op)}
                                           || Op = #{issue := I, done := D, node := N} <- Ops,
                                              D =/= undefined])), 8),
-    log("faults calls: ~p; slowest {ms, node, issued at +ms, result}: ~p", [Counts, Slow]).
+    log("faults calls: ~p; slowest {ms, node, issued at +ms, result}: ~p", [Counts, Slow]),
+    %% calls of more than 10 s: what they returned, in full
+    [log("faults call of ~p ms on node ~p issued at +~p ms: ~p returned ~0p",
+         [(D - I) div 1000, N, (I - StartUs) div 1000, K, maps:get(result, Op, ok)])
+     || Op = #{issue := I, done := D, node := N, kind := K} <- Ops, D =/= undefined,
+        D - I > 10000000].
 
 %% Where the time after the load goes: each call logs how long since the campaign started.
 phases(Start) ->

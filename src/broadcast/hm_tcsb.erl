@@ -48,7 +48,7 @@
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
          gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
-         known/1, superseded/2, retransmission/1]).
+         known/1, reported/2, acked_within/3, superseded/2, retransmission/1]).
 -export_type([state/0, message/0, opts/0]).
 
 -define(RESEND_MAX, 1000).
@@ -378,7 +378,9 @@ restore_log(Msgs, S) ->
 missing(Peer, Which, S) ->
     element(1, catch_up(reported(Peer, S), Which, infinity, S)).
 
-%% What `Peer' reported it has delivered (its acknowledgements, settled or not).
+%% @doc What member `Peer' reported it has delivered (its acknowledgements, settled or not:
+%% where retransmission to it starts).
+-spec reported(node(), state()) -> hm_vv:vv().
 reported(Peer, #tcsb{has = H, known = K}) ->
     case H of
         #{Peer := {_, V}} -> hm_vv:join(V, known_vv(Peer, K));
@@ -539,6 +541,16 @@ note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
                            end
                    end, L),
     S#tcsb{moved = Mv#{Peer => New}}.
+
+%% @doc Whether member `Node' acknowledged within the last `Ticks' ticks (a member whose copy
+%% runs acknowledges at least every few ticks; one that does not is down, restarting, or
+%% has not loaded the table yet).
+-spec acked_within(node(), non_neg_integer(), state()) -> boolean().
+acked_within(Node, Ticks, #tcsb{acked = A, ticks = T}) ->
+    case A of
+        #{Node := At} -> T - At =< Ticks;
+        _ -> false
+    end.
 
 %% @doc Advance the logical tick used by {@link missing/3}.
 -spec tick(state()) -> state().
