@@ -1181,8 +1181,9 @@ main(["seeds", N]) ->
     [hm_sim_dotted:print_failure(Seed, Res) || {Seed, Res} <- DBad],
     io:format("~s", [hm_sim_dotted:summary_line(DP, DF, DTot)]),
     io:format("sim: ~p passed, ~p failed~n",
-              [P + MP + LP + CP + TP + FP + XP + DP, F + MF + LF + CF + TF + FF + XF + DF]),
-    halt(case F + MF + LF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
+              [P + MP + LP + SP + CP + TP + FP + XP + DP,
+               F + MF + LF + SF + CF + TF + FF + XF + DF]),
+    halt(case F + MF + LF + SF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
