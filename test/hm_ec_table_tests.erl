@@ -63,4 +63,11 @@ sync_waiter_released_by_ack_test() ->
     {T6, E6} = hm_ec_table:tick([n1, n2, n3], T5),
     ?assertEqual([], Replies(E6)),
     {_, E7} = hm_ec_table:tick([n1, n2, n3], T6),
-    ?assertEqual([{reply, waiting, ok}], Replies(E7)).
+    ?assertEqual([{reply, waiting, ok}], Replies(E7)),
+    %% a member never heard from since this copy started is waited for (its next tick
+    %% brings its acknowledgement, or the 30 s timeout answers)
+    {T8, _} = hm_ec_table:submit({k, {write, {t, k, 2}}}, sync, again, {0, [n2, n3]}, T0),
+    T9 = lists:foldl(fun(_, X) -> element(1, hm_ec_table:tick([n1, n2, n3], X)) end, T8,
+                     lists:seq(1, 20)),
+    {_, E10} = hm_ec_table:tick([n1, n2, n3], T9),
+    ?assertEqual([], Replies(E10)).

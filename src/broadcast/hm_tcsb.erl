@@ -48,7 +48,7 @@
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
          gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
-         known/1, reported/2, acked_within/3, superseded/2, retransmission/1]).
+         known/1, reported/2, silent/3, superseded/2, retransmission/1]).
 -export_type([state/0, message/0, opts/0]).
 
 -define(RESEND_MAX, 1000).
@@ -557,13 +557,14 @@ note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
                    end, L),
     S#tcsb{moved = Mv#{Peer => New}}.
 
-%% @doc Whether member `Node' acknowledged within the last `Ticks' ticks (a member whose copy
-%% runs acknowledges at least every few ticks; one that does not is down, restarting, or
-%% has not loaded the table yet).
--spec acked_within(node(), non_neg_integer(), state()) -> boolean().
-acked_within(Node, Ticks, #tcsb{acked = A, ticks = T}) ->
+%% @doc Whether member `Node' has been silent for more than `Ticks' ticks: its last
+%% acknowledgement heard here is older (a member whose copy runs acknowledges at least every
+%% few ticks; a silent one is down, restarting, or has not loaded the table yet). False when
+%% none was heard since this replica started: nothing is known of it.
+-spec silent(node(), non_neg_integer(), state()) -> boolean().
+silent(Node, Ticks, #tcsb{acked = A, ticks = T}) ->
     case A of
-        #{Node := At} -> T - At =< Ticks;
+        #{Node := At} -> T - At > Ticks;
         _ -> false
     end.
 
