@@ -86,7 +86,8 @@
 %% The progress log also showed a restarted copy catching up 4 operations a second: the
 %% relay to it was a member catching up itself; the relay is now chosen by what members had
 %% 8 ticks ago (`hm_causal_tests:tcsb_catch_up_across_origins_test', the simulator's
-%% slow-receiver family). After these, 3 runs: 62.5-65.8 s, quiescent within 2.6 s.
+%% slow-receiver family). After these, 6 runs: 62.5-65.8 s, quiescent within 2.6 s of every
+%% node being up (prwset, 1 run: 62.9 s).
 %% Also seen: hypermnesia:start/0 of a disc node restarted as the bridge of a non-transitive
 %% partition blocks in Mnesia's start (mnesia_late_loader, mnesia_controller:merge_schema,
 %% a schema transaction) until the cut heals, so restarts run in a process of their own here.
