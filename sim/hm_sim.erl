@@ -17,7 +17,11 @@
 %% member takes the new member set at once; a new copy starts empty and catches up by state
 %% transfer, and refuses writes until then. With option `load' (a family of its own, see
 %% gen_load/2), thousands of operations in bursts, one node cut off, links of bounded
-%% capacity that drop what a busy connection cannot take, and a small retransmission window.
+%% capacity that drop what a busy connection cannot take, and a small retransmission window;
+%% with `faults' as well, that many more faults of every kind, crashes included. With option
+%% `service', a receiver takes that many µs to apply each member operation, queued behind
+%% everything else as in the runtime's table process ({@link slow_load/0}: the family with
+%% both).
 %% The network drops, duplicates and delays (hence reorders) every
 %% message with the configured probabilities; a cut drops everything across it. Every
 %% replica ticks every 250 ms of simulated time (acks, retransmission with resend_due/2,
@@ -63,7 +67,7 @@
 %% persists; the minimised trace replays with `make sim SEED=S TRACE=File'.
 -module(hm_sim).
 
--export([main/1, gen/2, run/2, run_seed/2, minimise/3, check_seeds/2, report/2]).
+-export([main/1, gen/2, run/2, run_seed/2, minimise/3, check_seeds/2, report/2, slow_load/0]).
 %% The network, fault model and online checkers 3-4, shared with other drivers
 %% ({@link hm_sim_crdt}): a driver puts `driver => Module' in the simulator state and
 %% exports `event/2' (every scheduled event: ticks, deliveries, trace actions), `nodeup/3',
@@ -171,10 +175,14 @@ gen_load(Seed, Opts) ->
              storage => element(SI, {ram, disc, mixed}),
              drop => 0.0, dup => 0.0, delay => Delay, duration => 4000, seed => Seed,
              keys => Keys, link_cap => Cap, window => Win},
-    Cfg1 = maps:merge(Cfg0, Opts),
+    Cfg1 = maps:merge(Cfg0, maps:remove(faults, Opts)),
     #{n := N1, duration := Dur} = Cfg1,
     Nodes = nodes_of(N1),
     Cfg = Cfg1#{skew => maps:from_list([{Nd, 0} || Nd <- Nodes])},
+    %% option `faults': that many more faults of every kind (crashes and restarts too), from
+    %% a random stream of their own (the seed's other actions stay the same)
+    {Extra, _} = gen_faults(maps:get(faults, Opts, 0), Nodes, Dur,
+                            rand:seed_s(exsss, {Seed, 16#fa, 16#17})),
     %% four bursts of 150 ms take two thirds of the operations
     {Bursts, R2} = draws([{int, 0, Dur - 150} || _ <- lists:seq(1, 4)], R1),
     {Ops, R3} = gen_ops(NOps, Nodes, Dur, Keys, R2),
@@ -188,7 +196,7 @@ gen_load(Seed, Opts) ->
                                 end, R3, Ops),
     X = lists:nth(1 + (Victim - 1) rem N1, Nodes),
     Fault = [{Cut, {partition, isolated, [[X], Nodes -- [X]]}}, {Cut + CutLen, heal}],
-    {Cfg, lists:keysort(1, Timed ++ Fault)}.
+    {Cfg, lists:keysort(1, Timed ++ Fault ++ Extra)}.
 
 %% Copies added and removed (hypermnesia:add_table_copy/3, del_table_copy/2), drawn from a
 %% random stream of their own so that a seed's other actions stay those of the same seed
@@ -202,6 +210,14 @@ gen_membership(Seed, Nodes, Dur) ->
     Joiner = lists:last(Nodes),
     [{TJ, {add, Joiner}} || Join =:= 1]
         ++ [{TL, {remove, lists:nth(LI, Nodes -- [Joiner])}} || Leave =:= 1].
+
+%% @doc The options of the full-load family with crashes and slow receivers: the load
+%% family's schedules with 8 more faults of every kind, disc copies (a crash keeps the copy's
+%% state; it restarts behind the others), and receivers that take 1 ms per member operation
+%% (`service'). A copy that restarted catches up from members that may be catching up too:
+%% the schedules where a copy took seconds to catch up a few operations a tick.
+-spec slow_load() -> map().
+slow_load() -> #{load => true, faults => 8, storage => disc, service => 1000}.
 
 %% @doc Draw integers `{int, Lo, Hi}' in order from the random state.
 -spec draws([{int, integer(), integer()}], rand:state()) -> {[integer()], rand:state()}.
@@ -470,9 +486,13 @@ event({deliver, From, To, Msg, Epoch}, S) ->
     %% Erlang distribution: a message lives only as long as the connection it was sent on
     case deliverable(From, To, Epoch, S) of
         false -> bump(dropped_cut, S);
-        true ->
-            {R1, Effs} = hm_ec_table:handle(From, sim, Msg, maps:get(To, maps:get(reps, S))),
-            effects(To, Effs, put_rep(To, R1, S))
+        true -> receive_msg(From, To, Msg, S)
+    end;
+event({apply, From, To, Msg, Inc}, S = #{inc := Incs}) ->
+    %% a member's operations, taken from the receiver's queue once it had time for them
+    case up(To, S) andalso maps:get(To, Incs) =:= Inc of
+        false -> bump(dropped_queued, S);
+        true -> handle_msg(From, To, Msg, S)
     end;
 event({action, A}, S) ->
     action(A, bump(actions, S));
@@ -485,6 +505,38 @@ event({timer, Nd, Inc, Msg}, S = #{inc := Incs}) ->
     end.
 
 put_rep(Nd, R, S = #{reps := Reps}) -> S#{reps := Reps#{Nd => R}}.
+
+%% A message arrives at `To'. With option `service' (µs a member's operation costs the
+%% receiver), members' operations wait in the receiver's queue and are applied one after the
+%% other, each taking that long, while everything else (acknowledgements, ticks, local
+%% writes) goes first, as the runtime's table process does (hm_ec_table_server); without
+%% it, a receiver applies everything at once.
+receive_msg(From, To, Msg, S = #{cfg := #{service := Us}, now := Now, inc := Incs})
+  when element(1, Msg) =:= op; element(1, Msg) =:= ops ->
+    Inc = maps:get(To, Incs),
+    Busy = maps:get(busy, S, #{}),
+    Start = max(Now * 1000, maps:get({To, Inc}, Busy, 0)),
+    %% a retransmission round is applied a few operations at a time, as the runtime does
+    %% (hm_ec_table_server: ?WORK_BATCH), each batch once the receiver had time for it
+    Batches = case Msg of
+                  {op, _} -> [Msg];
+                  {ops, L} -> [{ops, B} || B <- chunks(L, 8)]
+              end,
+    {Done, S1} = lists:foldl(fun(B, {At, Acc}) ->
+                                     N = case B of {op, _} -> 1; {ops, BL} -> length(BL) end,
+                                     At1 = At + N * Us,
+                                     {At1, schedule_at((At1 + 999) div 1000,
+                                                       {apply, From, To, B, Inc}, Acc)}
+                             end, {Start, S}, Batches),
+    S1#{busy => Busy#{{To, Inc} => Done}};
+receive_msg(From, To, Msg, S) -> handle_msg(From, To, Msg, S).
+
+chunks(L, N) when length(L) =< N -> [L];
+chunks(L, N) -> {H, T} = lists:split(N, L), [H | chunks(T, N)].
+
+handle_msg(From, To, Msg, S) ->
+    {R1, Effs} = hm_ec_table:handle(From, sim, Msg, maps:get(To, maps:get(reps, S))),
+    effects(To, Effs, put_rep(To, R1, S)).
 
 %% @doc Whether a message sent from `From' to `To' on connection `Epoch' arrives now: Erlang
 %% distribution, a message lives only as long as the connection it was sent on.
@@ -832,6 +884,7 @@ quiesce(Dur, S) -> quiesce(Dur, Dur + ?TICK, S).
 
 quiesce(Dur, T, S) ->
     S1 = run_until(T, S),
+    _ = trace_quiesce(T - Dur, S1),
     S2 = case {maps:is_key(converged_ms, maps:get(stats, S1)), check(converged, S1)} of
              {false, true} -> (bump(converged_ms, T - Dur, S1));
              _ -> S1
@@ -840,6 +893,37 @@ quiesce(Dur, T, S) ->
         true -> S2#{quiesced_ms => T - Dur};
         false -> quiesce(Dur, T + ?TICK, S2)
     end.
+
+%% With option `trace_quiesce': every tick after the work phase, per replica, the operations
+%% it delivered, buffered and logged, and how many it has still to apply (`service').
+trace_quiesce(_, #{driver := _}) -> ok;
+trace_quiesce(Ms, #{cfg := #{trace_quiesce := true}, nodes := Nodes, reps := Reps}) ->
+    Row = [case maps:get(Nd, Reps) of
+               {down, _, _} -> {Nd, down};
+               R -> B = hm_ec_table:tcsb(R),
+                    {Nd, lists:sum(maps:values(hm_tcsb:delivered(B))), hm_tcsb:pending(B),
+                     hm_tcsb:log_size(B)}
+           end || Nd <- Nodes],
+    io:format("+~p ms ~w~n", [Ms, Row]),
+    Up = [{Nd, R} || Nd <- Nodes, R <- [maps:get(Nd, Reps)], element(1, R) =/= down],
+    Most = lists:foldl(fun({_, R}, A) -> hm_vv:join(A, hm_tcsb:delivered(hm_ec_table:tcsb(R))) end,
+                       #{}, Up),
+    [begin
+         D = hm_tcsb:delivered(hm_ec_table:tcsb(R)),
+         io:format("   ~p lacks ~w~n   from ~w~n",
+                   [Nd, [{O, hm_vv:get(O, D), C} || {O, C} <- maps:to_list(Most), hm_vv:get(O, D) < C],
+                    [begin
+                         X = hm_tcsb:retransmission(hm_ec_table:tcsb(R2)),
+                         {M, maps:get(tick, X) - maps:get(Nd, maps:get(acked, X), -99),
+                          case maps:get(Nd, maps:get(flight, X), none) of
+                              {Cut, Rounds, W} -> {maps:to_list(Cut), [At || {At, _} <- Rounds], W};
+                              none -> none
+                          end,
+                          maps:get(Nd, maps:get(reported, X), none)}
+                     end || {M, R2} <- Up, M =/= Nd]])
+     end || {Nd, R} <- Up, not hm_vv:leq(Most, hm_tcsb:delivered(hm_ec_table:tcsb(R)))],
+    ok;
+trace_quiesce(_, _) -> ok.
 
 check(F, S = #{driver := D}) -> D:F(S);
 check(F, S = #{cfg := #{crdt := _}}) -> hm_sim_crdt_table:F(S);
@@ -1022,7 +1106,10 @@ frag_family(Count, Opts, Kind, Line, What) ->
 %% @doc Add a run's integer statistics to the totals (max for `max_timestamps').
 -spec totals(map(), map()) -> map().
 totals(St, Tot) ->
-    maps:fold(fun(K, V, Acc) when is_integer(V), K =/= hash, K =/= max_timestamps ->
+    maps:fold(fun(quiesced_ms, V, Acc) ->
+                      Acc#{quiesced_ms => maps:get(quiesced_ms, Acc, 0) + V,
+                           max_quiesced_ms => max(V, maps:get(max_quiesced_ms, Acc, 0))};
+                 (K, V, Acc) when is_integer(V), K =/= hash, K =/= max_timestamps ->
                       Acc#{K => maps:get(K, Acc, 0) + V};
                  (max_timestamps, V, Acc) -> Acc#{max_timestamps => max(V, maps:get(max_timestamps, Acc, 0))};
                  (_, _, Acc) -> Acc
@@ -1060,6 +1147,18 @@ main(["seeds", N]) ->
                maps:get(duplicates, LTot, 0),
                converge_line(LTot, LP + LF)]),
     io:format("sim load: ~p passed, ~p failed~n", [LP, LF]),
+    Slow = slow_load(),
+    {SP, SF, STot, SBad} = check_seeds({1, max(1, Count div 6)}, Slow),
+    [print_failure(Seed, Slow, Res) || {Seed, Res} <- SBad],
+    io:format("~p table schedules under full load with crashes, restarts and receivers that "
+              "take 1 ms per member operation (~p client ops, ~p crashes, ~p operations received "
+              "again after they were applied; quiescent ~.1f simulated s after the work phase on "
+              "average, ~.1f s at most)~n",
+              [SP + SF, maps:get(ops, STot, 0), maps:get(crashes, STot, 0),
+               maps:get(duplicates, STot, 0),
+               maps:get(quiesced_ms, STot, 0) / max(1, SP + SF) / 1000,
+               maps:get(max_quiesced_ms, STot, 0) / 1000]),
+    io:format("sim slow receivers: ~p passed, ~p failed~n", [SP, SF]),
     {CP, CF, CTot, CBad} = hm_sim_crdt:check_seeds({1, Count}, #{}),
     [hm_sim_crdt:print_failure(Seed, Res) || {Seed, Res} <- CBad],
     io:format("~p CRDT schedules (type x flavor x ram/disc), ~p client ops, ~p messages, "
@@ -1082,8 +1181,9 @@ main(["seeds", N]) ->
     [hm_sim_dotted:print_failure(Seed, Res) || {Seed, Res} <- DBad],
     io:format("~s", [hm_sim_dotted:summary_line(DP, DF, DTot)]),
     io:format("sim: ~p passed, ~p failed~n",
-              [P + MP + LP + CP + TP + FP + XP + DP, F + MF + LF + CF + TF + FF + XF + DF]),
-    halt(case F + MF + LF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
+              [P + MP + LP + SP + CP + TP + FP + XP + DP,
+               F + MF + LF + SF + CF + TF + FF + XF + DF]),
+    halt(case F + MF + LF + SF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),

@@ -36,3 +36,38 @@ stop_answers_sync_waiters_test() ->
     {T3, E3} = hm_ec_table:stop(T2),
     ?assertEqual([{reply, waiting, {error, {sync_timeout, [n2]}}}], E3),
     ?assertEqual({T3, []}, hm_ec_table:stop(T3)).
+
+%% A sync_ec caller waits for every reachable member's `applied' answer; one that was lost
+%% (it goes once, and a busy connection drops it) no longer holds the caller until the 30 s
+%% timeout: the member's acknowledgement that it delivered the write answers the caller at
+%% the next tick, and so does the member being no longer reachable, or its copy silent for
+%% more than 16 ticks (not running: restarting, or its table not loaded yet).
+sync_waiter_released_by_ack_test() ->
+    T0 = hm_ec_table:set_members([n1, n2, n3], table([n1])),
+    Ack = fun(N, V, T) -> element(1, hm_ec_table:handle(N, c, {ack, {N, 1}, V, #{}}, T)) end,
+    Replies = fun(E) -> [R || {reply, _, _} = R <- E] end,
+    %% n2 and n3 run
+    {T1, _} = hm_ec_table:tick([n1, n2, n3], Ack(n3, #{}, Ack(n2, #{}, T0))),
+    {T2, E2} = hm_ec_table:submit({k, {write, {t, k, 1}}}, sync, waiting, {0, [n2, n3]}, T1),
+    [{_, Ts, _}] = [M || {send, n2, {op, M}} <- E2],
+    ?assertEqual([], Replies(E2)),
+    %% n2 acknowledges the write (its `applied' was lost); n3 acknowledges, without it
+    {T3, E3} = hm_ec_table:tick([n1, n2, n3], Ack(n3, #{}, Ack(n2, Ts, T2))),
+    ?assertEqual([], Replies(E3)),
+    %% n3 is no longer reachable (its nodedown missed): the caller is answered
+    {_, E4} = hm_ec_table:tick([n1, n2], T3),
+    ?assertEqual([{reply, waiting, ok}], Replies(E4)),
+    %% n3 reachable, but silent: the caller is answered after 16 ticks of silence, not before
+    Tick = fun(X) -> element(1, hm_ec_table:tick([n1, n2, n3], Ack(n2, Ts, X))) end,
+    T5 = lists:foldl(fun(_, X) -> Tick(X) end, T3, lists:seq(1, 15)),
+    {T6, E6} = hm_ec_table:tick([n1, n2, n3], T5),
+    ?assertEqual([], Replies(E6)),
+    {_, E7} = hm_ec_table:tick([n1, n2, n3], T6),
+    ?assertEqual([{reply, waiting, ok}], Replies(E7)),
+    %% a member never heard from since this copy started is waited for (its next tick
+    %% brings its acknowledgement, or the 30 s timeout answers)
+    {T8, _} = hm_ec_table:submit({k, {write, {t, k, 2}}}, sync, again, {0, [n2, n3]}, T0),
+    T9 = lists:foldl(fun(_, X) -> element(1, hm_ec_table:tick([n1, n2, n3], X)) end, T8,
+                     lists:seq(1, 20)),
+    {_, E10} = hm_ec_table:tick([n1, n2, n3], T9),
+    ?assertEqual([], Replies(E10)).

@@ -47,6 +47,8 @@ seeds_test_() ->
             #{membership => true}),
      regime("full load: bursts, a node cut off, saturated links, small resend window", 1,
             max(1, N div 6), #{load => true}),
+     regime("full load with crashes, restarts and receivers that take time to apply", 1,
+            max(1, N div 10), hm_sim:slow_load()),
      frag_regime(N)].
 
 %% Partitioned tables (hm_sim_frag): fragments on a ring, writes from any node, hints,
@@ -78,6 +80,23 @@ regression_backlog_after_partition_under_load_test_() ->
     {timeout, 60, ?_test(no_failures(hm_sim:run_seed(1, #{load => true})))}.
 
 no_failures(R) -> ?assertEqual([], maps:get(failures, R)).
+
+%% S (fixed): after a full load with crashes, a copy that restarted behind caught up a few
+%% operations a tick for seconds. The member chosen to relay other origins' operations to it
+%% was the first that reported having more of them, here a copy catching up itself: what it
+%% relays is what it logged 8 ticks before, so it relayed nothing yet, and the members that
+%% had everything left the relay to it; only the origins resent their own operations, each
+%% blocked on another origin's. Slow-receiver seed 47 (5 disc copies, 2,800 operations, a
+%% receiver applies one a millisecond): n4 went from 942 operations delivered to 1,046 in
+%% 2.25 simulated s while n1, the relay, caught up itself; quiescent 5.75 s after the work
+%% phase. Now the relay is the first member that had something the copy lacks 8 ticks
+%% before, and it relays every origin in one causal walk: 3.75 s, the receivers' apply time.
+regression_slow_catch_up_after_restarts_test_() ->
+    {timeout, 60, ?_test(begin
+                             R = hm_sim:run_seed(47, hm_sim:slow_load()),
+                             no_failures(R),
+                             ?assert(maps:get(quiesced_ms, maps:get(stats, R)) =< 4500)
+                         end)}.
 
 %% Session order on a partitioned table (fixed): n4, holding no copy of k1's fragment (held
 %% by n3 and n5), writes k1 = c, passed to n5; a partition cuts {n3, n4} from the rest; n4

@@ -48,7 +48,7 @@
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
          gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
-         known/1, superseded/2, retransmission/1]).
+         known/1, reported/2, silent/3, superseded/2, retransmission/1]).
 -export_type([state/0, message/0, opts/0]).
 
 -define(RESEND_MAX, 1000).
@@ -83,6 +83,10 @@
                %% the tick that last changed (resend_due/2: is a late round lost, is the
                %% member stuck on that origin?)
                moved = #{} :: #{node() => #{replica() => {non_neg_integer(), non_neg_integer()}}},
+               %% per member node: its incarnation and what it reported at the last ticks,
+               %% newest first, back to the newest report at least RELAY_AGE ticks old
+               %% (relays/3: what a member has logged that long is what it relays)
+               past = #{} :: #{node() => {term(), [{non_neg_integer(), hm_vv:vv()}]}},
                window = ?RESEND_MAX :: pos_integer()}).
 
 %% Retransmission (resend_due/2). Distribution is reliable while connected but, under load,
@@ -108,11 +112,16 @@
 %% duplicates: bench/REPORT.md). Its origin resends it; any other member that logs it relays
 %% it only from RELAY_AGE ticks on, for when the origin is cut off or restarted without it
 %% (every member relaying at once sent about N^2/3 messages per operation: sim/REPORT.md);
-%% and only one member relays to a given member: the first node among the members alive
-%% (acknowledging within SILENT_TICKS) other than that member. Another member relays once the
-%% member has not moved on the origin for RELAY_AGE ticks (the first one cannot reach it).
-%% After a heal every member relayed the whole backlog to the other side, so each operation
-%% arrived N-1 times (the simulator's full-load family: 70 % fewer duplicates with one relay).
+%% and only one member relays to a given member, every origin in one causal walk: the first
+%% node among the members alive (acknowledging within SILENT_TICKS) other than that member
+%% that had, RELAY_AGE ticks ago, something that member lacks (relays/3). Another member
+%% relays an origin once the member has not moved on it for RELAY_AGE ticks (the relay
+%% cannot reach it). After a heal every member relayed the whole backlog to the other side,
+%% so each operation arrived N-1 times (the simulator's full-load family: 70 % fewer
+%% duplicates with one relay). Choosing the relay by what members have now, per origin, let
+%% a member catching up itself be the relay, with nothing old enough to relay, while those
+%% that had everything waited for it: the member behind got a few operations a tick, from
+%% origins each waiting for another's (hm_faults_SUITE, and the simulator's slow receivers).
 -define(RESEND_AGE, 2).
 -define(RELAY_AGE, 8).
 -opaque state() :: #tcsb{}.
@@ -369,7 +378,9 @@ restore_log(Msgs, S) ->
 missing(Peer, Which, S) ->
     element(1, catch_up(reported(Peer, S), Which, infinity, S)).
 
-%% What `Peer' reported it has delivered (its acknowledgements, settled or not).
+%% @doc What member `Peer' reported it has delivered (its acknowledgements, settled or not:
+%% where retransmission to it starts).
+-spec reported(node(), state()) -> hm_vv:vv().
 reported(Peer, #tcsb{has = H, known = K}) ->
     case H of
         #{Peer := {_, V}} -> hm_vv:join(V, known_vv(Peer, K));
@@ -456,7 +467,7 @@ resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F,
             Relay = relays(Peer, Has, S),
             Due = fun({N, _}, At) when N =:= Node -> At =< T - ?RESEND_AGE;
                      (O, At) -> At =< T - ?RELAY_AGE andalso
-                                    (maps:get(O, Relay) orelse T - Since(O) >= ?RELAY_AGE)
+                                    (Relay orelse T - Since(O) >= ?RELAY_AGE)
                   end,
             {Msgs, Front1} = case W - InFlight of
                                  Room when Room > 0 -> catch_up(Front, Due, Room, S);
@@ -469,19 +480,70 @@ resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F,
             {Msgs, S#tcsb{flight = F#{Peer => {Front1, Rounds2, W}}}}
     end.
 
-%% Per logged origin, whether this replica relays its operations to `Peer' at once: it is
-%% the first node among itself and the members other than `Peer' that acknowledged within
-%% SILENT_TICKS and reported having more of that origin than `Peer' reported (`Has'; every
-%% member computes the same one while they see the same members alive and the same
-%% reports). A member with nothing `Peer' lacks (restarted, or behind after a cut like
-%% `Peer') cannot relay, so it is passed over.
-relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms, acked = A, ticks = T, log = L}) ->
-    Alive = [{M, reported(M, S)} || M <- Ms, M =/= Peer, M =/= Node,
-                                    T - maps:get(M, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS],
-    maps:map(fun(O, _) ->
-                     Lacks = hm_vv:get(O, Has),
-                     Node =< lists:min([Node | [M || {M, V} <- Alive, hm_vv:get(O, V) > Lacks]])
-             end, L).
+%% Whether this replica relays other origins' operations to `Peer' at once: it is the first
+%% node among itself and the members other than `Peer' that acknowledged within SILENT_TICKS
+%% and had, RELAY_AGE ticks ago, some operation `Peer' reported it lacks (`Has'). Every
+%% member computes the same one while they see the same members alive and the same reports.
+%% A member relays what it logged RELAY_AGE ticks ago, so a member that has nothing `Peer'
+%% lacks, or got it only lately (restarted, or behind after a cut like `Peer'), cannot relay
+%% yet and is passed over. One member relays every origin, in one causal walk: with a relay
+%% per origin, an operation of one origin waited for another member to send the operation
+%% of another origin it depends on, then for the acknowledgement, a few operations a tick.
+relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms, acked = A, ticks = T}) ->
+    Can = [M || M <- Ms, M =/= Peer,
+                M =:= Node orelse T - maps:get(M, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS,
+                not hm_vv:leq(reported_before(M, S), Has)],
+    %% none: what `Peer' lacks is younger than RELAY_AGE everywhere (its origin resends it)
+    Can =/= [] andalso Node =:= lists:min(Can).
+
+%% What member `M' reported at least RELAY_AGE ticks ago (as far as this replica heard then):
+%% it logged those operations at least that long ago, so they are due for relaying there.
+%% For this replica itself, what it had delivered RELAY_AGE ticks ago; for another member,
+%% what it reported RELAY_AGE - 1 ticks ago: its report arrives here about a tick after it
+%% delivered, and every member must see the same relay (with the same age for both, a
+%% member counted itself a tick before the others counted it, and two relayed for a tick:
+%% 25 % more operations received twice in the simulator's full-load family; with one more
+%% tick for itself, none relayed for a tick, and the family converged 8 % slower).
+reported_before(M, #tcsb{past = P, ticks = T, self = {Node, _}}) ->
+    Age = case M of
+              Node -> ?RELAY_AGE;
+              _ -> ?RELAY_AGE - 1
+          end,
+    case P of
+        #{M := {_, Hist}} ->
+            case [V || {At, V} <- Hist, At =< T - Age] of
+                [V | _] -> V;
+                [] -> #{}
+            end;
+        _ -> #{}
+    end.
+
+%% Note what every member reports at this tick (reported_before/2), for its current
+%% incarnation; keep the reports newer than RELAY_AGE ticks and the newest older one.
+note_reports(S = #tcsb{self = {Node, Self}, members = Ms, has = H, past = P, ticks = T,
+                        cb = CB}) ->
+    P1 = lists:foldl(
+           fun(M, Acc) ->
+                   case H#{Node => {Self, none}} of
+                       #{M := {Inc, _}} ->
+                           V = case M of
+                                   Node -> hm_causal_buffer:delivered(CB);
+                                   _ -> reported(M, S)
+                               end,
+                           Hist = case Acc of
+                                      #{M := {Inc, [{_, V} | _] = Same}} -> Same;
+                                      #{M := {Inc, Old}} -> [{T, V} | Old];
+                                      _ -> [{T, V}]
+                                  end,
+                           Acc#{M => {Inc, trim_reports(Hist, T)}};
+                       _ -> Acc
+                   end
+           end, maps:with(Ms, P), Ms),
+    S#tcsb{past = P1}.
+
+trim_reports([E = {At, _} | Rest], T) when At > T - ?RELAY_AGE -> [E | trim_reports(Rest, T)];
+trim_reports([E | _], _) -> [E];
+trim_reports([], _) -> [].
 
 %% For every logged origin, what `Peer' reported of it and the tick that last changed.
 note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
@@ -495,9 +557,22 @@ note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
                    end, L),
     S#tcsb{moved = Mv#{Peer => New}}.
 
+%% @doc Whether member `Node' has been silent for more than `Ticks' ticks: its last
+%% acknowledgement heard here is older (a member whose copy runs acknowledges at least every
+%% few ticks; a silent one is down, restarting, or has not loaded the table yet). False when
+%% none was heard since this replica started: nothing is known of it.
+-spec silent(node(), non_neg_integer(), state()) -> boolean().
+silent(Node, Ticks, #tcsb{acked = A, ticks = T}) ->
+    case A of
+        #{Node := At} -> T - At > Ticks;
+        _ -> false
+    end.
+
 %% @doc Advance the logical tick used by {@link missing/3}.
 -spec tick(state()) -> state().
-tick(S = #tcsb{ticks = T}) -> S#tcsb{ticks = T + 1}.
+tick(S) ->
+    S1 = #tcsb{ticks = T} = note_reports(S),
+    S1#tcsb{ticks = T + 1}.
 
 %% Take note of replicas (`{Node, Incarnation}') heard of: a newer incarnation of a node
 %% supersedes the older ones (incarnations grow with time, hm_ec_server).
@@ -540,6 +615,7 @@ drop_superseded(S0 = #tcsb{newest = New, known = K, has = H, early_acks = E}) ->
     S = #tcsb{cb = CB} =
         S0#tcsb{known = maps:filter(fun(N, {Inc, _, _}) -> not Old(N, Inc) end, K),
                 has = maps:filter(fun(N, {Inc, _}) -> not Old(N, Inc) end, H),
+                past = maps:filter(fun(N, {Inc, _}) -> not Old(N, Inc) end, S0#tcsb.past),
                 early_acks = maps:filter(fun({N, Inc}, _) -> not Old(N, Inc) end, E)},
     case hm_causal_buffer:pending_count(CB) of
         0 -> S;
@@ -553,6 +629,7 @@ set_members(Ms, S = #tcsb{self = {Node, _}, members = Old, known = K, early_acks
     Ms1 = lists:usort([Node | Ms]),
     S1 = S#tcsb{members = Ms1, known = maps:with(Ms1, K), has = maps:with(Ms1, H),
                 flight = maps:with(Ms1, F), moved = maps:with(Ms1, Mv),
+                past = maps:with(Ms1, S#tcsb.past),
                 early_acks = maps:filter(fun({N, _}, _) -> lists:member(N, Ms1) end, E)},
     case Ms1 =:= Old of
         true -> S1;
