@@ -17,6 +17,7 @@
 -module(hm_ec_server).
 -behaviour(gen_server).
 
+-export([to_holders/4]).
 -export([start_link/0, submit/3, info/0, info/1, refresh/0, refresh_async/0, tick_ms/0,
          table_pids/0, copy_holders/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -120,9 +121,18 @@ pass_on(Tab, KeyOp, Mode) ->
 to_holders(Tab, KeyOp, Mode) ->
     to_holders([node() || hm_ec_frag:is_local(Tab)] ++ hm_ec_frag:holders(Tab), Tab, KeyOp, Mode).
 
+%% @doc Hand write `KeyOp' on `Tab' to the copies on `Nodes', in order, until one takes it:
+%% `ok' (its dot noted in this node's session), `{error, Reason}' for what every holder
+%% refuses and for a `sync' write a holder applied but whose wait for the other copies timed
+%% out (`{sync_timeout, Nodes}': it is applied, so it goes to no other holder), or
+%% `unreachable' when none took it.
+-spec to_holders([node()], atom(), {term(), hm_ec_table:op()}, async | sync) ->
+          ok | {error, term()} | unreachable.
 to_holders([], _Tab, _KeyOp, _Mode) -> unreachable;
 to_holders([H | Hs], Tab, KeyOp, Mode) ->
-    Timeout = case Mode of async -> ?PASS_ON_MS; sync -> 6 * ?PASS_ON_MS end,
+    %% a sync write's holder answers within its own 30 s wait (sync_timeout at worst): the
+    %% call outlasts it, so a slow answer is not taken for a holder that did not take it
+    Timeout = case Mode of async -> ?PASS_ON_MS; sync -> 7 * ?PASS_ON_MS end,
     Server = {hm_ec_table_server:name(Tab), H},
     try hm_ec_table_server:submit(Server, KeyOp, Mode, hm_ec_hints:session(Tab), Timeout) of
         {ok, Dot} -> hm_ec_hints:note(Tab, Dot);
@@ -134,6 +144,9 @@ to_holders([H | Hs], Tab, KeyOp, Mode) ->
         %% table of records or one its type does not have) is refused here too, never a hint
         {error, {Why, _}} = Refused when Why =:= crdt_table; Why =:= not_crdt_table -> Refused;
         {error, {bad_op, _, _}} = Refused -> Refused;
+        %% applied there, only the wait for the other copies timed out: another holder
+        %% would apply it a second time
+        {error, {sync_timeout, _}} = Applied -> Applied;
         {error, _} -> to_holders(Hs, Tab, KeyOp, Mode)
     catch exit:_ -> to_holders(Hs, Tab, KeyOp, Mode)
     end.
