@@ -552,25 +552,36 @@ objects_of(Keys, S = #d{st = St, nc = NC}) ->
 %% sync_repair's update of every object received, filled from the sender's node clock
 repair(Objs, NCp, S) ->
     Base = hm_node_clock:base(NCp),
-    lists:foldl(fun({K, O}, {Sx, E}) ->
-                        {Vers, Ctx} = case O of
-                                          none -> {#{}, hm_node_clock:new()};
-                                          {V, C} when is_map(V) -> {V, C}
-                                      end,
-                        %% the bases of the ids that matter here: the group's, the object's,
-                        %% and those of the versions stored here
-                        Ids = Sx#d.peers ++ hm_node_clock:replicas(Ctx)
-                            ++ [R || {R, _} <- maps:keys(Vers)]
-                            ++ [R || {R, _} <- maps:keys(element(1, stored(K, Sx)))],
-                        Full = with_versions(
-                                 hm_node_clock:join(
-                                   hm_node_clock:join(Ctx, hm_node_clock:from_vv(
-                                                             maps:with(Ids, Base))),
-                                   hm_node_clock:close_gaps(Sx#d.closed, NCp, Sx#d.nc)),
-                                 Vers),
-                        {_, Sy, E1} = update(K, {Vers, Full}, Sx),
-                        {Sy, E ++ E1}
-                end, {S, []}, Objs).
+    {Effs, Sn, _} =
+        lists:foldl(fun({K, O}, {E, Sx, Gaps0}) ->
+                            {Vers, Ctx} = case O of
+                                              none -> {#{}, hm_node_clock:new()};
+                                              {V, C} when is_map(V) -> {V, C}
+                                          end,
+                            %% the bases of the ids that matter here: the group's, the
+                            %% object's, and those of the versions stored here
+                            Ids = Sx#d.peers ++ hm_node_clock:replicas(Ctx)
+                                ++ [R || {R, _} <- maps:keys(Vers)]
+                                ++ [R || {R, _} <- maps:keys(element(1, stored(K, Sx)))],
+                            {Cover, Gaps} = closed_gaps(NCp, Sx, Gaps0),
+                            Full = with_versions(
+                                     hm_node_clock:join(
+                                       hm_node_clock:join(Ctx, hm_node_clock:from_vv(
+                                                                 maps:with(Ids, Base))),
+                                       Cover), Vers),
+                            {_, Sy, E1} = update(K, {Vers, Full}, Sx),
+                            {E ++ E1, Sy, Gaps}
+                    end, {[], S, none}, Objs),
+    {Sn, Effs}.
+
+%% The gaps of the retired ids closed here that the sender's clock `NCp' may name
+%% (hm_node_clock:close_gaps/3), computed again only when the closed ids change: a repair
+%% brings no dot of a closed id that this copy lacks (it was closed because this copy holds
+%% every one any copy holds), so its entries of them stay the same meanwhile.
+closed_gaps(_, #d{closed = C}, {C, Cover} = Gaps) -> {Cover, Gaps};
+closed_gaps(NCp, #d{closed = C, nc = NC}, _) ->
+    Cover = hm_node_clock:close_gaps(C, NCp, NC),
+    {Cover, {C, Cover}}.
 
 %% the dots of id `R' above its base (the entry's bitmap)
 entry_dots(R, NC) ->
@@ -624,7 +635,7 @@ set_peers(Peers0, S = #d{id = Id, peers = Peers}) ->
 %% there, or (none known) its placeholder: the address itself when this copy's id has no
 %% incarnation, else `{Address, 0}', superseded by the first id heard from there.
 to_ids(Addrs, Id, Peers) ->
-    Known = maps:from_list([{address(P), P} || P <- Peers]),
+    Known = by_address(Peers),
     [case {is_incarnation(A), Known} of
          {true, _} -> A;
          {false, #{A := P}} -> P;
@@ -636,18 +647,27 @@ to_ids(Addrs, Id, Peers) ->
 
 %% Newer incarnations among `Ids' of copies of the group supersede the ids known here: the
 %% old id is retired as a replaced copy's is (a placeholder just goes: it made no dot).
+%% (Called on every message and every store: ids of the group, the usual case, cost a
+%% membership test each.)
 learn(Ids, S = #d{id = Me, peers = Peers}) ->
-    Known = maps:from_list([{address(P), P} || P <- Peers]),
-    %% the highest incarnation named per address (usort: ascending, the last one wins)
-    Newest = maps:from_list([{address(Id), Id} || Id <- lists:usort(Ids), is_incarnation(Id)]),
-    New = [Id || {A, Id} <- maps:to_list(Newest), A =/= address(Me),
-                 #{A := P} <- [Known], incarnation(P) < incarnation(Id)],
-    case New of
+    case [Id || Id <- Ids, is_incarnation(Id), not lists:member(Id, Peers)] of
         [] -> S;
-        _ ->
-            Gone = [maps:get(address(Id), Known) || Id <- New],
-            set_ids((Peers -- Gone) ++ New, S)
+        Others ->
+            Known = by_address(Peers),
+            %% the highest incarnation named per address (usort: ascending, the last wins)
+            Newest = by_address(lists:usort(Others)),
+            New = [Id || {A, Id} <- maps:to_list(Newest), A =/= address(Me),
+                         #{A := P} <- [Known], incarnation(P) < incarnation(Id)],
+            case New of
+                [] -> S;
+                _ ->
+                    Gone = [maps:get(address(Id), Known) || Id <- New],
+                    set_ids((Peers -- Gone) ++ New, S)
+            end
     end.
+
+%% Ids by address (the last of a list wins).
+by_address(Ids) -> maps:from_list([{address(Id), Id} || Id <- Ids]).
 
 %% @doc The address of a copy id: `A' for an incarnation `{A, Inc}' (`Inc' an integer),
 %% else the id itself. Copies are sent messages at their address; a copy that restarts
@@ -673,7 +693,7 @@ set_ids(Peers0, S = #d{id = Id, peers = Old, wm = WM, retired = Ret}) ->
     %% a retired id waits for the copies of the group: for the copy now at the address of
     %% one it waited for (a newer incarnation, which may hold what a handoff gave it), and
     %% no longer for one that left
-    At = maps:from_list([{address(P), P} || P <- Peers]),
+    At = by_address(Peers),
     Now = fun(P) -> case lists:member(P, Peers) of
                         true -> [P];
                         false -> case maps:find(address(P), At) of
