@@ -47,7 +47,6 @@
 
 -define(TIMEOUT, 10000).
 -define(PROBE_MS, 2000).
--define(SYNC_TIMEOUT_MS, 30000).
 
 %%% ---------------------------------------------------------------- API
 
@@ -133,7 +132,7 @@ holds(N, Frag, Dot) ->
 await_held(From, _Frag, [], _Peers) -> gen_server:reply(From, ok);
 await_held(From, _Frag, _Made, []) -> gen_server:reply(From, ok);
 await_held(From, Frag, Made, Peers) ->
-    Deadline = erlang:monotonic_time(millisecond) + ?SYNC_TIMEOUT_MS,
+    Deadline = erlang:monotonic_time(millisecond) + hm_ec_table:sync_timeout_ms(),
     _ = spawn(fun() -> gen_server:reply(From, held_by(Frag, Made, Peers, Deadline)) end),
     ok.
 

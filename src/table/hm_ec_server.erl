@@ -130,9 +130,12 @@ to_holders(Tab, KeyOp, Mode) ->
           ok | {error, term()} | unreachable.
 to_holders([], _Tab, _KeyOp, _Mode) -> unreachable;
 to_holders([H | Hs], Tab, KeyOp, Mode) ->
-    %% a sync write's holder answers within its own 30 s wait (sync_timeout at worst): the
-    %% call outlasts it, so a slow answer is not taken for a holder that did not take it
-    Timeout = case Mode of async -> ?PASS_ON_MS; sync -> 7 * ?PASS_ON_MS end,
+    %% a sync write's holder answers within its own wait (sync_timeout at worst): the call
+    %% outlasts it, so a slow answer is not taken for a holder that did not take it
+    Timeout = case Mode of
+                  async -> ?PASS_ON_MS;
+                  sync -> hm_ec_table:sync_timeout_ms() + ?PASS_ON_MS
+              end,
     Server = {hm_ec_table_server:name(Tab), H},
     try hm_ec_table_server:submit(Server, KeyOp, Mode, hm_ec_hints:session(Tab), Timeout) of
         {ok, Dot} -> hm_ec_hints:note(Tab, Dot);

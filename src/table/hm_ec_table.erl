@@ -74,6 +74,7 @@
          info/2]).
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
 -export([read/2, rows/1, crdt_value/2]).
+-export([sync_timeout_ms/0]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -define(SYNC_TIMEOUT_MS, 30000).
@@ -996,3 +997,8 @@ members(#t{tcsb = B}) -> hm_tcsb:members(B).
 
 -spec cookie(state()) -> term().
 cookie(#t{cookie = C}) -> C.
+
+%% @doc How long a `sync_ec' write waits for the other copies before it is answered
+%% `{sync_timeout, Nodes}' (every EC table, dotted fragments included).
+-spec sync_timeout_ms() -> pos_integer().
+sync_timeout_ms() -> ?SYNC_TIMEOUT_MS.
