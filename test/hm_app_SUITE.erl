@@ -10,8 +10,11 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_testcase/2, end_per_testcase/2]).
+-export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([disc_schema_then_dependent_app/1, join_with_extra_db_nodes/1]).
+
+% A hung case fails within minutes, not after Common Test's default half hour.
+suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [disc_schema_then_dependent_app, join_with_extra_db_nodes].
 

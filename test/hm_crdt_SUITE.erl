@@ -15,13 +15,16 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1]).
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
 -export([concurrent_writes/1, lost_events_repaired/1, stability_on_nodes/1]).
 %% run on the peers
 -export([replica_loop/3]).
 
 -define(NODES, 3).
 -define(OPS_PER_NODE, 60).
+
+% A hung case fails within minutes, not after Common Test's default half hour.
+suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [concurrent_writes, lost_events_repaired, stability_on_nodes].
 

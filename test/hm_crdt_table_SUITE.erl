@@ -7,9 +7,12 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([api_and_errors/1, conveniences/1, partition_every_type/1, node_killed/1,
          partition_and_kill_every_type/1, config_file/1, read_your_writes/1]).
+
+% A hung case fails within minutes, not after Common Test's default half hour.
+suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [api_and_errors, conveniences, partition_every_type, node_killed,
           partition_and_kill_every_type, config_file, read_your_writes].

@@ -8,13 +8,16 @@
 -module(hm_dotted_SUITE).
 -include_lib("common_test/include/ct.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([bad_options/1, write_everywhere/1, partition_siblings/1, deletes_strip/1,
          merkle_partition/1, copy_restarted/1, copy_restarted_cut_off/1,
          pool_change_under_load/1, sync_ec_waits/1]).
 
 -define(NODES, 4).
 -define(F, 4).
+
+% A hung case fails within minutes, not after Common Test's default half hour.
+suite() -> [{timetrap, {minutes, 6}}].
 
 all() -> [bad_options, write_everywhere, partition_siblings, deletes_strip, merkle_partition,
           sync_ec_waits, copy_restarted, copy_restarted_cut_off, pool_change_under_load].

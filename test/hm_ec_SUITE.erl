@@ -11,7 +11,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
          bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
@@ -21,6 +21,9 @@
          restore_backup/1, transactions_refused_across_events/1, table_events/1,
          copy_stopped_under_write/1]).
 -export([load_writers/4, digest/1, subscribe_events/1, events/0, stop_copy_under_write/2]).
+
+% A hung case fails within minutes, not after Common Test's default half hour.
+suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [write_everywhere_read_everywhere, queries, table_events, partition_add_wins,
           partition_remove_wins,

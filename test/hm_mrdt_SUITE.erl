@@ -18,9 +18,11 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([atomic_visibility/1, partition_publish_heal/1, gc_bounded/1, errors/1]).
 -export([incr/3, read_fresh/2, publish_many/3]).
+
+suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [atomic_visibility, partition_publish_heal, gc_bounded, errors].
 
@@ -39,8 +41,11 @@ init_per_testcase(Case, Config) ->
                          [Case, [{nodes, hm_cluster:nodes(C)}, {storage, ram_copies}]]),
     [{repo, Case} | Config].
 
+%% A case that failed while the cluster was cut must not leave the cut to the next one.
 end_per_testcase(Case, Config) ->
-    _ = hm_cluster:call(?config(cluster, Config), 1, hm_session, delete_repo, [Case]),
+    C = ?config(cluster, Config),
+    ok = hm_cluster:heal(C),
+    _ = hm_cluster:call(C, 1, hm_session, delete_repo, [Case]),
     ok.
 
 %%% ------------------------------------------------------------------ helpers (run on nodes)
@@ -140,8 +145,12 @@ partition_publish_heal(Config) ->
     ok = Side(2, 20, b, {2, from_2}),
     ok = Side(3, 300, c, {3, from_3}),
     ok = Side(3, 4000, d, {4, from_3_again}),
-    %% each side sees only its own publishes
-    [{ok, 31}] = hm_cluster:call(C, 1, ?MODULE, read_fresh, [Repo, [hits]]),
+    %% each side sees only its own publishes (node 2's reach node 1 asynchronously)
+    ok = hm_cluster:wait_until(
+           fun() ->
+                   R = hm_cluster:call(C, 1, ?MODULE, read_fresh, [Repo, [hits]]),
+                   R =:= [{ok, 31}] orelse R
+           end, 30000),
     [{ok, 4301}] = hm_cluster:call(C, 3, ?MODULE, read_fresh, [Repo, [hits]]),
     ok = hm_cluster:heal(C),
     ok = same_everywhere(C, Repo, [hits, tags, log],

@@ -13,7 +13,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([cluster_info_converged/1, cluster_info_bounded/1, partition_events_and_heal/1,
          mnesia_subscribe/1, status_json/1, cli/1, status_page_in_browser/1]).
 -export([start_collector/0, collected/0, log/2]).
@@ -21,6 +21,9 @@
 -define(TAB, ops_t).
 -define(TOKEN, <<"ops-test-token">>).
 -define(WAIT_MS, 30000).
+
+% A hung case fails within minutes, not after Common Test's default half hour.
+suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [cluster_info_converged, cluster_info_bounded, partition_events_and_heal,
           mnesia_subscribe, status_json, cli, status_page_in_browser].

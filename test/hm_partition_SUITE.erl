@@ -8,13 +8,16 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([placement/1, access_from_every_node/1, partition_both_sides/1, node_killed/1,
          add_and_remove_under_load/1, bad_options/1, key_value_api/1, foreign_key/1]).
 -export([writer/2, keys_written/1, failed_writes/1]).
 
 -define(NODES, 5).
 -define(F, 12).
+
+% A hung case fails within minutes, not after Common Test's default half hour.
+suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [bad_options, placement, access_from_every_node, key_value_api, foreign_key,
           partition_both_sides, add_and_remove_under_load, node_killed].
