@@ -436,9 +436,9 @@ dec(N) -> N - 1.
 %% busy connection dropped it, or a cut): the next round starts again from what it
 %% reported.
 -spec resend_due(node(), state()) -> {[message()], state()}.
-resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F,
+resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
                             self = {Node, _}}) ->
-    case T - maps:get(Peer, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS of
+    case acked_lately(Peer, S0) of
         false -> {[], S0};
         true ->
             Has = reported(Peer, S0),
@@ -489,9 +489,9 @@ resend_due(Peer, S0 = #tcsb{ticks = T, acked = A, window = W0, flight = F,
 %% yet and is passed over. One member relays every origin, in one causal walk: with a relay
 %% per origin, an operation of one origin waited for another member to send the operation
 %% of another origin it depends on, then for the acknowledgement, a few operations a tick.
-relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms, acked = A, ticks = T}) ->
+relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms}) ->
     Can = [M || M <- Ms, M =/= Peer,
-                M =:= Node orelse T - maps:get(M, A, -?SILENT_TICKS - 1) =< ?SILENT_TICKS,
+                M =:= Node orelse acked_lately(M, S),
                 not hm_vv:leq(reported_before(M, S), Has)],
     %% none: what `Peer' lacks is younger than RELAY_AGE everywhere (its origin resends it)
     Can =/= [] andalso Node =:= lists:min(Can).
@@ -556,6 +556,14 @@ note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
                            end
                    end, L),
     S#tcsb{moved = Mv#{Peer => New}}.
+
+%% Whether member `M' acknowledged within the last SILENT_TICKS ticks: only such a member is
+%% sent retransmissions, or relays. Unlike silent/3, a member never heard from is not.
+acked_lately(M, #tcsb{acked = A, ticks = T}) ->
+    case A of
+        #{M := At} -> T - At =< ?SILENT_TICKS;
+        _ -> false
+    end.
 
 %% @doc Whether member `Node' has been silent for more than `Ticks' ticks: its last
 %% acknowledgement heard here is older (a member whose copy runs acknowledges at least every

@@ -79,7 +79,8 @@
 
 -define(SYNC_TIMEOUT_MS, 30000).
 -define(ACK_EVERY, 8).
--define(SILENT_TICKS, 2 * ?ACK_EVERY).
+%% a sync_ec caller stops waiting for a member silent this long (release_waiters/2)
+-define(WAITER_SILENT_TICKS, 2 * ?ACK_EVERY).
 -define(FULL_SCAN_TICKS, 240).
 
 -type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear
@@ -588,7 +589,7 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
 %% A sync_ec caller stops waiting for a member that acknowledged the write (its `applied'
 %% answer was lost: it goes once, without waiting for room on a busy connection), that is no
 %% longer reachable (a nodedown this copy missed), or whose copy has not acknowledged for
-%% ?SILENT_TICKS ticks (a running copy acknowledges at least every ?ACK_EVERY: this one is
+%% ?WAITER_SILENT_TICKS ticks (a running copy acknowledges at least every ?ACK_EVERY: this one is
 %% restarting, or its node's Mnesia has not loaded the table yet, and what is sent to it is
 %% lost; one not heard from since this copy started is still waited for). Else the caller waited the whole 30 s timeout: at the end of hm_faults_SUITE's full
 %% load, a write on the side of a restarted disc copy whose table Mnesia could not load
@@ -598,7 +599,7 @@ release_waiters(Up, T = #t{waiters = W, tcsb = B}) ->
     {W1, Replies} =
         maps:fold(fun(Dot, {Caller, Nodes}, {Acc, R}) ->
                           case [N || N <- Nodes, lists:member(N, Up),
-                                     not hm_tcsb:silent(N, ?SILENT_TICKS, B),
+                                     not hm_tcsb:silent(N, ?WAITER_SILENT_TICKS, B),
                                      not hm_vv:contains(Dot, hm_tcsb:reported(N, B))] of
                               [] -> {Acc, [reply(Caller, Dot, ok) | R]};
                               Rest -> {Acc#{Dot => {Caller, Rest}}, R}
