@@ -47,7 +47,8 @@ demo: examples-build
 
 ## make bench-ring: partitioned EC tables against Mnesia's fragmented tables and fully
 ## replicated EC tables, by node count (HM_RING_NODES, default 1,3,5,7; HM_RING_SECONDS per
-## point, default 3), and messages per write from the simulator
+## point, default 3), the busiest processes, messages per write from the simulator, and client
+## latency by replication (tcsb, dotted, dotted with Merkle; HM_RING_KV_NODES, default 5)
 ## -> bench/results/ring-<date>.md
 bench-ring: bootstrap
 	$(REBAR) as test compile

@@ -13,15 +13,28 @@
 %% </ul>
 %% Two generators per node run 80 % writes and 20 % reads of random keys among 10,000 for
 %% `HM_RING_SECONDS' (default 3) after a 1 s warm-up; the throughput is the operations
-%% completed per second over all nodes. Messages per write come from the simulator
+%% completed per second over all nodes. For the EC tables, during one second of each point,
+%% the busiest processes of node 1 by reductions (a single-process bottleneck in RELEASE's
+%% sense shows as one process doing most of a node's work). Messages per write come from the simulator
 %% ({@link hm_sim_frag} and {@link hm_sim}, no faults): every protocol message (operations,
 %% acknowledgements, retransmissions) a write causes, exactly, for the same node counts.
+%%
+%% Then client latency by replication, the measure of "DottedDB: Anti-Entropy without Merkle
+%% Trees, Deletes without Tombstones" (§V, client latency), on real nodes: `HM_RING_KV_NODES'
+%% (default 5) peer nodes, one partitioned table per mode (16 fragments, 3 RAM copies each,
+%% `pawset' showing siblings): `tcsb' (the default replication), `dotted' with node-clock
+%% anti-entropy and `dotted' with Merkle anti-entropy. Two generators per node run, for
+%% `HM_RING_SECONDS' after a 1 s warm-up, a read-modify-write cycle on random keys among
+%% 10,000: `hypermnesia:get/3' (`r' 1), then `hypermnesia:put/4' with its context (`w' 1),
+%% then an `async_ec' write of another random key; every call is timed on its generator.
+%% A key's fragment has a copy on the generator's node for 3 in 5 keys; the other calls go
+%% to a holder.
 %%
 %% Writes `bench/results/ring-<yyyymmdd-hhmm>.md'. On a host with fewer cores than nodes the
 %% nodes share the cores: the figures then show the cost per operation more than scaling.
 -module(ring_bench).
 
--export([main/1, gen_loop/5, msgs_per_write/2]).
+-export([main/1, gen_loop/5, kv_loop/4, busiest/1, msgs_per_write/2]).
 
 -define(F, 32).
 -define(KEYS, 10000).
@@ -34,8 +47,10 @@ main([Out]) ->
     T0 = erlang:monotonic_time(millisecond),
     Rows = [point(N, Secs) || N <- Counts],
     Msgs = [{N, msgs_per_write(frag, N), msgs_per_write(full, N)} || N <- Counts],
+    KvNodes = list_to_integer(env("HM_RING_KV_NODES", "5")),
+    Kv = kv_point(KvNodes, Secs),
     Wall = (erlang:monotonic_time(millisecond) - T0) div 1000,
-    write_report(Out, Secs, Rows, Msgs, Wall),
+    write_report(Out, Secs, Rows, Msgs, {KvNodes, Kv}, Wall),
     io:format("wrote ~s~n", [Out]),
     halt(0).
 
@@ -68,7 +83,8 @@ point(N, Secs) ->
         _ = file:del_dir_r(Dir)
     end.
 
-%% Operations per second over all nodes, `?GENS' generators per node.
+%% Operations per second over all nodes, `?GENS' generators per node; for the EC contexts
+%% also the processes of node 1 that did the most work during the measurement.
 measure(C, N, Tab, Ctx, Secs) ->
     Self = self(),
     Gens = [spawn_link(fun() ->
@@ -77,8 +93,46 @@ measure(C, N, Tab, Ctx, Secs) ->
                                                        (Secs + 60) * 1000),
                                Self ! {count, self(), Count}
                        end) || I <- lists:seq(1, N), G <- lists:seq(1, ?GENS)],
+    %% after the warm-up, one second of the measured window
+    timer:sleep(1200),
+    Top = case Ctx of
+              ec -> hm_cluster:call(C, 1, ?MODULE, busiest, [1000], 30000);
+              frag -> []
+          end,
     Total = lists:sum([receive {count, P, Cn} -> Cn end || P <- Gens]),
-    round(Total / Secs).
+    {round(Total / Secs), Top}.
+
+%% @doc On a node: the 3 processes with the most reductions over `Ms' ms, other than the
+%% benchmark's generators, as `{Share, Name}': their share (%) of the node's reductions in
+%% that time and their registered name (else their initial call). A single-process
+%% bottleneck (RELEASE's term) shows as one process far above the others.
+-spec busiest(pos_integer()) -> [{float(), term()}].
+busiest(Ms) ->
+    Snap = fun() ->
+                   maps:from_list([{P, {R, Info}} || P <- processes(),
+                                   [{reductions, R} | Info] <-
+                                       [process_info(P, [reductions, registered_name,
+                                                         initial_call, dictionary])]])
+           end,
+    A = Snap(),
+    timer:sleep(Ms),
+    B = Snap(),
+    Deltas = [{R - element(1, maps:get(P, A, {0, []})), Info} || {P, {R, Info}} <- maps:to_list(B)],
+    Sum = max(1, lists:sum([D || {D, _} <- Deltas])),
+    Named = [{D, name(Info)} || {D, Info} <- Deltas, not is_generator(Info)],
+    [{round(1000 * D / Sum) / 10, Nm} || {D, Nm} <- lists:sublist(lists:reverse(lists:sort(Named)), 3)].
+
+name(Info) ->
+    case proplists:get_value(registered_name, Info) of
+        [] -> proplists:get_value('$initial_call', proplists:get_value(dictionary, Info, []),
+                                  proplists:get_value(initial_call, Info));
+        Name -> Name
+    end.
+
+%% the generators run gen_loop/5 in a process peer:call/4 started
+is_generator(Info) ->
+    proplists:get_value(registered_name, Info) =:= []
+        andalso proplists:get_value(initial_call, Info) =:= {erlang, apply, 2}.
 
 %% On a node: warm up for `Warm' ms, then count the operations done in `Ms' ms.
 gen_loop(Tab, Ctx, Warm, Ms, Seed) ->
@@ -101,6 +155,88 @@ ops(Tab, Ctx, Until, N) ->
                     ec -> hypermnesia:async_ec(F)
                 end,
             ops(Tab, Ctx, Until, N + 1)
+    end.
+
+%%% ---------------------------------------------------------- client latency by replication
+
+-define(KV_F, 16).
+-define(KV_MODES, [{tcsb, rb_kv_tcsb, []},
+                   {dotted, rb_kv_dotted, [{replication, dotted}]},
+                   {dotted_merkle, rb_kv_merkle, [{replication, dotted}, {anti_entropy, merkle}]}]).
+
+kv_point(N, Secs) ->
+    Dir = filename:join(env("TMPDIR", "/tmp"), "hm_ring_kv_" ++ os:getpid()),
+    C = hm_cluster:start(#{nodes => N, dir => Dir, prefix => "rbkv", modules => [?MODULE]}),
+    try
+        Nodes = hm_cluster:nodes(C),
+        [{atomic, ok} = hm_cluster:call(C, 1, hypermnesia, create_table,
+                                        [Tab, [{type, pawset}, {attributes, [k, v]},
+                                               {conflict, siblings},
+                                               {frag_properties, [{n_fragments, ?KV_F},
+                                                                  {n_ram_copies, min(3, N)},
+                                                                  {node_pool, Nodes}]}
+                                               | Opts]])
+         || {_, Tab, Opts} <- ?KV_MODES],
+        R = [{Mode, kv_measure(C, N, Tab, Secs)} || {Mode, Tab, _} <- ?KV_MODES],
+        io:format("client latency, ~p nodes: ~p~n", [N, R]),
+        R
+    after
+        hm_cluster:stop(C),
+        _ = file:del_dir_r(Dir)
+    end.
+
+%% Per mode: cycles per second over all nodes, and per call (get, put, async_ec write) the
+%% latency percentiles in µs over every generator's samples.
+kv_measure(C, N, Tab, Secs) ->
+    Self = self(),
+    Gens = [spawn_link(fun() ->
+                               Res = hm_cluster:call(C, I, ?MODULE, kv_loop,
+                                                     [Tab, 1000, Secs * 1000, I * 100 + G],
+                                                     (Secs + 60) * 1000),
+                               Self ! {kv, self(), Res}
+                       end) || I <- lists:seq(1, N), G <- lists:seq(1, ?GENS)],
+    Res = [receive {kv, P, R} -> R end || P <- Gens],
+    Cycles = lists:sum([Cn || {Cn, _, _} <- Res]),
+    Errors = lists:sum([E || {_, E, _} <- Res]),
+    Calls = [{Call, percentiles(lists:append([maps:get(Call, S) || {_, _, S} <- Res]))}
+             || Call <- [get, put, write]],
+    #{cycles_per_s => round(Cycles / Secs), errors => Errors, calls => Calls}.
+
+percentiles([]) -> #{n => 0};
+percentiles(Us) ->
+    T = list_to_tuple(lists:sort(Us)),
+    Len = tuple_size(T),
+    At = fun(P) -> element(max(1, min(Len, round(P * Len))), T) end,
+    #{n => Len, p50 => At(0.50), p95 => At(0.95), p99 => At(0.99), max => element(Len, T)}.
+
+%% On a node: warm up for `Warm' ms, then run cycles for `Ms' ms; returns the cycles, the
+%% calls that answered an error, and the latencies (µs) of the measured calls.
+-spec kv_loop(atom(), non_neg_integer(), pos_integer(), integer()) ->
+          {non_neg_integer(), non_neg_integer(), #{get | put | write => [non_neg_integer()]}}.
+kv_loop(Tab, Warm, Ms, Seed) ->
+    rand:seed(exsss, {Seed, 3, 5}),
+    Empty = #{get => [], put => [], write => []},
+    Now = erlang:monotonic_time(millisecond),
+    _ = kv_cycles(Tab, Now + Warm, 0, 0, Empty),
+    kv_cycles(Tab, erlang:monotonic_time(millisecond) + Ms, 0, 0, Empty).
+
+kv_cycles(Tab, Until, N, E, S) ->
+    case erlang:monotonic_time(millisecond) >= Until of
+        true -> {N, E, S};
+        false ->
+            K = rand:uniform(?KEYS),
+            {Tg, Got} = timer:tc(hypermnesia, get, [Tab, K, [{r, 1}]]),
+            {Tp, Put} = case Got of
+                            {ok, _, Ctx} -> timer:tc(hypermnesia, put, [Tab, {Tab, K, N}, Ctx, [{w, 1}]]);
+                            Err -> {0, Err}
+                        end,
+            K2 = rand:uniform(?KEYS),
+            {Tw, Wr} = timer:tc(hypermnesia, async_ec,
+                                [fun() -> mnesia:write({Tab, K2, N}) end]),
+            Bad = length([x || R <- [Got, Put, Wr], element(1, R) =:= error]),
+            S1 = S#{get := [Tg | maps:get(get, S)], write := [Tw | maps:get(write, S)],
+                    put := case Put of ok -> [Tp | maps:get(put, S)]; _ -> maps:get(put, S) end},
+            kv_cycles(Tab, Until, N + 1, E + Bad, S1)
     end.
 
 %% Messages per client write in the simulator, without faults: partitioned (3 copies of a
@@ -128,7 +264,7 @@ ratio(#{stats := St}) ->
         _ -> maps:get(msgs, St, 0) / Ops
     end.
 
-write_report(Out, Secs, Rows, Msgs, Wall) ->
+write_report(Out, Secs, Rows, Msgs, {KvNodes, Kv}, Wall) ->
     Id = filename:basename(Out, ".md"),
     Head = io_lib:format(
              "# Partitioned tables by node count (run ~s)~n~n"
@@ -143,10 +279,41 @@ write_report(Out, Secs, Rows, Msgs, Wall) ->
     Lines = [io_lib:format("| ~p | ~p | ~p | ~p | ~.2f | ~.2f |~n",
                            [N, M, P, Fu, P / max(1, M), P / max(1, Fu)])
              || {N, R} <- Rows,
-                [M, P, Fu] <- [[proplists:get_value(K, R) || K <- [mnesia_frag, ec_partitioned,
-                                                                   ec_full]]]],
+                [M, P, Fu] <- [[element(1, proplists:get_value(K, R))
+                                || K <- [mnesia_frag, ec_partitioned, ec_full]]]],
+    TopHead = "\nThe busiest processes of node 1 during one second of the measurement (share of "
+              "the node's reductions; the generators left out): a single-process bottleneck "
+              "would be one process far above the rest.\n\n"
+              "| nodes | EC partitioned | EC one copy per node |\n|---|---|---|\n",
+    Busy = fun(Top) -> lists:join(", ", [io_lib:format("~s ~.1f %", [busy_name(Nm), Sh])
+                                         || {Sh, Nm} <- Top])
+           end,
+    TopLines = [io_lib:format("| ~p | ~s | ~s |~n",
+                              [N, Busy(element(2, proplists:get_value(ec_partitioned, R))),
+                               Busy(element(2, proplists:get_value(ec_full, R)))])
+                || {N, R} <- Rows],
     MsgHead = "\nMessages per write in the simulator, no faults (operations, acknowledgements "
               "and their retransmissions; 1000 writes spread over the nodes):\n\n"
               "| nodes | partitioned, 3 copies | one copy per node |\n|---|---|---|\n",
     MsgLines = [io_lib:format("| ~p | ~.1f | ~.1f |~n", [N, Fr, Fu]) || {N, Fr, Fu} <- Msgs],
-    ok = file:write_file(Out, [Head, Lines, MsgHead, MsgLines]).
+    KvHead = io_lib:format(
+               "\nClient latency by replication (DottedDB §V): ~p nodes, ~p fragments of "
+               "min(3, n) RAM copies, ~p generators per node, each cycle a get (r 1), a put "
+               "with its context (w 1) and an async_ec write of another key, ~p keys; "
+               "latencies in µs, every call of the ~p s measured:\n\n"
+               "| replication | cycles/s | errors | get p50 / p95 / p99 | put p50 / p95 / p99 | "
+               "async_ec write p50 / p95 / p99 |\n|---|---|---|---|---|---|\n",
+               [KvNodes, ?KV_F, ?GENS, ?KEYS, Secs]),
+    Pct = fun(#{n := 0}) -> "–";
+             (#{p50 := A, p95 := B, p99 := D}) -> io_lib:format("~p / ~p / ~p", [A, B, D])
+          end,
+    KvLines = [io_lib:format("| ~s | ~p | ~p | ~s | ~s | ~s |~n",
+                             [Mode, Cy, Er | [Pct(proplists:get_value(Call, Calls))
+                                              || Call <- [get, put, write]]])
+               || {Mode, #{cycles_per_s := Cy, errors := Er, calls := Calls}} <- Kv],
+    ok = file:write_file(Out, unicode:characters_to_binary([Head, Lines, TopHead, TopLines, MsgHead,
+                                                           MsgLines, KvHead, KvLines])).
+
+busy_name(Name) when is_atom(Name) -> io_lib:format("`~s`", [Name]);
+busy_name({M, F, A}) -> io_lib:format("`~s:~s/~p`", [M, F, A]);
+busy_name(Other) -> io_lib:format("`~0p`", [Other]).
