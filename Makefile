@@ -223,8 +223,9 @@ status-page-test: bootstrap
 
 ## make bench-dotted: DottedDB's evaluation shapes (clock entries under churn, strip latency,
 ## objects under 50 % deletes, anti-entropy bytes and metadata node clock vs Merkle, replication
-## latency with loss) on the pure cores and the simulator's network, in one VM ->
-## bench/results/dotted-<yyyymmdd-hhmm>.md. About a minute.
+## latency with loss) on the pure cores and the simulator's network, and the same workloads on
+## tagged causal stable broadcast (tcsb: the table simulator), in one VM ->
+## bench/results/dotted-<yyyymmdd-hhmm>.md. Under a minute.
 bench-dotted: bootstrap
 	$(REBAR) as test compile
 	mkdir -p _build/bench bench/results

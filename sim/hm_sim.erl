@@ -22,6 +22,9 @@
 %% `service', a receiver takes that many µs to apply each member operation, queued behind
 %% everything else as in the runtime's table process ({@link slow_load/0}: the family with
 %% both).
+%% For benchmarks ({@link run/2} only): `drop_replicate' loses that share of operations'
+%% first transmissions (retransmission repairs them), and `probe' folds every step of every
+%% copy into an accumulator of the caller's (a measurement hook: it only looks).
 %% The network drops, duplicates and delays (hence reorders) every
 %% message with the configured probabilities; a cut drops everything across it. Every
 %% replica ticks every 250 ms of simulated time (acks, retransmission with resend_due/2,
@@ -87,7 +90,9 @@
                  policy := hm_ec_key:policy(), storage := ram | disc | mixed,
                  drop := float(), dup := float(), delay := pos_integer(),
                  duration := pos_integer(), seed := integer(), skew := #{node() => integer()},
-                 keys => [term()]}.
+                 keys => [term()], drop_replicate => float(),
+                 probe => {fun((non_neg_integer(), node(), [hm_ec_table:effect()],
+                                hm_ec_table:state(), term()) -> term()), term()}}.
 -type action() :: {non_neg_integer(), term()}.
 -type result() :: #{ok := boolean(), failures := [term()], stats := map()}.
 
@@ -381,14 +386,39 @@ new_replica(Nd, Inc, Members, Durable, S) ->
 
 %% Carry out a replica's effects: its sends go through the network, its events to the
 %% checkers; replies, timers, log lines need nothing here; dropped messages are counted.
-effects(Nd, Effs, S) ->
-    Out = [{To, M} || {send, To, M} <- Effs],
+effects(Nd, Effs, S0) ->
+    S = probe(Nd, Effs, S0),
+    {Out, S1a} = lose_replicate([{To, M} || {send, To, M} <- Effs], S),
     Ev = [E || {event, E} <- Effs],
     S1 = case [D || {drop, D} <- Effs] of
-             [] -> S;
-             Ds -> bump(dropped_invalid, length(Ds), S)
+             [] -> S1a;
+             Ds -> bump(dropped_invalid, length(Ds), S1a)
          end,
     send_all(Nd, Out, events(Nd, Ev, timers(Nd, Effs, S1))).
+
+%% Option `probe => {Fun, Acc0}' (a measurement hook for benchmarks): after every step of a
+%% copy, `Fun(Now, Node, Effects, Copy, Acc)' folds what the step did (the copy's effects,
+%% its sends and events included, before the network sees them) and the copy's new state
+%% into an accumulator of the caller's, returned as the run's stat `probe'. It only looks:
+%% the run is the same with or without it.
+probe(Nd, Effs, S = #{cfg := #{probe := {F, Acc0}}, now := Now, reps := Reps}) ->
+    S#{probe_acc => F(Now, Nd, Effs, maps:get(Nd, Reps), maps:get(probe_acc, S, Acc0))};
+probe(_, _, S) -> S.
+
+%% Option `drop_replicate': the share of operations' first transmissions (`{op, Msg}', sent
+%% when an operation is made) lost while random faults are on; retransmissions and
+%% acknowledgements go through (DottedDB's replication message loss, 10 % or 100 %, as
+%% hm_sim_dotted applies it to replicate-on-write messages).
+lose_replicate(Out, S = #{cfg := #{drop_replicate := P}, faults := true}) ->
+    {Kept, S1} = lists:foldl(fun(O = {_, M}, {Acc, Sx}) when element(1, M) =:= op ->
+                                     case coin(P, Sx) of
+                                         {true, Sy} -> {Acc, bump(dropped_replicate, Sy)};
+                                         {false, Sy} -> {[O | Acc], Sy}
+                                     end;
+                                (O, {Acc, Sx}) -> {[O | Acc], Sx}
+                             end, {[], S}, Out),
+    {lists:reverse(Kept), S1};
+lose_replicate(Out, S) -> {Out, S}.
 
 %% A CRDT table's timers (the broadcast epoch) go off on the copy that set them, unless it
 %% went down meanwhile; a table of records sets none the simulator needs.
@@ -987,7 +1017,8 @@ finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
       stats => St#{quiesced_ms => maps:get(quiesced_ms, S3), max_timestamps => MaxTs,
                    lost_with_ram_crash => Lost, hash => hd(Hashes),
                    duplicates => lists:sum([hm_ec_table:duplicates(R) || R <- Rs]),
-                   samples => maps:get(samples, S3)}}.
+                   samples => maps:get(samples, S3),
+                   probe => maps:get(probe_acc, S3, none)}}.
 
 check_acked(#{lost := true}, _, _, _, _, S) -> S;
 check_acked(I = #{dot := Dot}, ByKey, Final, View, Cfg, S) ->

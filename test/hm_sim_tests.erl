@@ -119,6 +119,25 @@ deterministic_test() ->
     R2 = hm_sim:run_seed(42, #{}),
     ?assertEqual(R1, R2).
 
+%% The benchmarks' hooks: `probe' only looks (the run is the same with it), and
+%% `drop_replicate' loses first transmissions that retransmission then repairs.
+probe_only_looks_test() ->
+    {Cfg, Trace} = hm_sim:gen(7, #{}),
+    Count = fun(_Now, _Nd, Effs, _R, {Steps, Sends}) ->
+                    {Steps + 1, Sends + length([x || {send, _, _} <- Effs])}
+            end,
+    #{ok := true, stats := St} = hm_sim:run(Cfg, Trace),
+    #{ok := true, stats := StP} = hm_sim:run(Cfg#{probe => {Count, {0, 0}}}, Trace),
+    ?assertEqual(maps:without([probe], St), maps:without([probe], StP)),
+    {Steps, Sends} = maps:get(probe, StP),
+    ?assert(Steps > 0 andalso Sends >= maps:get(msgs, St)).
+
+drop_replicate_test() ->
+    Cfg = (cfg(3, pawset, siblings, ram))#{drop_replicate => 1.0},
+    Trace = [{100 + 10 * I, {op, n1, k1, {write, I}}} || I <- lists:seq(1, 20)],
+    #{ok := true, stats := St} = hm_sim:run(Cfg, Trace),
+    ?assertEqual(40, maps:get(dropped_replicate, St)).
+
 cfg(N, Type, Policy, Storage) ->
     #{n => N, type => Type, policy => Policy, storage => Storage, drop => 0.0, dup => 0.0,
       delay => 10, duration => 4000, seed => 1, keys => [k1],
