@@ -199,7 +199,7 @@ kv_measure(C, N, Tab, Secs) ->
     Cycles = lists:sum([Cn || {Cn, _, _} <- Res]),
     Errors = lists:sum([E || {_, E, _} <- Res]),
     Calls = [{Call, percentiles(lists:append([maps:get(Call, S) || {_, _, S} <- Res]))}
-             || Call <- [get, put, write]],
+             || Call <- [get, put, write, write_here, write_passed]],
     #{cycles_per_s => round(Cycles / Secs), errors => Errors, calls => Calls}.
 
 percentiles([]) -> #{n => 0};
@@ -212,10 +212,11 @@ percentiles(Us) ->
 %% On a node: warm up for `Warm' ms, then run cycles for `Ms' ms; returns the cycles, the
 %% calls that answered an error, and the latencies (µs) of the measured calls.
 -spec kv_loop(atom(), non_neg_integer(), pos_integer(), integer()) ->
-          {non_neg_integer(), non_neg_integer(), #{get | put | write => [non_neg_integer()]}}.
+          {non_neg_integer(), non_neg_integer(),
+           #{get | put | write | write_here | write_passed => [non_neg_integer()]}}.
 kv_loop(Tab, Warm, Ms, Seed) ->
     rand:seed(exsss, {Seed, 3, 5}),
-    Empty = #{get => [], put => [], write => []},
+    Empty = #{get => [], put => [], write => [], write_here => [], write_passed => []},
     Now = erlang:monotonic_time(millisecond),
     _ = kv_cycles(Tab, Now + Warm, 0, 0, Empty),
     kv_cycles(Tab, erlang:monotonic_time(millisecond) + Ms, 0, 0, Empty).
@@ -234,7 +235,13 @@ kv_cycles(Tab, Until, N, E, S) ->
             {Tw, Wr} = timer:tc(hypermnesia, async_ec,
                                 [fun() -> mnesia:write({Tab, K2, N}) end]),
             Bad = length([x || R <- [Got, Put, Wr], element(1, R) =:= error]),
+            %% the write's key has a copy here, or the write is passed on to a holder
+            Where = case lists:member(node(), hypermnesia:owners(Tab, K2)) of
+                        true -> write_here;
+                        false -> write_passed
+                    end,
             S1 = S#{get := [Tg | maps:get(get, S)], write := [Tw | maps:get(write, S)],
+                    Where := [Tw | maps:get(Where, S)],
                     put := case Put of ok -> [Tp | maps:get(put, S)]; _ -> maps:get(put, S) end},
             kv_cycles(Tab, Until, N + 1, E + Bad, S1)
     end.
@@ -302,14 +309,20 @@ write_report(Out, Secs, Rows, Msgs, {KvNodes, Kv}, Wall) ->
                "with its context (w 1) and an async_ec write of another key, ~p keys; "
                "latencies in µs, every call of the ~p s measured:\n\n"
                "| replication | cycles/s | errors | get p50 / p95 / p99 | put p50 / p95 / p99 | "
-               "async_ec write p50 / p95 / p99 |\n|---|---|---|---|---|---|\n",
+               "async_ec write p50 / p95 / p99 | the write, key held here: p50 / p99 | the "
+               "write, passed on to a holder: p50 / p99 |\n|---|---|---|---|---|---|---|---|\n",
                [KvNodes, ?KV_F, ?GENS, ?KEYS, Secs]),
     Pct = fun(#{n := 0}) -> "–";
              (#{p50 := A, p95 := B, p99 := D}) -> io_lib:format("~p / ~p / ~p", [A, B, D])
           end,
-    KvLines = [io_lib:format("| ~s | ~p | ~p | ~s | ~s | ~s |~n",
+    Pct2 = fun(#{n := 0}) -> "–";
+              (#{p50 := A, p99 := D}) -> io_lib:format("~p / ~p", [A, D])
+           end,
+    KvLines = [io_lib:format("| ~s | ~p | ~p | ~s | ~s | ~s | ~s | ~s |~n",
                              [Mode, Cy, Er | [Pct(proplists:get_value(Call, Calls))
-                                              || Call <- [get, put, write]]])
+                                              || Call <- [get, put, write]]
+                                          ++ [Pct2(proplists:get_value(Call, Calls))
+                                              || Call <- [write_here, write_passed]]])
                || {Mode, #{cycles_per_s := Cy, errors := Er, calls := Calls}} <- Kv],
     ok = file:write_file(Out, unicode:characters_to_binary([Head, Lines, TopHead, TopLines, MsgHead,
                                                            MsgLines, KvHead, KvLines])).
