@@ -43,7 +43,8 @@
 %% </ul>
 -module(hm_mrdt_history).
 
--export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2]).
+-export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2,
+         known/2, with_known/2]).
 -export([commit/3, commit_info/2, tree_of/2, lookup/3, read/3, write_tree/3, put_objects/2,
          entries/2]).
 -export([lcas/3, is_ancestor/3, merge_commits/3, merge_writes/4, merge_writes/5, merge_trees/4,
@@ -60,6 +61,7 @@
 -type entry() :: {module(), hash() | {v, term()}}.
 -opaque store() :: #{fetch := fun((key()) -> {ok, term()} | not_found),
                      new := #{key() => term()},
+                     known := #{key() => term()},
                      order := [key()],
                      nonce := term(),
                      max_graft := integer()}.
@@ -74,20 +76,47 @@ store(Fetch) -> store(Fetch, none).
 %% @doc A store over `Fetch' whose new blocks carry `Nonce'.
 -spec store(fun((key()) -> {ok, term()} | not_found), term()) -> store().
 store(Fetch, Nonce) ->
-    #{fetch => Fetch, new => #{}, order => [], nonce => Nonce, max_graft => -1}.
+    #{fetch => Fetch, new => #{}, known => #{}, order => [], nonce => Nonce,
+      max_graft => -1}.
 
 %% @doc Tell the store the height of the highest `{graft, _}' it holds (the caller finds it
 %% by scanning its grafts; -1 when there is none).
 -spec set_max_graft(store(), integer()) -> store().
 set_max_graft(St, H) -> St#{max_graft := H}.
 
-%% @doc Read a key: what this step added, else the underlying store.
+%% @doc Read a key: what this step added, else a block the caller already holds
+%% ({@link with_known/2}), else the underlying store.
 -spec get(store(), key()) -> {ok, term()} | not_found.
-get(#{new := New, fetch := Fetch}, K) ->
+get(#{new := New, known := Known, fetch := Fetch}, K) ->
     case New of
         #{K := V} -> {ok, V};
-        _ -> Fetch(K)
+        _ -> case Known of
+                 #{K := V} -> {ok, V};
+                 _ -> Fetch(K)
+             end
     end.
+
+%% @doc The blocks of commit `C' that every read of it needs: the commit and its tree (the
+%% tree, a bucket map of 64 hashes, is the largest block a read copies out of the table).
+%% Blocks are immutable, so a process may keep them and hand them back to later stores
+%% ({@link with_known/2}) instead of reading them again: a session for its base, a node for
+%% its head. Both are roots, which collection never deletes. `#{}' for `none' or a commit
+%% not in the store.
+-spec known(store(), commit()) -> #{key() => term()}.
+known(_, none) -> #{};
+known(St, C) ->
+    case get(St, {block, C}) of
+        {ok, {commit, _, T, _} = B} ->
+            case T =/= empty andalso get(St, {block, T}) of
+                {ok, TB} -> #{{block, C} => B, {block, T} => TB};
+                _ -> #{{block, C} => B}
+            end;
+        _ -> #{}
+    end.
+
+%% @doc `St' reading the blocks of `Known' (from {@link known/2}) without fetching them.
+-spec with_known(store(), #{key() => term()}) -> store().
+with_known(St, Known) -> St#{known := Known}.
 
 %% @doc Add a key (written by {@link writes/1}).
 -spec put(store(), key(), term()) -> store().

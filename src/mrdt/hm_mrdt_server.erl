@@ -85,6 +85,7 @@ init(Repo, Tab) ->
            end,
     Interval = application:get_env(hypermnesia, mrdt_interval_ms, 1000),
     S = #{repo => Repo, tab => Tab, node => hm_mrdt_node:new(node(), Head), written => none,
+          known => {none, #{}},
           monitors => #{}, interval => Interval, skipped => []},
     _ = erlang:send_after(Interval, self(), tick),
     {ok, save(S, [])}.
@@ -98,10 +99,10 @@ handle_call({connect, Owner}, _, S0) ->
     Head = hm_mrdt_node:head(N),
     {reply, {ok, Id, Head},
      save(S#{node := hm_mrdt_node:open(N, Id, Head), monitors := Ms#{MRef => Id}}, [])};
-handle_call({publish, Id, W}, From, S = #{node := N, tab := Tab}) ->
+handle_call({publish, Id, W}, From, S = #{node := N}) ->
     %% group commit: every publish already waiting is merged with this one, in one commit
     Batch = [{From, Id, W} | waiting_publishes()],
-    {N1, St, Results} = hm_mrdt_node:publish_many(N, hm_mrdt_store:reader(Tab),
+    {N1, St, Results} = hm_mrdt_node:publish_many(N, head_reader(S),
                                                   [{I, Ws} || {_, I, Ws} <- Batch]),
     S1 = save(S#{node := N1}, St),
     Head = hm_mrdt_node:head(N1),
@@ -179,11 +180,27 @@ save(S = #{tab := Tab, node := N, written := Old}, St) ->
                _ -> hm_mrdt_history:writes(St)
            end,
     ok = hm_mrdt_store:write(Tab, Puts, []),
+    Head = hm_mrdt_node:head(N),
+    S1 = case {St, S} of
+             {[], _} -> S;
+             {_, #{known := {Head, _}}} -> S;
+             _ -> S#{known := {Head, hm_mrdt_history:known(St, Head)}}
+         end,
     %% the record names the head's height: computed once the head's commit is written
-    case hm_mrdt_node:record(N, hm_mrdt_store:reader(Tab)) of
-        Old -> S;
+    case hm_mrdt_node:record(N, head_reader(S1)) of
+        Old -> S1;
         Record -> ok = hm_mrdt_store:write(Tab, [{{branch, node()}, Record}], []),
-                  S#{written := Record}
+                  S1#{written := Record}
+    end.
+
+%% A reader of the local copy that already holds the head's commit and tree (see
+%% hm_mrdt_history:known/2): a publish reads the head's tree without copying it out of the
+%% table. Only blocks the head's step wrote are held, so they are in the table too.
+head_reader(#{tab := Tab, node := N, known := {Head, Known}}) ->
+    St = hm_mrdt_store:reader(Tab),
+    case hm_mrdt_node:head(N) of
+        Head -> hm_mrdt_history:with_known(St, Known);
+        _ -> St
     end.
 
 collect(S = #{tab := Tab, node := N}) ->
