@@ -137,7 +137,8 @@ handle_info(tick, S0 = #{interval := I, repo := Repo}) ->
              {noreply, S}
     catch Class:Reason:Stack ->
             case hm_mrdt_store:exists(Repo) of
-                false -> {stop, normal, S0};     % deleted, before this tick or during it
+                false -> ok = hm_mrdt_store:purge_unpacked(hm_mrdt_store:table(Repo)),
+                         {stop, normal, S0};     % deleted, before this tick or during it
                 true -> erlang:raise(Class, Reason, Stack)
             end
     end;
@@ -179,6 +180,7 @@ save(S = #{tab := Tab, node := N, written := Old}, St) ->
                [] -> [];
                _ -> hm_mrdt_history:writes(St)
            end,
+    ok = hm_mrdt_store:keep_unpacked(Tab, Puts),
     ok = hm_mrdt_store:write(Tab, Puts, []),
     Head = hm_mrdt_node:head(N),
     S1 = case {St, S} of
@@ -211,5 +213,6 @@ collect(S = #{tab := Tab, node := N}) ->
         not_ready -> {not_ready, S};
         #{floor := Floor, graft := G, delete := D} ->
             ok = hm_mrdt_store:write(Tab, G, D),
+            ok = hm_mrdt_store:purge_unpacked(Tab),
             {#{deleted => length(D), floor => Floor}, S}
     end.
