@@ -46,7 +46,7 @@
 -export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2,
          known/2, with_known/2]).
 -export([commit/3, commit_info/2, tree_of/2, packs/2, lookup/3, read/3, write_tree/3,
-         put_objects/2, entries/2]).
+         repack/2, put_objects/2, entries/2]).
 -export([lcas/3, is_ancestor/3, merge_commits/3, merge_writes/4, merge_writes/5, merge_trees/4,
          complete/2, max_graft/1, gc_plan/3]).
 -export_type([store/0, hash/0, key/0, fetch_key/0, commit/0, entry/0, tree/0, gc_plan/0]).
@@ -334,6 +334,29 @@ write_tree(St0, Base, Writes) ->
                                        {Acc#{K => {Type, B}}, S1}
                                end, {#{}, St0}, Writes),
     set_entries(St1, Base, Entries).
+
+%% @doc Tree `T' with every leaf and blob copied into this step's pack: the same entries
+%% (values, types and objects untouched), so that a commit of it shares no block with older
+%% commits and their packs can be collected. A bucket's new leaf is a change of the bucket
+%% (a merge with a branch that changed it merges key by key, and equal entries are no
+%% change).
+-spec repack(store(), tree()) -> {tree(), store()}.
+repack(St, empty) -> {empty, St};
+repack(St0, T) ->
+    {Bs, St} = maps:fold(
+                 fun(Bk, L, {Acc, S}) ->
+                         {Es, S1} = maps:fold(
+                                      fun(K, {_, {v, _}} = E, {EAcc, SA}) -> {EAcc#{K => E}, SA};
+                                         (K, {Ty, B}, {EAcc, SA}) ->
+                                              {blob, _, V, _} = block_at(SA, element(1, B),
+                                                                         element(2, B)),
+                                              {R, SA1} = put_block(SA, {blob, Ty, V, nonce(SA)}),
+                                              {EAcc#{K => {Ty, R}}, SA1}
+                                      end, {#{}, S}, leaf(S, L)),
+                         {R, S2} = put_leaf(S1, Es),
+                         {Acc#{Bk => R}, S2}
+                 end, {#{}, St0}, buckets(T)),
+    {new_tree(Bs), St}.
 
 %% @doc Store as objects (`{obj, Hash}') the values of linked types among `Writes'
 %% (`#{Key => {Type, Value}}'). A publish stores a session's pending values before merging

@@ -9,7 +9,9 @@
 %% {@link hm_mrdt_node:publish_many/3}).
 %%
 %% Every `interval' milliseconds (application environment `mrdt_interval_ms', default 1000)
-%% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/5}), unless
+%% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/5}), preceded
+%% on the first running node of the repository by a compaction
+%% ({@link hm_mrdt_node:compact/2}) when its head did not move since the last tick, unless
 %% the application environment `mrdt_collect' is `false' (read on every tick; then history
 %% is only collected on {@link gc/1}, and the repository keeps every version, as Banyan
 %% does). A
@@ -85,7 +87,7 @@ init(Repo, Tab) ->
            end,
     Interval = application:get_env(hypermnesia, mrdt_interval_ms, 1000),
     S = #{repo => Repo, tab => Tab, node => hm_mrdt_node:new(node(), Head), written => none,
-          known => {none, #{}},
+          known => {none, #{}}, idle_head => none,
           monitors => #{}, interval => Interval, skipped => []},
     _ = erlang:send_after(Interval, self(), tick),
     {ok, save(S, [])}.
@@ -157,7 +159,28 @@ tick(S0 = #{repo := Repo}) ->
     S = remote_refresh(S0),
     case application:get_env(hypermnesia, mrdt_collect, true) of
         false -> S;
-        _ -> element(2, collect(S))
+        _ -> element(2, collect(compact(S)))
+    end.
+
+%% Compaction (hm_mrdt_node:compact/2) by one node of the repository, the first of those
+%% running, once its head has not moved for a whole interval: under load the head's tree
+%% shares blocks with the packs of many older commits, which collection must then keep;
+%% when the load stops, one commit copying them lets collection delete those packs. One
+%% node compacts, so that the others fast-forward to its compaction instead of merging
+%% several.
+compact(S = #{node := N, idle_head := Prev}) ->
+    Head = hm_mrdt_node:head(N),
+    S1 = S#{idle_head := Head},
+    case Head =:= Prev andalso node() =:= lists:min([Nd || Nd <- repo_nodes(S),
+                                                          Nd =:= node() orelse
+                                                              lists:member(Nd, nodes())]) of
+        false -> S1;
+        true ->
+            case hm_mrdt_node:compact(N, head_reader(S1)) of
+                {ok, N1, St} -> S2 = save(S1#{node := N1}, St),
+                                S2#{idle_head := hm_mrdt_node:head(N1)};
+                none -> S1
+            end
     end.
 
 repo_nodes(#{repo := Repo}) -> hm_mrdt_store:nodes(Repo).
