@@ -1,4 +1,4 @@
-%% @doc Content-addressed history of a repository, as pure functions: blobs, trees and
+%% @doc Content-addressed history of a repository, as pure functions: blobs, leaves, trees and
 %% commits; the lowest common ancestors (LCAs) of two commits; three-way merges of trees and
 %% the recursive merge of criss-cross histories with a cache of merged LCAs; the check that a
 %% commit has been fully received; and the history collection plan. After "Banyan:
@@ -12,34 +12,42 @@
 %% and an overlay of what this step added. {@link writes/1} gives the step's effects, to be
 %% written in order. Keys and values:
 %% <ul>
-%% <li>`{block, Hash}': `{commit, Parents, Tree, Height}', `{tree, #{Bucket => LeafHash},
-%% Nonce}', `{leaf, #{Key => {Type, BlobHash | {v, Value}}}, Nonce}', `{blob, Type, Value,
-%% Nonce}'. A value of at most 256 bytes (external format) is kept in its leaf (`{v, Value}'),
-%% a larger one in a blob of its own: a small value costs no record and no read. Keys are
-%% spread over 64 buckets, so a commit that changes a few keys writes a few small blocks and
-%% shares the rest with its parent.</li>
+%% <li>`{block, Hash}': a commit, `{commit, Parents, Tree, Height, Pack}', one record holding
+%% everything the commit created: `Tree' (`empty' or `#{Bucket => LeafRef}') and `Pack'
+%% (`#{Hash => Block}': the leaves `{leaf, #{Key => {Type, BlobRef | {v, Value}}}, Nonce}'
+%% and blobs `{blob, Type, Value, Nonce}' made by the step that made the commit). Inside a
+%% commit's tree or leaves a reference is a hash alone for a block of the same pack, or
+%% `{Home, Hash}' for one of commit `Home''s pack (a leaf or blob shared with an older
+%% commit). The commit's hash covers all of it. A value of at most 256 bytes (external
+%% format) is kept in its leaf (`{v, Value}'), a larger one in a blob. Keys are spread over
+%% 64 buckets, so a commit that changes a few keys creates a few small leaves and shares the
+%% others with its parent. A publish or a merge is thus one record, whatever it changed.</li>
 %% <li>`{obj, Hash}': a value of a type with references (`hm_mrdt:refs/2'), addressed by
 %% {@link hm_mrdt:hash/1}.</li>
 %% <li>`{graft, Hash}': the commit (of the given height) is the oldest kept: its ancestors
 %% were collected. A commit no higher than a graft is already part of every branch.</li>
 %% <li>`{cache, [Hash1, Hash2]}': the commit merging two LCAs (section 4.3).</li>
 %% </ul>
+%% A `Fetch' may also answer keys that spare copying a whole pack (see {@link fetch_key()}).
 %%
 %% == Invariants ==
 %% <ul>
-%% <li>Blocks are immutable and named by the hash of their content. Every block a step
-%% creates carries the step's nonce, so a new block never has the name of an old one that
-%% history collection may be deleting at the same time; merges use a nonce derived from the
-%% merged commits, so two nodes that merge the same two commits create the same commit.</li>
+%% <li>Blocks are immutable and named by the hash of their content. Every leaf and blob a
+%% step creates carries the step's nonce, so a new commit never has the name of an old one
+%% that history collection may be deleting at the same time; merges use a nonce derived from
+%% the merged commits, so two nodes that merge the same two commits create the same commit.
+%% Blocks of a step wait aside (`pending') until {@link commit/3} packs them.</li>
 %% <li>A commit's height is one more than its highest parent's (0 without parents): an
 %% ancestor is always lower than its descendants.</li>
 %% <li>{@link merge_commits/3} is commutative in its two commits.</li>
 %% <li>History collection ({@link gc_plan/3}) deletes only the strict ancestors of a commit
 %% `B' that every root descends from and that every commit reachable from the roots is
 %% comparable with (an ancestor or a descendant): then every LCA of two commits that descend
-%% from the roots descends from `B', so merges never need what was deleted. Objects are
-%% deleted only when a deleted commit's value reaches them and no kept commit's value does;
-%% an object no commit reaches yet (stored for a publish under way) is never deleted.</li>
+%% from the roots descends from `B', so merges never need what was deleted. A deleted
+%% commit's record stays while its pack holds a block `B''s tree shares (the only old blocks
+%% a kept commit can share). Objects are deleted only when a deleted commit's value reaches
+%% them and no kept commit's value does; an object no commit reaches yet (stored for a
+%% publish under way) is never deleted.</li>
 %% </ul>
 -module(hm_mrdt_history).
 
@@ -719,10 +727,12 @@ max_graft(#{max_graft := H}) -> H.
 %% @doc What history collection may delete, given the roots (every node's public branch and
 %% the bases of every open session) and the cache entries in the store. Finds the floor `B':
 %% the single maximal common ancestor of all roots, if every commit reachable from the roots
-%% without passing `B' is a descendant of `B'. Deletes `B''s strict ancestors, the cache
-%% entries naming one of them (and the merge commits only they named), the trees, leaves
-%% and blobs only those reach, and the objects (values of linked types) that their values
-%% reach and no kept commit's values reach. `graft' must be written before `delete'. Nothing when a root
+%% without passing `B' is a descendant of `B'. Deletes the records of `B''s strict ancestors
+%% and of the merge commits only the cache entries naming one of them named (and those
+%% entries), but not of a commit whose pack holds a leaf or blob `B''s tree shares (it is
+%% named again, through the dead trees that reach it, once a later floor no longer shares
+%% it), and the objects (values of linked types) that their values reach and no kept
+%% commit's values reach. `graft' must be written before `delete'. Nothing when a root
 %% is missing or `none' (a node whose branch is empty may merge any commit next), or there
 %% is no such floor.
 -spec gc_plan(store(), [commit()], [{[hash()], hash()}]) -> gc_plan().

@@ -54,7 +54,7 @@ nodes(Repo) ->
 %% unpacked blocks ({@link unpacked/0}); on a miss, the commit's record is read once and
 %% its whole pack unpacked there, so that reading one leaf does not copy every block its
 %% commit created each time.
--spec fetch(atom()) -> fun((hm_mrdt_history:fetch_key()) -> {ok, term()} | not_found).
+-spec fetch(atom()) -> fun((term()) -> {ok, term()} | not_found).
 fetch(Tab) ->
     fun({member, K}) ->
             try {ok, ets:member(Tab, K)}
