@@ -331,3 +331,41 @@ types_errors_test() ->
     ?assert(hm_mrdt:is_type(hm_mrdt_set)),
     ?assertNot(hm_mrdt:is_type(io)),
     ?assertNot(hm_mrdt:is_type("x")).
+
+%% The run-time store (hm_mrdt_store): a leaf is read out of its commit's record once, then
+%% from the node's unpacked blocks; the commit's header without its pack; presence without
+%% a read; unpacked blocks of a collected commit, or of a deleted repository, are dropped.
+unpacked_store_test() ->
+    {M1, A} = incr(#{}, none, 1),
+    Tab = hm_mrdt_unpack_test,
+    _ = ets:new(Tab, [set, public, named_table, {keypos, 2}]),
+    Unpacked = hm_mrdt_store:unpacked(),
+    Owned = ets:info(Unpacked) =:= undefined andalso
+        ets:new(Unpacked, [set, public, named_table]) =:= Unpacked,
+    try
+        true = ets:insert(Tab, [{Tab, K, V} || {K, V} <- maps:to_list(M1)]),
+        Fetch = hm_mrdt_store:fetch(Tab),
+        {commit, Ps, T, H, Pack} = maps:get({block, A}, M1),
+        [{L, Leaf}] = maps:to_list(Pack),
+        ?assertEqual({ok, Leaf}, Fetch({block, A, L})),
+        ?assertEqual({ok, {commit, Ps, T, H}}, Fetch({head, A})),
+        ?assertEqual({ok, true}, Fetch({member, {block, A}})),
+        ?assertEqual([{{Tab, A, L}, Leaf}], ets:lookup(Unpacked, {Tab, A, L})),
+        ?assertEqual(1, value(M1, A, x)),
+        St = hm_mrdt_store:reader(Tab),
+        ?assertEqual({ok, hm_mrdt_counter, 1},
+                     hm_mrdt_history:read(St, hm_mrdt_history:tree_of(St, A), x)),
+        %% collected: its unpacked blocks go at the next purge
+        true = ets:delete(Tab, {block, A}),
+        ok = hm_mrdt_store:purge_unpacked(Tab),
+        ?assertEqual([], ets:match(Unpacked, {{Tab, '_', '_'}, '_'})),
+        ?assertEqual(not_found, Fetch({block, A, L})),
+        true = ets:insert(Tab, {Tab, {block, A}, maps:get({block, A}, M1)}),
+        {ok, _} = Fetch({head, A}),
+        true = ets:delete(Tab),
+        ok = hm_mrdt_store:purge_unpacked(Tab),
+        ?assertEqual([], ets:match(Unpacked, {{Tab, '_', '_'}, '_'}))
+    after
+        catch ets:delete(Tab),
+        _ = Owned andalso ets:delete(Unpacked)
+    end.

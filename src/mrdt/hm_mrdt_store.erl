@@ -103,6 +103,11 @@ keep_unpacked(Tab, Puts) ->
     catch error:badarg -> ok
     end.
 
+has_commit(Tab, C) ->
+    try ets:member(Tab, {block, C})
+    catch error:badarg -> false                 % the repository's table is gone
+    end.
+
 %% @doc The node's table of blocks unpacked from commit records: `{{Tab, Commit, Hash},
 %% Block}', and `{{Tab, Commit, head}, {commit, Parents, Tree, Height}}'.
 -spec unpacked() -> atom().
@@ -114,7 +119,7 @@ unpacked() -> ?UNPACKED.
 purge_unpacked(Tab) ->
     try
         Cs = lists:usort(ets:select(?UNPACKED, [{{{Tab, '$1', '_'}, '_'}, [], ['$1']}])),
-        Gone = [C || C <- Cs, not (catch ets:member(Tab, {block, C}))],
+        Gone = [C || C <- Cs, not has_commit(Tab, C)],
         _ = [ets:match_delete(?UNPACKED, {{Tab, C, '_'}, '_'}) || C <- Gone],
         ok
     catch error:badarg -> ok
