@@ -28,8 +28,9 @@
 %% <li><b>Storage after 32k operations</b> (section 5.2): the overhead workload with 32
 %% clients and a publish after every write, once with history collection (every second, as
 %% by default) and once with it switched off (application environment `mrdt_collect'); the
-%% repository's records and memory on node 1, against the plain EC table after the same
-%% operations.</li>
+%% repository's records and memory on node 1 once the public branches converged (with
+%% collection: and the copy's size held for three seconds of the nodes' own ticks, which
+%% compact and collect), against the plain EC table after the same operations.</li>
 %% </ul>
 %%
 %% `mrdt_bench:main(["quick" | "full", ResultsFile])' writes `ResultsFile' (its base name,
@@ -299,12 +300,26 @@ stored(C, Nodes, N, Ops, Collect) ->
     Repo = new_repo(C, Nodes, {storage, Collect}),
     _ = run(C, {session, 1}, Repo, N, Ops),
     ok = converged(C, Repo),
-    _ = [hm_cluster:call(C, I, hm_session, gc, [Repo]) || Collect, I <- hm_cluster:ids(C)],
-    Size = table_size(C, hm_cluster:call(C, 1, hm_mrdt_store, table, [Repo])),
+    Tab = hm_cluster:call(C, 1, hm_mrdt_store, table, [Repo]),
+    %% with collection: the node's own ticks (a compaction once the branches stopped moving,
+    %% then collection on every node) until the copy's size holds for three seconds
+    Size = case Collect of
+               true -> settled_size(C, Tab, table_size(C, Tab), 0, 20);
+               false -> table_size(C, Tab)
+           end,
     ok = hm_cluster:call(C, 1, hm_session, delete_repo, [Repo]),
     _ = [ok = hm_cluster:call(C, I, application, unset_env, [hypermnesia, mrdt_collect])
          || I <- hm_cluster:ids(C)],
     Size.
+
+settled_size(_, _, Size, 3, _) -> Size;
+settled_size(_, _, Size, _, 0) -> Size;
+settled_size(C, Tab, Size, Same, Left) ->
+    timer:sleep(1000),
+    case table_size(C, Tab) of
+        Size -> settled_size(C, Tab, Size, Same + 1, Left - 1);
+        New -> settled_size(C, Tab, New, 0, Left - 1)
+    end.
 
 table_size(C, Tab) ->
     {hm_cluster:call(C, 1, mnesia, table_info, [Tab, size]),

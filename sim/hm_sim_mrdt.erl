@@ -17,7 +17,8 @@
 %% (two writes, one publish), add fresh elements to a set, append fresh entries to a linked
 %% log `l', publish (alone, or every session
 %% of a node at once: the group commit), refresh, close; nodes run
-%% remote refresh and history collection on ticks. At the end every cut heals, every node
+%% remote refresh and history collection on ticks, and compact their public branch
+%% ({@link hm_mrdt_node:compact/2}) at any time, several at once. At the end every cut heals, every node
 %% restarts, and the nodes exchange and refresh until quiet.
 %%
 %% == Checkers ==
@@ -32,8 +33,9 @@
 %% exactly the published elements;</li>
 %% <li>no lost append and bounded storage: every node's linked log `l' reads exactly the
 %% published entries, and once settled each node's copy holds no log value (`{obj, Hash}')
-%% its public branch's log does not reach and no commit but its head (and merged LCAs in
-%% the merge cache), so what is stored is what is live, not every version.</li>
+%% its public branch's log does not reach and no commit but its head, the commits whose
+%% packs hold blocks its head's tree shares, and merged LCAs in the merge cache, so what is
+%% stored is what is live, not every version.</li>
 %% </ol>
 -module(hm_sim_mrdt).
 
@@ -63,7 +65,7 @@ main(["seed", S]) ->
 -spec check_seeds({pos_integer(), pos_integer()}) ->
           {non_neg_integer(), non_neg_integer(), map(), [{integer(), term()}]}.
 check_seeds({From, N}) ->
-    Zero = #{publishes => 0, merges => 0, deleted => 0, crashes => 0, cuts => 0},
+    Zero = #{publishes => 0, merges => 0, deleted => 0, crashes => 0, cuts => 0, compactions => 0},
     lists:foldl(fun(Seed, {P, F, St, Bad}) ->
                         case run(Seed) of
                             {ok, S} -> {P + 1, F, maps:map(fun(K, V) -> V + maps:get(K, S) end, St), Bad};
@@ -96,7 +98,7 @@ final_state(Seed) ->
            written => #{}, delivered => maps:from_list([{N, #{}} || N <- Nodes]),
            log => #{}, cuts => [], sessions => #{}, next => 1,
            published => 0, elems => [], entries => [],
-           stats => #{publishes => 0, merges => 0, deleted => 0, crashes => 0, cuts => 0}},
+           stats => #{publishes => 0, merges => 0, deleted => 0, crashes => 0, cuts => 0, compactions => 0}},
     S1 = lists:foldl(fun(_, S) -> check_sessions(step(S)) end, S0, lists:seq(1, 100 + Steps)),
     settle(S1#{cuts := []}).
 
@@ -176,6 +178,14 @@ gc(S = #{nodest := NS, nodes := Nodes}, N) ->
     case hm_mrdt_node:gc(maps:get(N, NS), St, Nodes, Records, Cache) of
         not_ready -> S;
         #{graft := G, delete := Dl} -> bump(write(S, N, G, Dl), deleted, length(Dl))
+    end.
+
+%% Any node may compact at any time (the runtime lets one node compact when idle): merges
+%% of concurrent compactions and of compactions with publishes are exercised too.
+compact(S = #{nodest := NS}, N) ->
+    case hm_mrdt_node:compact(maps:get(N, NS), store(S, N)) of
+        {ok, NSt, St} -> bump(save(S#{nodest := NS#{N := NSt}}, N, St), compactions, 1);
+        none -> S
     end.
 
 bump(S = #{stats := St}, K, D) -> S#{stats := St#{K := maps:get(K, St) + D}}.
@@ -295,13 +305,14 @@ up_nodes(#{nodes := Ns, up := Up}) -> [N || N <- Ns, maps:get(N, Up)].
 
 step(S0) ->
     {Action, S} = pick([connect, incr, incr, add, append, publish, publish, group, refresh, close, read,
-                        deliver, deliver, deliver, deliver, deliver, tick, tick, fault], S0),
+                        deliver, deliver, deliver, deliver, deliver, tick, tick, fault, compact], S0),
     Live = lists:sort(maps:keys(maps:get(sessions, S))),
     case {Action, Live} of
         {connect, _} -> {N, S1} = pick(up_nodes(S), S), connect(S1, N);
         {group, _} -> {N, S1} = pick(up_nodes(S), S), publish_group(S1, N);
         {deliver, _} -> deliver_one(S);
         {tick, _} -> {N, S1} = pick(up_nodes(S), S), gc(remote_refresh(S1, N), N);
+        {compact, _} -> {N, S1} = pick(up_nodes(S), S), compact(S1, N);
         {fault, _} -> fault(S);
         {_, []} -> S;
         {incr, _} -> {Id, S1 = #{rand := R}} = pick(Live, S),
@@ -444,11 +455,14 @@ check_end(S = #{nodes := Nodes, published := P, elems := Es, entries := Ls}) ->
               Objs = [H || {obj, H} <- maps:keys(copy(S, N))],
               Extra = [H || H <- Objs, not is_map_key(H, Reached)],
               Extra =:= [] orelse throw({check, {objects_not_collected, N, length(Extra)}}),
+              %% and no commit but its head, cached merges, and the commits whose packs
+              %% hold blocks its head's tree still shares
               St = store(S, N),
-              Commits = [C || {{block, C}, {commit, _, _, _}} <- maps:to_list(copy(S, N))],
-              length(Commits) =< 1 + cached(S, N)
-                  orelse throw({check, {commits_not_collected, N, length(Commits)}}),
-              _ = St
+              Head = hm_mrdt_node:head(maps:get(N, maps:get(nodest, S))),
+              Commits = [C || {{block, C}, {commit, _, _, _, _}} <- maps:to_list(copy(S, N))]
+                  -- [Head | hm_mrdt_history:packs(St, Head)],
+              length(Commits) =< cached(S, N)
+                  orelse throw({check, {commits_not_collected, N, length(Commits)}})
       end, Nodes).
 
 cached(S, N) -> length([K || {cache, _} = K <- maps:keys(copy(S, N))]).

@@ -11,6 +11,10 @@
 %% increment.</li>
 %% <li>`gc_bounded': a steady workload of publishes on every node with collection: the table
 %% stays bounded while history grows, and the values are intact.</li>
+%% <li>`gc_linked_log': a steady workload of linked-log appends on every node with
+%% collection: after each round every copy holds exactly the log values its public branch's
+%% log reaches (the log's content) and a bounded number of other records, and the log reads
+%% whole.</li>
 %% <li>`errors': documented errors for an unknown repository, bad types and values, a closed
 %% session, bad repository options.</li>
 %% </ul>
@@ -19,12 +23,12 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
--export([atomic_visibility/1, partition_publish_heal/1, gc_bounded/1, errors/1]).
--export([incr/3, read_fresh/2, publish_many/3]).
+-export([atomic_visibility/1, partition_publish_heal/1, gc_bounded/1, gc_linked_log/1, errors/1]).
+-export([incr/3, read_fresh/2, publish_many/3, append_many/4, log_storage/2]).
 
 suite() -> [{timetrap, {minutes, 3}}].
 
-all() -> [atomic_visibility, partition_publish_heal, gc_bounded, errors].
+all() -> [atomic_visibility, partition_publish_heal, gc_bounded, gc_linked_log, errors].
 
 init_per_suite(Config) ->
     C = hm_cluster:start(#{nodes => 3, prefix => "sessk", modules => [?MODULE],
@@ -85,6 +89,43 @@ publish_many(Repo, Key, N) ->
                           ok = hm_session:publish(S)
                   end, lists:seq(1, N)),
     ok = hm_session:close(S).
+
+%% One session appending N entries `{Tag, I}' to linked log Key, refreshing before each
+%% append (so the nodes' appends merge) and publishing after it.
+-spec append_many(atom(), term(), term(), pos_integer()) -> ok.
+append_many(Repo, Key, Tag, N) ->
+    {ok, S} = hm_session:connect(Repo),
+    lists:foreach(fun(I) ->
+                          ok = hm_session:refresh(S),
+                          ok = hm_session:write(S, Key, hm_mrdt_linked_log, {Tag, I}),
+                          ok = hm_session:publish(S)
+                  end, lists:seq(1, N)),
+    ok = hm_session:close(S).
+
+%% This node's copy: the log values (`{obj, _}' records) it holds, how many of them the log
+%% of its public branch's head reaches, and how many other records it holds.
+-spec log_storage(atom(), term()) -> #{objects := non_neg_integer(), reached := non_neg_integer(),
+                                       other := non_neg_integer()}.
+log_storage(Repo, Key) ->
+    Tab = hm_mrdt_store:table(Repo),
+    St = hm_mrdt_store:store(Tab, hm_mrdt_store:nodes(Repo)),
+    Head = maps:get(head, hm_session:info(Repo)),
+    {ok, Type, V} = hm_mrdt_history:read(St, hm_mrdt_history:tree_of(St, Head), Key),
+    Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
+    Reached = reach(Type, [hm_mrdt:hash(V)], Fetch, #{}),
+    Keys = [K || {_, K, _} <- ets:tab2list(Tab)],
+    Objs = [H || {obj, H} <- Keys],
+    #{objects => length(Objs), reached => length([H || H <- Objs, is_map_key(H, Reached)]),
+      other => length(Keys) - length(Objs)}.
+
+reach(_, [], _, Acc) -> Acc;
+reach(T, [H | Hs], Fetch, Acc) when is_map_key(H, Acc) -> reach(T, Hs, Fetch, Acc);
+reach(T, [H | Hs], Fetch, Acc) ->
+    Refs = case Fetch(H) of
+               {ok, V} -> hm_mrdt:refs(T, V);
+               not_found -> []
+           end,
+    reach(T, Refs ++ Hs, Fetch, Acc#{H => true}).
 
 same_everywhere(C, Repo, Keys, Expected) ->
     hm_cluster:wait_until(
@@ -203,6 +244,59 @@ gc_bounded(Config) ->
     ?assert(lists:max(Sizes) < 150),
     ?assert(lists:last(Sizes) =< 2 * hd(Sizes) + 20),
     ok = same_everywhere(C, Repo, [k], [{ok, 3 * 25 * Rounds}]).
+
+gc_linked_log(Config) ->
+    C = ?config(cluster, Config),
+    Repo = ?config(repo, Config),
+    Rounds = 4,
+    Per = 20,
+    Stats = [begin
+                 Pids = [spawn_monitor(fun() ->
+                             ok = hm_cluster:call(C, I, ?MODULE, append_many,
+                                                  [Repo, log, {R, I}, Per])
+                         end) || I <- hm_cluster:ids(C)],
+                 [receive {'DOWN', Ref, _, _, normal} -> ok end || {_, Ref} <- Pids],
+                 settle(C, Repo),
+                 [hm_cluster:call(C, I, ?MODULE, log_storage, [Repo, log]) || I <- hm_cluster:ids(C)]
+             end || R <- lists:seq(1, Rounds)],
+    ct:pal("log storage on each node after each round of ~p appends: ~p", [3 * Per, Stats]),
+    lists:foreach(
+      fun(#{objects := O, reached := Rd, other := Other}) ->
+              %% every log value kept is one the log reaches: no garbage objects
+              ?assertEqual(O, Rd),
+              %% and the rest (branch records, floors, a graft, the head's commit and the
+              %% commits whose packs it shares, cached merges) does not grow with the log
+              ?assert(Other =< 16)
+      end, lists:append(Stats)),
+    %% the log's content: one value per append and the merge values
+    [#{reached := Last} | _] = lists:last(Stats),
+    ?assert(Last >= 3 * Per * Rounds),
+    Entries = hm_cluster:eval(C, 1, fun() ->
+        {ok, S} = hm_session:connect(Repo),
+        {ok, L} = hm_session:read(S, log),
+        ok = hm_session:close(S),
+        L
+    end),
+    ?assertEqual(3 * Per * Rounds, length(Entries)).
+
+%% The public branches converged, then collection on every node until nothing is left to
+%% delete, and every copy received every deletion.
+settle(C, Repo) ->
+    ok = hm_cluster:wait_until(
+           fun() ->
+                   Heads = [maps:get(head, hm_cluster:call(C, I, hm_session, info, [Repo]))
+                            || I <- hm_cluster:ids(C)],
+                   length(lists:usort(Heads)) =:= 1 orelse Heads
+           end, 30000),
+    ok = hm_cluster:wait_until(
+           fun() ->
+                   Rs = [hm_cluster:call(C, I, hm_session, gc, [Repo]) || I <- hm_cluster:ids(C)],
+                   lists:all(fun(#{deleted := 0}) -> true; (_) -> false end, Rs) orelse Rs
+           end, 30000),
+    Size = fun() -> [maps:get(table, hm_cluster:call(C, I, hm_session, info, [Repo]))
+                     || I <- hm_cluster:ids(C)] end,
+    ok = hm_cluster:wait_until(fun() -> length(lists:usort([R || #{records := R} <- Size()])) =:= 1 end,
+                               30000).
 
 errors(Config) ->
     C = ?config(cluster, Config),

@@ -99,8 +99,9 @@ gc_test() ->
     ?assertMatch(#{delete := []}, hm_mrdt_history:gc_plan(map_store(M2), [Head, Side], [])).
 
 %% A merge shares every bucket only one side changed: merging two commits that each changed
-%% a key of another bucket writes a tree and a commit, no leaf; keys of one bucket changed on
-%% both sides make one new leaf.
+%% a key of another bucket writes a commit and no leaf; keys of one bucket changed on both
+%% sides make one new leaf. Either way the merge is one record: the commit, holding its tree
+%% and, in its pack, the leaves it created.
 merge_shares_leaves_test() ->
     Keys = lists:seq(1, 200),
     {M0, Base} = commit(#{}, none, maps:from_list([{K, {hm_mrdt_counter, 0}} || K <- Keys]), base),
@@ -112,15 +113,17 @@ merge_shares_leaves_test() ->
     {M2, B} = commit(M1, Base, #{K2 => {hm_mrdt_counter, 2}}, b),
     NewBlocks = fun(Map, X, Y) ->
                         {ok, M, St} = hm_mrdt_history:merge_commits(map_store(Map), X, Y),
-                        {M, lists:sort([element(1, Blk) || {{block, _}, Blk} <- hm_mrdt_history:writes(St)])}
+                        [{{block, M}, {commit, _, _, _, Pack}}] =
+                            [W || {{block, _}, _} = W <- hm_mrdt_history:writes(St)],
+                        {M, lists:sort([element(1, Blk) || Blk <- maps:values(Pack)])}
                 end,
     {AB, Written} = NewBlocks(M2, A, B),
-    ?assertEqual([commit, tree], Written),
+    ?assertEqual([], Written),
     {M3, _} = merge(M2, A, B),
     ?assertEqual([{K1, 1}, {K2, 2}, {K3, 0}], [{K, value(M3, AB, K)} || K <- [K1, K2, K3]]),
     {M4, C} = commit(M3, Base, #{K3 => {hm_mrdt_counter, 3}}, c),
     {AC, Written2} = NewBlocks(M4, A, C),
-    ?assertEqual([commit, leaf, tree], Written2),
+    ?assertEqual([leaf], Written2),
     {M5, _} = merge(M4, A, C),
     ?assertEqual([{K1, 1}, {K2, 0}, {K3, 3}], [{K, value(M5, AC, K)} || K <- [K1, K2, K3]]).
 
@@ -153,7 +156,8 @@ equal_values_merge_test() ->
     Big = binary:copy(<<1>>, 1000),
     {M5, C} = commit(M4, AB, #{y => {hm_mrdt_set, [Big]}}, c),
     ?assertEqual([Big], value(M5, C, y)),
-    ?assertMatch([_], [Blob || {{block, _}, {blob, hm_mrdt_set, _, _} = Blob} <- maps:to_list(M5)]).
+    {commit, _, _, _, Pack} = maps:get({block, C}, M5),
+    ?assertMatch([_], [Blob || {blob, hm_mrdt_set, _, _} = Blob <- maps:values(Pack)]).
 
 %% Two merges whose result equals what both their sides show (a counter at 0 reached two
 %% ways) must not reuse one side's leaf: two later branches would then share that leaf with
@@ -299,9 +303,15 @@ complete_test() ->
     {M1, A} = incr(#{}, none, 1),
     {M2, B} = incr(M1, A, 2),
     ?assert(hm_mrdt_history:complete(map_store(M2), B)),
-    {ok, {_, T, _}} = hm_mrdt_history:commit_info(map_store(M2), B),
-    ?assertEqual({missing, {block, T}}, hm_mrdt_history:complete(map_store(maps:remove({block, T}, M2)), B)),
-    ?assertEqual({missing, {block, A}}, hm_mrdt_history:complete(map_store(maps:remove({block, A}, M2)), B)).
+    ?assertEqual({missing, {block, A}}, hm_mrdt_history:complete(map_store(maps:remove({block, A}, M2)), B)),
+    %% a commit sharing a leaf of B's pack (x) needs B's record even when its parents were
+    %% collected (a graft at least as high)
+    Y = hd([K || K <- lists:seq(1, 100), erlang:phash2(K, 64) =/= erlang:phash2(x, 64)]),
+    {M3, C} = commit(M2, B, #{Y => {hm_mrdt_counter, 1}}, c),
+    Collected = fun(M) -> hm_mrdt_history:set_max_graft(map_store(M), 10) end,
+    ?assert(hm_mrdt_history:complete(Collected(maps:remove({block, A}, M3)), C)),
+    ?assertEqual({missing, {block, B}}, hm_mrdt_history:complete(Collected(maps:remove({block, B}, M3)), C)),
+    ?assertEqual(lists:sort([B, C]), lists:sort(hm_mrdt_history:packs(map_store(M3), C))).
 
 types_errors_test() ->
     ?assertMatch({conflict, {merge_failed, hm_mrdt_counter, _}},
@@ -321,3 +331,41 @@ types_errors_test() ->
     ?assert(hm_mrdt:is_type(hm_mrdt_set)),
     ?assertNot(hm_mrdt:is_type(io)),
     ?assertNot(hm_mrdt:is_type("x")).
+
+%% The run-time store (hm_mrdt_store): a leaf is read out of its commit's record once, then
+%% from the node's unpacked blocks; the commit's header without its pack; presence without
+%% a read; unpacked blocks of a collected commit, or of a deleted repository, are dropped.
+unpacked_store_test() ->
+    {M1, A} = incr(#{}, none, 1),
+    Tab = hm_mrdt_unpack_test,
+    _ = ets:new(Tab, [set, public, named_table, {keypos, 2}]),
+    Unpacked = hm_mrdt_store:unpacked(),
+    Owned = ets:info(Unpacked) =:= undefined andalso
+        ets:new(Unpacked, [set, public, named_table]) =:= Unpacked,
+    try
+        true = ets:insert(Tab, [{Tab, K, V} || {K, V} <- maps:to_list(M1)]),
+        Fetch = hm_mrdt_store:fetch(Tab),
+        {commit, Ps, T, H, Pack} = maps:get({block, A}, M1),
+        [{L, Leaf}] = maps:to_list(Pack),
+        ?assertEqual({ok, Leaf}, Fetch({block, A, L})),
+        ?assertEqual({ok, {commit, Ps, T, H}}, Fetch({head, A})),
+        ?assertEqual({ok, true}, Fetch({member, {block, A}})),
+        ?assertEqual([{{Tab, A, L}, Leaf}], ets:lookup(Unpacked, {Tab, A, L})),
+        ?assertEqual(1, value(M1, A, x)),
+        St = hm_mrdt_store:reader(Tab),
+        ?assertEqual({ok, hm_mrdt_counter, 1},
+                     hm_mrdt_history:read(St, hm_mrdt_history:tree_of(St, A), x)),
+        %% collected: its unpacked blocks go at the next purge
+        true = ets:delete(Tab, {block, A}),
+        ok = hm_mrdt_store:purge_unpacked(Tab),
+        ?assertEqual([], ets:match(Unpacked, {{Tab, '_', '_'}, '_'})),
+        ?assertEqual(not_found, Fetch({block, A, L})),
+        true = ets:insert(Tab, {Tab, {block, A}, maps:get({block, A}, M1)}),
+        {ok, _} = Fetch({head, A}),
+        true = ets:delete(Tab),
+        ok = hm_mrdt_store:purge_unpacked(Tab),
+        ?assertEqual([], ets:match(Unpacked, {{Tab, '_', '_'}, '_'}))
+    after
+        catch ets:delete(Tab),
+        _ = Owned andalso ets:delete(Unpacked)
+    end.

@@ -1,6 +1,6 @@
 %% @doc EUnit entry points of the session simulator ({@link hm_sim_mrdt}): a few seeds with
-%% every fault (partitions, crashes, per-key delivery in causal order, history collection)
-%% must pass every checker (`HM_SIM_MRDT_SEEDS' sets how many, default 30), and the final
+%% every fault (partitions, crashes, per-key delivery in causal order, history collection,
+%% compactions) must pass every checker (`HM_SIM_MRDT_SEEDS' sets how many, default 30), and the final
 %% checkers must reject a wrong result.
 -module(hm_sim_mrdt_tests).
 -include_lib("eunit/include/eunit.hrl").
@@ -20,7 +20,8 @@ seeds_test_() ->
                 %% the schedules did exercise what the checkers are about
                 ?assert(maps:get(deleted, Stats) > 0),
                 ?assert(maps:get(crashes, Stats) > 0),
-                ?assert(maps:get(merges, Stats) > 0)
+                ?assert(maps:get(merges, Stats) > 0),
+                ?assert(maps:get(compactions, Stats) > 0)
             end)}.
 
 checkers_reject_wrong_results_test() ->

@@ -1,4 +1,4 @@
-%% @doc Content-addressed history of a repository, as pure functions: blobs, trees and
+%% @doc Content-addressed history of a repository, as pure functions: blobs, leaves, trees and
 %% commits; the lowest common ancestors (LCAs) of two commits; three-way merges of trees and
 %% the recursive merge of criss-cross histories with a cache of merged LCAs; the check that a
 %% commit has been fully received; and the history collection plan. After "Banyan:
@@ -12,43 +12,52 @@
 %% and an overlay of what this step added. {@link writes/1} gives the step's effects, to be
 %% written in order. Keys and values:
 %% <ul>
-%% <li>`{block, Hash}': `{commit, Parents, Tree, Height}', `{tree, #{Bucket => LeafHash},
-%% Nonce}', `{leaf, #{Key => {Type, BlobHash | {v, Value}}}, Nonce}', `{blob, Type, Value,
-%% Nonce}'. A value of at most 256 bytes (external format) is kept in its leaf (`{v, Value}'),
-%% a larger one in a blob of its own: a small value costs no record and no read. Keys are
-%% spread over 64 buckets, so a commit that changes a few keys writes a few small blocks and
-%% shares the rest with its parent.</li>
+%% <li>`{block, Hash}': a commit, `{commit, Parents, Tree, Height, Pack}', one record holding
+%% everything the commit created: `Tree' (`empty' or `#{Bucket => LeafRef}') and `Pack'
+%% (`#{Hash => Block}': the leaves `{leaf, #{Key => {Type, BlobRef | {v, Value}}}, Nonce}'
+%% and blobs `{blob, Type, Value, Nonce}' made by the step that made the commit). Inside a
+%% commit's tree or leaves a reference is a hash alone for a block of the same pack, or
+%% `{Home, Hash}' for one of commit `Home''s pack (a leaf or blob shared with an older
+%% commit). The commit's hash covers all of it. A value of at most 256 bytes (external
+%% format) is kept in its leaf (`{v, Value}'), a larger one in a blob. Keys are spread over
+%% 64 buckets, so a commit that changes a few keys creates a few small leaves and shares the
+%% others with its parent. A publish or a merge is thus one record, whatever it changed.</li>
 %% <li>`{obj, Hash}': a value of a type with references (`hm_mrdt:refs/2'), addressed by
 %% {@link hm_mrdt:hash/1}.</li>
 %% <li>`{graft, Hash}': the commit (of the given height) is the oldest kept: its ancestors
 %% were collected. A commit no higher than a graft is already part of every branch.</li>
 %% <li>`{cache, [Hash1, Hash2]}': the commit merging two LCAs (section 4.3).</li>
 %% </ul>
+%% A `Fetch' may also answer keys that spare copying a whole pack (see {@link fetch_key()}).
 %%
 %% == Invariants ==
 %% <ul>
-%% <li>Blocks are immutable and named by the hash of their content. Every block a step
-%% creates carries the step's nonce, so a new block never has the name of an old one that
-%% history collection may be deleting at the same time; merges use a nonce derived from the
-%% merged commits, so two nodes that merge the same two commits create the same commit.</li>
+%% <li>Blocks are immutable and named by the hash of their content. Every leaf and blob a
+%% step creates carries the step's nonce, so a new commit never has the name of an old one
+%% that history collection may be deleting at the same time; merges use a nonce derived from
+%% the merged commits, so two nodes that merge the same two commits create the same commit.
+%% Blocks of a step wait aside (`pending') until {@link commit/3} packs them.</li>
 %% <li>A commit's height is one more than its highest parent's (0 without parents): an
 %% ancestor is always lower than its descendants.</li>
 %% <li>{@link merge_commits/3} is commutative in its two commits.</li>
 %% <li>History collection ({@link gc_plan/3}) deletes only the strict ancestors of a commit
 %% `B' that every root descends from and that every commit reachable from the roots is
 %% comparable with (an ancestor or a descendant): then every LCA of two commits that descend
-%% from the roots descends from `B', so merges never need what was deleted. Objects are
-%% deleted only when a deleted commit's value reaches them and no kept commit's value does;
-%% an object no commit reaches yet (stored for a publish under way) is never deleted.</li>
+%% from the roots descends from `B', so merges never need what was deleted. A deleted
+%% commit's record stays while its pack holds a block `B''s tree shares (the only old blocks
+%% a kept commit can share). Objects are deleted only when a deleted commit's value reaches
+%% them and no kept commit's value does; an object no commit reaches yet (stored for a
+%% publish under way) is never deleted.</li>
 %% </ul>
 -module(hm_mrdt_history).
 
--export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2]).
--export([commit/3, commit_info/2, tree_of/2, lookup/3, read/3, write_tree/3, put_objects/2,
-         entries/2]).
+-export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2,
+         known/2, with_known/2]).
+-export([commit/3, commit_info/2, tree_of/2, packs/2, lookup/3, read/3, write_tree/3,
+         repack/2, put_objects/2, entries/2]).
 -export([lcas/3, is_ancestor/3, merge_commits/3, merge_writes/4, merge_writes/5, merge_trees/4,
          complete/2, max_graft/1, gc_plan/3]).
--export_type([store/0, hash/0, key/0, commit/0, entry/0, gc_plan/0]).
+-export_type([store/0, hash/0, key/0, fetch_key/0, commit/0, entry/0, tree/0, gc_plan/0]).
 
 -define(BUCKETS, 64).
 %% Values up to this many bytes (external format) are kept in their leaf, not in a blob.
@@ -56,10 +65,22 @@
 
 -type hash() :: hm_mrdt:hash().
 -type key() :: {block, hash()} | {obj, hash()} | {graft, hash()} | {cache, [hash()]}.
+%% Keys a store's `Fetch' may also be asked, and may answer `not_found' to: `{block, Home,
+%% Hash}' (one block of commit `Home''s pack, without copying the pack), `{head, Commit}'
+%% (the commit's record without its pack: `{commit, Parents, Tree, Height}') and `{member,
+%% Key}' (`{ok, boolean()}': whether `Key' is there, without reading it).
+-type fetch_key() :: key() | {block, hash(), hash()} | {member, key()} | {head, hash()}.
 -type commit() :: hash() | none.
--type entry() :: {module(), hash() | {v, term()}}.
--opaque store() :: #{fetch := fun((key()) -> {ok, term()} | not_found),
+-type ref() :: {hash() | pending, hash()}.
+-type entry() :: {module(), ref() | {v, term()}}.
+%% A tree: `empty', or the commit (`pending': this step's commit-to-be) whose record holds
+%% its bucket map, and that map (bucket to leaf; a hash alone names a leaf of that commit's
+%% pack, `{Home, Hash}' one of commit `Home''s pack).
+-type tree() :: empty | {hash() | pending, #{non_neg_integer() => hash() | ref()}}.
+-opaque store() :: #{fetch := fun((fetch_key()) -> {ok, term()} | not_found),
                      new := #{key() => term()},
+                     known := #{fetch_key() => term()},
+                     pending := #{hash() => term()},
                      order := [key()],
                      nonce := term(),
                      max_graft := integer()}.
@@ -68,26 +89,49 @@
 %%% ------------------------------------------------------------------ store
 
 %% @doc A store over `Fetch', with nonce `none'.
--spec store(fun((key()) -> {ok, term()} | not_found)) -> store().
+-spec store(fun((fetch_key()) -> {ok, term()} | not_found)) -> store().
 store(Fetch) -> store(Fetch, none).
 
 %% @doc A store over `Fetch' whose new blocks carry `Nonce'.
--spec store(fun((key()) -> {ok, term()} | not_found), term()) -> store().
+-spec store(fun((fetch_key()) -> {ok, term()} | not_found), term()) -> store().
 store(Fetch, Nonce) ->
-    #{fetch => Fetch, new => #{}, order => [], nonce => Nonce, max_graft => -1}.
+    #{fetch => Fetch, new => #{}, known => #{}, pending => #{}, order => [], nonce => Nonce,
+      max_graft => -1}.
 
 %% @doc Tell the store the height of the highest `{graft, _}' it holds (the caller finds it
 %% by scanning its grafts; -1 when there is none).
 -spec set_max_graft(store(), integer()) -> store().
 set_max_graft(St, H) -> St#{max_graft := H}.
 
-%% @doc Read a key: what this step added, else the underlying store.
+%% @doc Read a key: what this step added, else a block the caller already holds
+%% ({@link with_known/2}), else the underlying store.
 -spec get(store(), key()) -> {ok, term()} | not_found.
-get(#{new := New, fetch := Fetch}, K) ->
+get(#{new := New, known := Known, fetch := Fetch}, K) ->
     case New of
         #{K := V} -> {ok, V};
-        _ -> Fetch(K)
+        _ -> case Known of
+                 #{K := V} -> {ok, V};
+                 _ -> Fetch(K)
+             end
     end.
+
+%% @doc The record of commit `C', which every read of it needs: its parents, its tree (a
+%% bucket map of 64 hashes, the largest part a read copies out of the table) and its pack
+%% (the leaves and blobs it created). Records are immutable, so a process may keep them and
+%% hand them back to later stores ({@link with_known/2}) instead of reading them again: a
+%% session for its base, a node for its head. Both are roots, which collection never
+%% deletes. `#{}' for `none' or a commit not in the store.
+-spec known(store(), commit()) -> #{fetch_key() => term()}.
+known(_, none) -> #{};
+known(St, C) ->
+    case header(St, C) of
+        {ok, Hd} -> #{{head, C} => Hd};
+        not_found -> #{}
+    end.
+
+%% @doc `St' reading the blocks of `Known' (from {@link known/2}) without fetching them.
+-spec with_known(store(), #{fetch_key() => term()}) -> store().
+with_known(St, Known) -> St#{known := Known}.
 
 %% @doc Add a key (written by {@link writes/1}).
 -spec put(store(), key(), term()) -> store().
@@ -107,68 +151,171 @@ nonce(#{nonce := N}) -> N.
 -spec set_nonce(store(), term()) -> store().
 set_nonce(St, N) -> St#{nonce := N}.
 
-put_block(St, Block) ->
+%% A block of this step's commit-to-be: kept aside until {@link commit/3} packs it into the
+%% commit's record. Its reference is `{pending, Hash}' until then.
+put_block(St = #{pending := P}, Block) ->
     H = hm_mrdt:hash(Block),
-    {H, put(St, {block, H}, Block)}.
+    {{pending, H}, St#{pending := P#{H => Block}}}.
 
-block(St, H) ->
-    case get(St, {block, H}) of
-        {ok, B} -> B;
-        not_found -> throw({missing, {block, H}})
+%% Block `H' of the pack of commit `Home' (`pending': this step's).
+block_at(#{pending := P}, pending, H) ->
+    case P of
+        #{H := B} -> B;
+        _ -> throw({missing, {block, pending}})
+    end;
+block_at(#{new := New, known := Known, fetch := Fetch}, Home, H) ->
+    K = {block, Home},
+    Rec = case New of
+              #{K := R} -> {ok, R};
+              _ -> case Known of
+                       #{K := R} -> {ok, R};
+                       _ -> none
+                   end
+          end,
+    case Rec of
+        {ok, R1} -> in_pack(R1, Home, H);
+        none ->
+            %% a store may answer for one block of a pack without copying the whole pack
+            %% (hm_mrdt_store keeps unpacked blocks); a map answers not_found
+            case Fetch({block, Home, H}) of
+                {ok, B} -> B;
+                not_found ->
+                    case Fetch(K) of
+                        {ok, R2} -> in_pack(R2, Home, H);
+                        not_found -> throw({missing, K})
+                    end
+            end
     end.
+
+in_pack({commit, _, _, _, Pack}, Home, H) ->
+    case Pack of
+        #{H := B} -> B;
+        _ -> throw({missing, {block, Home}})
+    end.
+
+%% Whether `K' is in the store, without reading it where the store can tell.
+has(St = #{new := New, known := Known, fetch := Fetch}, K) ->
+    is_map_key(K, New) orelse is_map_key(K, Known) orelse
+        case Fetch({member, K}) of
+            {ok, B} -> B;
+            not_found -> get(St, K) =/= not_found
+        end.
+
+%% References: inside a stored tree or leaf, a hash alone names a block of the same pack, and
+%% `{Home, Hash}' one of commit `Home''s pack. Read, every reference is made absolute.
+abs(Ctx, H) when is_binary(H) -> {Ctx, H};
+abs(_, {_, _} = R) -> R.
+
+%% Stored form of an absolute reference inside this step's pack.
+rel({pending, H}) -> H;
+rel(R) -> R.
 
 %%% ------------------------------------------------------------------ commits and trees
 
-%% @doc Store a commit of `Tree' (a tree hash or `empty') with `Parents'.
--spec commit(store(), [hash()], hash() | empty) -> {hash(), store()}.
+%% @doc Store a commit of `Tree' (`empty' or a tree from {@link tree_of/2},
+%% {@link write_tree/3} or {@link merge_trees/4}) with `Parents'. The commit's record holds
+%% its tree and, in its pack, every leaf and blob this step created: one record per commit.
+-spec commit(store(), [hash()], tree()) -> {hash(), store()}.
 commit(St, Parents, Tree) ->
     Height = lists:max([-1 | [height(St, P) || P <- Parents]]) + 1,
-    put_block(St, {commit, lists:sort(Parents), Tree, Height}).
+    Stored = case Tree of
+                 empty -> empty;
+                 {pending, M} -> M;
+                 {Ctx, M} -> maps:map(fun(_, R) -> abs(Ctx, R) end, M)
+             end,
+    Block = {commit, lists:sort(Parents), Stored, Height, maps:get(pending, St)},
+    C = hm_mrdt:hash(Block),
+    {C, (put(St, {block, C}, Block))#{pending := #{}}}.
 
 height(St, C) ->
-    case get(St, {block, C}) of
+    case header(St, C) of
         {ok, {commit, _, _, H}} -> H;
         _ -> 0
     end.
 
-%% @doc The parents, tree and height of a commit, or `not_found'.
--spec commit_info(store(), hash()) -> {ok, {[hash()], hash() | empty, non_neg_integer()}} |
-          not_found.
-commit_info(St, C) ->
-    case get(St, {block, C}) of
-        {ok, {commit, Ps, T, H}} -> {ok, {Ps, T, H}};
-        _ -> not_found
+%% A commit's record without its pack: `{ok, {commit, Parents, StoredTree, Height}}'.
+header(#{new := New, known := Known, fetch := Fetch}, C) ->
+    case New of
+        #{{block, C} := {commit, Ps, T, H, _}} -> {ok, {commit, Ps, T, H}};
+        _ ->
+            case Known of
+                #{{head, C} := Hd} -> {ok, Hd};
+                _ ->
+                    case Fetch({head, C}) of
+                        {ok, Hd} -> {ok, Hd};
+                        not_found ->
+                            case Fetch({block, C}) of
+                                {ok, {commit, Ps, T, H, _}} -> {ok, {commit, Ps, T, H}};
+                                _ -> not_found
+                            end
+                    end
+            end
     end.
 
+%% @doc The parents, tree and height of a commit, or `not_found'.
+-spec commit_info(store(), hash()) -> {ok, {[hash()], tree(), non_neg_integer()}} |
+          not_found.
+commit_info(St, C) ->
+    case header(St, C) of
+        {ok, {commit, Ps, T, H}} -> {ok, {Ps, tree(C, T), H}};
+        not_found -> not_found
+    end.
+
+tree(_, empty) -> empty;
+tree(C, M) -> {C, M}.
+
 %% @doc The tree of a commit (`empty' for `none').
--spec tree_of(store(), commit()) -> hash() | empty.
+-spec tree_of(store(), commit()) -> tree().
 tree_of(_, none) -> empty;
 tree_of(St, C) ->
-    {commit, _, T, _} = block(St, C),
-    T.
+    case header(St, C) of
+        {ok, {commit, _, T, _}} -> tree(C, T);
+        not_found -> throw({missing, {block, C}})
+    end.
+
+%% @doc The commits whose packs hold the leaves and blobs a commit's tree reaches (itself
+%% included when it created some).
+-spec packs(store(), hash()) -> [hash()].
+packs(St, C) ->
+    lists:usort([Home || {Home, _} <- maps:keys(reach_blocks(St, [C]))]).
 
 bucket(Key) -> erlang:phash2(Key, ?BUCKETS).
 
-buckets(_, empty) -> #{};
-buckets(St, T) ->
-    {tree, Bs, _} = block(St, T),
-    Bs.
+%% The bucket map with absolute references.
+buckets(empty) -> #{};
+buckets({Ctx, M}) -> maps:map(fun(_, R) -> abs(Ctx, R) end, M).
 
+bucket_leaf(empty, _) -> error;
+bucket_leaf({Ctx, M}, Bk) ->
+    case M of
+        #{Bk := R} -> {ok, abs(Ctx, R)};
+        _ -> error
+    end.
+
+%% A leaf's entries, blob references absolute.
 leaf(_, none) -> #{};
-leaf(St, L) ->
-    {leaf, Es, _} = block(St, L),
-    Es.
+leaf(St, {Home, L}) ->
+    {leaf, Es, _} = block_at(St, Home, L),
+    maps:map(fun(_, {_, {v, _}} = E) -> E;
+                (_, {T, R}) -> {T, abs(Home, R)}
+             end, Es).
 
-%% @doc The entry `{Type, BlobHash | {v, Value}}' of `Key' in a tree.
--spec lookup(store(), hash() | empty, term()) -> {ok, entry()} | not_found.
+%% @doc The entry `{Type, BlobRef | {v, Value}}' of `Key' in a tree.
+-spec lookup(store(), tree(), term()) -> {ok, entry()} | not_found.
 lookup(St, T, Key) ->
-    case maps:find(bucket(Key), buckets(St, T)) of
-        {ok, L} -> maps:find(Key, leaf(St, L));
+    case bucket_leaf(T, bucket(Key)) of
+        {ok, {Home, L}} ->
+            {leaf, Es, _} = block_at(St, Home, L),
+            case Es of
+                #{Key := {_, {v, _}} = E} -> {ok, E};
+                #{Key := {Type, R}} -> {ok, {Type, abs(Home, R)}};
+                _ -> not_found
+            end;
         error -> not_found
     end.
 
 %% @doc The value of `Key' in a tree: `{ok, Type, Value}' or `not_found'.
--spec read(store(), hash() | empty, term()) -> {ok, module(), term()} | not_found.
+-spec read(store(), tree(), term()) -> {ok, module(), term()} | not_found.
 read(St, T, Key) ->
     case lookup(St, T, Key) of
         {ok, {Type, B}} -> {ok, Type, blob(St, B)};
@@ -176,19 +323,18 @@ read(St, T, Key) ->
     end.
 
 blob(_, {v, V}) -> V;
-blob(St, B) ->
-    {blob, _, V, _} = block(St, B),
+blob(St, {Home, B}) ->
+    {blob, _, V, _} = block_at(St, Home, B),
     V.
 
-%% @doc Every `{Key, {Type, BlobHash | {v, Value}}}' of a tree.
--spec entries(store(), hash() | empty) -> [{term(), entry()}].
+%% @doc Every `{Key, {Type, BlobRef | {v, Value}}}' of a tree.
+-spec entries(store(), tree()) -> [{term(), entry()}].
 entries(St, T) ->
-    lists:append([maps:to_list(leaf(St, L)) || L <- maps:values(buckets(St, T))]).
+    lists:append([maps:to_list(leaf(St, L)) || L <- maps:values(buckets(T))]).
 
-%% @doc A tree: `Base' (a tree hash or `empty') with `Writes' (`#{Key => {Type, Value}}')
+%% @doc A tree: `Base' (`empty' or a tree) with `Writes' (`#{Key => {Type, Value}}')
 %% stored as new blobs.
--spec write_tree(store(), hash() | empty, #{term() => {module(), term()}}) ->
-          {hash() | empty, store()}.
+-spec write_tree(store(), tree(), #{term() => {module(), term()}}) -> {tree(), store()}.
 write_tree(St, Base, Writes) when map_size(Writes) =:= 0 -> {Base, St};
 write_tree(St0, Base, Writes) ->
     {Entries, St1} = maps:fold(fun(K, {Type, V}, {Acc, S}) ->
@@ -196,6 +342,29 @@ write_tree(St0, Base, Writes) ->
                                        {Acc#{K => {Type, B}}, S1}
                                end, {#{}, St0}, Writes),
     set_entries(St1, Base, Entries).
+
+%% @doc Tree `T' with every leaf and blob copied into this step's pack: the same entries
+%% (values, types and objects untouched), so that a commit of it shares no block with older
+%% commits and their packs can be collected. A bucket's new leaf is a change of the bucket
+%% (a merge with a branch that changed it merges key by key, and equal entries are no
+%% change).
+-spec repack(store(), tree()) -> {tree(), store()}.
+repack(St, empty) -> {empty, St};
+repack(St0, T) ->
+    {Bs, St} = maps:fold(
+                 fun(Bk, L, {Acc, S}) ->
+                         {Es, S1} = maps:fold(
+                                      fun(K, {_, {v, _}} = E, {EAcc, SA}) -> {EAcc#{K => E}, SA};
+                                         (K, {Ty, B}, {EAcc, SA}) ->
+                                              {blob, _, V, _} = block_at(SA, element(1, B),
+                                                                         element(2, B)),
+                                              {R, SA1} = put_block(SA, {blob, Ty, V, nonce(SA)}),
+                                              {EAcc#{K => {Ty, R}}, SA1}
+                                      end, {#{}, S}, leaf(S, L)),
+                         {R, S2} = put_leaf(S1, Es),
+                         {Acc#{Bk => R}, S2}
+                 end, {#{}, St0}, buckets(T)),
+    {new_tree(Bs), St}.
 
 %% @doc Store as objects (`{obj, Hash}') the values of linked types among `Writes'
 %% (`#{Key => {Type, Value}}'). A publish stores a session's pending values before merging
@@ -218,10 +387,20 @@ put_blob(St, Type, V) ->
         false -> put_block(St1, {blob, Type, V, nonce(St)})
     end.
 
+%% A new leaf of this step (`Es' with absolute references).
+put_leaf(St, Es) ->
+    put_block(St, {leaf, maps:map(fun(_, {_, {v, _}} = E) -> E;
+                                     (_, {T, R}) -> {T, rel(R)}
+                                  end, Es), nonce(St)}).
+
+%% A tree of this step from a bucket map with absolute references.
+new_tree(Bs) when map_size(Bs) =:= 0 -> empty;
+new_tree(Bs) -> {pending, maps:map(fun(_, R) -> rel(R) end, Bs)}.
+
 %% Base with these entries set (`none' entries removed).
 set_entries(St0, Base, Entries) ->
     ByBucket = maps:groups_from_list(fun({K, _}) -> bucket(K) end, maps:to_list(Entries)),
-    Bs0 = buckets(St0, Base),
+    Bs0 = buckets(Base),
     {Bs, St} = maps:fold(
                  fun(Bk, Es, {Bs, S}) ->
                          L0 = leaf(S, maps:get(Bk, Bs, none)),
@@ -230,14 +409,11 @@ set_entries(St0, Base, Entries) ->
                                          end, L0, Es),
                          case map_size(L) of
                              0 -> {maps:remove(Bk, Bs), S};
-                             _ -> {H, S1} = put_block(S, {leaf, L, nonce(S)}),
-                                  {Bs#{Bk => H}, S1}
+                             _ -> {R, S1} = put_leaf(S, L),
+                                  {Bs#{Bk => R}, S1}
                          end
                  end, {Bs0, St0}, ByBucket),
-    case map_size(Bs) of
-        0 -> {empty, St};
-        _ -> put_block(St, {tree, Bs, nonce(St)})
-    end.
+    {new_tree(Bs), St}.
 
 %%% ------------------------------------------------------------------ ancestry
 
@@ -377,10 +553,9 @@ merge_writes(St, Old, New, Writes) -> merge_writes(St, Old, New, #{}, Writes).
           {ok, #{term() => {module(), term()}}} | {conflict, term()}.
 merge_writes(_, T, T, Over, Writes) when map_size(Over) =:= 0 -> {ok, Writes};
 merge_writes(St, Old, New, Over, Writes) ->
-    %% each tree's bucket map is read once; a key whose entry (type and blob) is the same in
-    %% both trees is unchanged, without reading its value
-    {BOld, BNew} = {buckets(St, Old), buckets(St, New)},
-    try {ok, maps:map(fun(K, {T, V}) -> merge_write(St, K, T, V, BOld, BNew, Over) end, Writes)}
+    %% a key whose entry (type and blob) is the same in both trees is unchanged, without
+    %% reading its value
+    try {ok, maps:map(fun(K, {T, V}) -> merge_write(St, K, T, V, Old, New, Over) end, Writes)}
     catch throw:{conflict, _} = C -> C
     end.
 
@@ -414,16 +589,8 @@ merge_write(St, K, T, V, BOld, BNew, Over) ->
             end
     end.
 
-%% The entry of a key in a tree's bucket map: `{ok, Entry}' or `not_found'.
-entry_in(St, Buckets, K) ->
-    case maps:find(bucket(K), Buckets) of
-        {ok, L} ->
-            case maps:find(K, leaf(St, L)) of
-                {ok, E} -> {ok, E};
-                error -> not_found
-            end;
-        error -> not_found
-    end.
+%% The entry of a key in a tree: `{ok, Entry}' or `not_found'.
+entry_in(St, Tree, K) -> lookup(St, Tree, K).
 
 %% @doc Three-way merge of trees, bucket by bucket and key by key; a key both sides changed
 %% merges with its type (see {@link hm_mrdt_map} for the rules on keys present on one side).
@@ -433,14 +600,13 @@ entry_in(St, Buckets, K) ->
 %% two sides showing the same leaf made the same changes and merge to it. (Reusing a side's
 %% leaf for an equal result would let two merges with different histories show one leaf: a
 %% counter at 0 reached two ways, which merged as one version loses a change.)
--spec merge_trees(store(), hash() | empty, hash() | empty, hash() | empty) ->
-          {ok, hash() | empty, store()} | {conflict, term()}.
+-spec merge_trees(store(), tree(), tree(), tree()) -> {ok, tree(), store()} | {conflict, term()}.
 merge_trees(St, _, T, T) -> {ok, T, St};
 merge_trees(St, L, L, B) -> {ok, B, St};
 merge_trees(St, L, A, L) -> {ok, A, St};
 merge_trees(St0, L, A, B) ->
     try
-        {BL, BA, BB} = {buckets(St0, L), buckets(St0, A), buckets(St0, B)},
+        {BL, BA, BB} = {buckets(L), buckets(A), buckets(B)},
         {Bs, St1} = lists:foldl(
                       fun(Bk, {Acc, S}) ->
                               {LL, LA, LB} = {maps:get(Bk, BL, none), maps:get(Bk, BA, none),
@@ -451,9 +617,7 @@ merge_trees(St0, L, A, B) ->
         if Bs =:= BA, Bs =:= BB -> {ok, min(A, B), St1};
            Bs =:= BA -> {ok, A, St1};
            Bs =:= BB -> {ok, B, St1};
-           map_size(Bs) =:= 0 -> {ok, empty, St1};
-           true -> {T, St2} = put_block(St1, {tree, Bs, nonce(St1)}),
-                   {ok, T, St2}
+           true -> {ok, new_tree(Bs), St1}
         end
     catch throw:{conflict, _} = C -> C
     end.
@@ -473,7 +637,7 @@ merge_bucket(St0, LL, LA, LB) ->
     %% side's, so that a leaf names one history (see merge_trees/4)
     case map_size(Merged) of
         0 -> {none, St};
-        _ -> put_block(St, {leaf, Merged, nonce(St)})
+        _ -> put_leaf(St, Merged)
     end.
 
 merge_leaves(St0, LL, LA, LB, Acc0) ->
@@ -488,7 +652,7 @@ merge_entry(St, _, X, X, Y) -> {found(Y), St};
 merge_entry(St, _, X, Y, X) -> {found(Y), St};
 %% the same blob is the same version; two equal values kept in leaves may be two changes
 %% (two increments of a counter by the same amount), which only the type can merge
-merge_entry(St, _, _, {ok, {_, H}} = Y, Y) when is_binary(H) -> {found(Y), St};
+merge_entry(St, _, _, {ok, {_, {H, _}}} = Y, Y) when H =/= v -> {found(Y), St};
 merge_entry(St, _, _, {ok, E}, error) -> {E, St};
 merge_entry(St, _, _, error, {ok, E}) -> {E, St};
 merge_entry(St, K, L, {ok, {T, HA}}, {ok, {T, HB}}) ->
@@ -522,14 +686,29 @@ complete(St, C) ->
                          not_found -> throw({missing, {block, C}})
                      end,
         Collected = max_graft(St) >= H - 1 orelse get(St, {graft, C}) =/= not_found,
-        _ = [block(St, P) || P <- Ps, not Collected],
-        lists:foreach(fun({_, {Type, B}}) ->
-                              V = blob(St, B),
-                              lists:foreach(fun(R) -> present(St, {obj, R}) end,
-                                            hm_mrdt:refs(Type, V))
-                      end, entries(St, T)),
+        _ = [has_or_throw(St, {block, P}) || P <- Ps, not Collected],
+        %% a leaf or blob is there when the commit whose pack holds it is
+        Leaves = maps:values(buckets(T)),
+        Entries = [E || L <- Leaves, _ <- [has_or_throw(St, {block, element(1, L)})],
+                        {_, E} <- maps:to_list(leaf(St, L))],
+        lists:foreach(fun({_, {v, _}}) -> ok;
+                          ({_, {Home, _}}) -> has_or_throw(St, {block, Home})
+                      end, Entries),
+        lists:foreach(fun({Type, B}) ->
+                              case hm_mrdt:is_linked(Type) of
+                                  true -> [present(St, {obj, R})
+                                           || R <- hm_mrdt:refs(Type, blob(St, B))];
+                                  false -> ok
+                              end
+                      end, Entries),
         true
     catch throw:{missing, K} -> {missing, K}
+    end.
+
+has_or_throw(St, K) ->
+    case has(St, K) of
+        true -> ok;
+        false -> throw({missing, K})
     end.
 
 present(St, K) ->
@@ -548,10 +727,12 @@ max_graft(#{max_graft := H}) -> H.
 %% @doc What history collection may delete, given the roots (every node's public branch and
 %% the bases of every open session) and the cache entries in the store. Finds the floor `B':
 %% the single maximal common ancestor of all roots, if every commit reachable from the roots
-%% without passing `B' is a descendant of `B'. Deletes `B''s strict ancestors, the cache
-%% entries naming one of them (and the merge commits only they named), the trees, leaves
-%% and blobs only those reach, and the objects (values of linked types) that their values
-%% reach and no kept commit's values reach. `graft' must be written before `delete'. Nothing when a root
+%% without passing `B' is a descendant of `B'. Deletes the records of `B''s strict ancestors
+%% and of the merge commits only the cache entries naming one of them named (and those
+%% entries), but not of a commit whose pack holds a leaf or blob `B''s tree shares (it is
+%% named again, through the dead trees that reach it, once a later floor no longer shares
+%% it), and the objects (values of linked types) that their values reach and no kept
+%% commit's values reach. `graft' must be written before `delete'. Nothing when a root
 %% is missing or `none' (a node whose branch is empty may merge any commit next), or there
 %% is no such floor.
 -spec gc_plan(store(), [commit()], [{[hash()], hash()}]) -> gc_plan().
@@ -636,18 +817,22 @@ plan(St, B, Above, Below, Cache) ->
                                         commit_info(St, V) =/= not_found]),
     %% A kept commit's tree holds blocks created with it (new names) or taken from its
     %% parents' trees, and every path down from a kept commit passes B: so the only old
-    %% blocks a kept commit can share with the deleted ones are those of B's tree.
+    %% blocks a kept commit can share with the deleted ones are those of B's tree. A block
+    %% lives in the pack of the commit that created it: a deleted commit whose pack holds a
+    %% block of B's tree stays (pinned) until a later floor no longer reaches it; the dead
+    %% trees that reach it (B's, then) name it again then.
     Live = reach_blocks(St, [B]),
+    LiveHomes = maps:from_list([{B, true} | [{Home, true} || {Home, _} <- maps:keys(Live)]]),
     Dead = reach_blocks(St, DeadCommits),
-    Blocks = [{block, H} || H <- maps:keys(Dead), not is_map_key(H, Live),
-                            not lists:member(H, DeadCommits)],
+    Deleted = [C || C <- lists:usort(DeadCommits ++ [Home || {Home, _} <- maps:keys(Dead)]),
+                    not is_map_key(C, LiveHomes), not is_map_key(C, Kept)],
     {_, _, HB} = element(2, commit_info(St, B)),
     Grafts = [{graft, C} || C <- DeadCommits, get(St, {graft, C}) =/= not_found],
     Objects = [{obj, H} || H <- dead_objects(St, Dead, maps:keys(Kept))],
     #{floor => B,
       graft => [{{graft, B}, HB}],
-      delete => [{cache, Ls} || {Ls, _} <- DropCache] ++ [{block, C} || C <- DeadCommits]
-          ++ Blocks ++ Grafts ++ Objects}.
+      delete => [{cache, Ls} || {Ls, _} <- DropCache] ++ [{block, C} || C <- Deleted]
+          ++ Grafts ++ Objects}.
 
 %% Objects (values of linked types, `{obj, Hash}') that the values of the deleted commits
 %% reach and the values of no kept commit reach. Objects carry no nonce: a kept value may
@@ -657,10 +842,10 @@ plan(St, B, Above, Below, Cache) ->
 %% when some is not met is it walked whole. Objects no commit reaches at all (written for a
 %% publish not carried out yet) are never deleted: they may be about to be referred to.
 dead_objects(St, DeadBlocks, KeptCommits) ->
-    case linked_values(St, maps:keys(DeadBlocks)) of
+    case linked_values(St, leaves(DeadBlocks)) of
         [] -> [];
         DeadRoots ->
-            LiveRoots = linked_values(St, maps:keys(reach_blocks(St, KeptCommits))),
+            LiveRoots = linked_values(St, leaves(reach_blocks(St, KeptCommits))),
             Wanted = maps:from_list([{H, true} || {_, H} <- DeadRoots]),
             case walk_objects(St, LiveRoots, #{}, Wanted) of
                 {all_met, _} -> [];
@@ -676,8 +861,12 @@ dead_objects(St, DeadBlocks, KeptCommits) ->
 linked_values(St, Blocks) ->
     lists:usort(
       [{T, hm_mrdt:hash(blob(St, E))}
-       || H <- Blocks, {ok, {leaf, Es, _}} <- [get(St, {block, H})], {T, E} <- maps:values(Es),
-          hm_mrdt:is_linked(T)]).
+       || R <- Blocks, {T, E} <- maps:values(leaf_or_none(St, R)), hm_mrdt:is_linked(T)]).
+
+leaf_or_none(St, R) ->
+    try leaf(St, R)
+    catch throw:{missing, _} -> #{}
+    end.
 
 %% Walk objects from `Roots', following each value's references, not entering `Seen0''s
 %% keys. `{all_met, Seen}' as soon as every key of `Wanted' was met (`Wanted' `none': never),
@@ -705,7 +894,10 @@ walk_objects(St, [{T, H} | Rest], Seen, Wanted, Left) ->
            end,
     walk_objects(St, Next ++ Rest, Seen#{H => true}, Wanted, Left1).
 
-%% Trees, leaves and blobs of the commits (not the commits themselves).
+leaves(Reached) -> [R || {R, leaf} <- maps:to_list(Reached)].
+
+%% The leaves and blobs the commits' trees reach: `#{{Home, Hash} => leaf | blob}'. A pack
+%% already deleted (by another node's collection) is skipped.
 reach_blocks(St, Commits) ->
     lists:foldl(fun(C, Acc) ->
                         case commit_info(St, C) of
@@ -714,21 +906,11 @@ reach_blocks(St, Commits) ->
                         end
                 end, #{}, Commits).
 
-reach_tree(_, empty, Acc) -> Acc;
-reach_tree(_, T, Acc) when is_map_key(T, Acc) -> Acc;
 reach_tree(St, T, Acc) ->
-    case get(St, {block, T}) of
-        {ok, {tree, Bs, _}} ->
-            maps:fold(fun(_, L, A) -> reach_leaf(St, L, A) end, Acc#{T => true}, Bs);
-        _ -> Acc
-    end.
+    lists:foldl(fun(L, A) -> reach_leaf(St, L, A) end, Acc, maps:values(buckets(T))).
 
 reach_leaf(_, L, Acc) when is_map_key(L, Acc) -> Acc;
 reach_leaf(St, L, Acc) ->
-    case get(St, {block, L}) of
-        {ok, {leaf, Es, _}} ->
-            maps:fold(fun(_, {_, {v, _}}, A) -> A;
-                         (_, {_, B}, A) -> A#{B => true}
-                      end, Acc#{L => true}, Es);
-        _ -> Acc
-    end.
+    maps:fold(fun(_, {_, {v, _}}, A) -> A;
+                 (_, {_, B}, A) -> A#{B => blob}
+              end, Acc#{L => leaf}, leaf_or_none(St, L)).

@@ -16,7 +16,7 @@
 -module(hm_mrdt_node).
 
 -export([new/2, head/1, bases/1, open/3, close/2, publish/4, publish_many/3, remote_refresh/3,
-         record/2, gc/5, max_graft/2]).
+         compact/2, record/2, gc/5, max_graft/2]).
 -export_type([state/0, record/0]).
 
 -opaque state() :: #{node := term(), head := hm_mrdt_history:commit(),
@@ -123,6 +123,26 @@ remote_refresh(N0 = #{node := Me}, St0, Records) ->
                       end
               end
       end, {N0, St0, []}, lists:sort(maps:to_list(Records))).
+
+%% @doc Compaction: a commit on the head with the same tree, every leaf and blob copied into
+%% its own pack ({@link hm_mrdt_history:repack/2}), when the head's tree shares blocks with
+%% older commits' packs; `none' otherwise. A commit's record holds every block it created,
+%% so a pack stays while any of its blocks is still in use: under a steady load the head's
+%% tree uses one leaf of each of many packs. Once the floor of collection passes the
+%% compaction, those packs go. The head moves to a descendant, as a publish moves it.
+-spec compact(state(), hm_mrdt_history:store()) ->
+          {ok, state(), hm_mrdt_history:store()} | none.
+compact(#{head := none}, _) -> none;
+compact(N = #{node := Me, head := H}, St0) ->
+    case hm_mrdt_history:packs(St0, H) -- [H] of
+        [] -> none;
+        _ ->
+            Nonce = hm_mrdt_history:nonce(St0),
+            St1 = hm_mrdt_history:set_nonce(St0, {compact, Me, H}),
+            {T, St2} = hm_mrdt_history:repack(St1, hm_mrdt_history:tree_of(St1, H)),
+            {C, St3} = hm_mrdt_history:commit(St2, [H], T),
+            {ok, N#{head := C}, hm_mrdt_history:set_nonce(St3, Nonce)}
+    end.
 
 %% @doc The node's branch record.
 -spec record(state(), hm_mrdt_history:store()) -> record().

@@ -9,7 +9,9 @@
 %% {@link hm_mrdt_node:publish_many/3}).
 %%
 %% Every `interval' milliseconds (application environment `mrdt_interval_ms', default 1000)
-%% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/5}), unless
+%% it runs a remote refresh and then history collection ({@link hm_mrdt_node:gc/5}), preceded
+%% on the first running node of the repository by a compaction
+%% ({@link hm_mrdt_node:compact/2}) when its head did not move since the last tick, unless
 %% the application environment `mrdt_collect' is `false' (read on every tick; then history
 %% is only collected on {@link gc/1}, and the repository keeps every version, as Banyan
 %% does). A
@@ -85,6 +87,7 @@ init(Repo, Tab) ->
            end,
     Interval = application:get_env(hypermnesia, mrdt_interval_ms, 1000),
     S = #{repo => Repo, tab => Tab, node => hm_mrdt_node:new(node(), Head), written => none,
+          known => {none, #{}}, idle_head => none,
           monitors => #{}, interval => Interval, skipped => []},
     _ = erlang:send_after(Interval, self(), tick),
     {ok, save(S, [])}.
@@ -98,10 +101,10 @@ handle_call({connect, Owner}, _, S0) ->
     Head = hm_mrdt_node:head(N),
     {reply, {ok, Id, Head},
      save(S#{node := hm_mrdt_node:open(N, Id, Head), monitors := Ms#{MRef => Id}}, [])};
-handle_call({publish, Id, W}, From, S = #{node := N, tab := Tab}) ->
+handle_call({publish, Id, W}, From, S = #{node := N}) ->
     %% group commit: every publish already waiting is merged with this one, in one commit
     Batch = [{From, Id, W} | waiting_publishes()],
-    {N1, St, Results} = hm_mrdt_node:publish_many(N, hm_mrdt_store:reader(Tab),
+    {N1, St, Results} = hm_mrdt_node:publish_many(N, head_reader(S),
                                                   [{I, Ws} || {_, I, Ws} <- Batch]),
     S1 = save(S#{node := N1}, St),
     Head = hm_mrdt_node:head(N1),
@@ -136,7 +139,8 @@ handle_info(tick, S0 = #{interval := I, repo := Repo}) ->
              {noreply, S}
     catch Class:Reason:Stack ->
             case hm_mrdt_store:exists(Repo) of
-                false -> {stop, normal, S0};     % deleted, before this tick or during it
+                false -> ok = hm_mrdt_store:purge_unpacked(hm_mrdt_store:table(Repo)),
+                         {stop, normal, S0};     % deleted, before this tick or during it
                 true -> erlang:raise(Class, Reason, Stack)
             end
     end;
@@ -155,7 +159,28 @@ tick(S0 = #{repo := Repo}) ->
     S = remote_refresh(S0),
     case application:get_env(hypermnesia, mrdt_collect, true) of
         false -> S;
-        _ -> element(2, collect(S))
+        _ -> element(2, collect(compact(S)))
+    end.
+
+%% Compaction (hm_mrdt_node:compact/2) by one node of the repository, the first of those
+%% running, once its head has not moved for a whole interval: under load the head's tree
+%% shares blocks with the packs of many older commits, which collection must then keep;
+%% when the load stops, one commit copying them lets collection delete those packs. One
+%% node compacts, so that the others fast-forward to its compaction instead of merging
+%% several.
+compact(S = #{node := N, idle_head := Prev}) ->
+    Head = hm_mrdt_node:head(N),
+    S1 = S#{idle_head := Head},
+    case Head =:= Prev andalso node() =:= lists:min([Nd || Nd <- repo_nodes(S),
+                                                          Nd =:= node() orelse
+                                                              lists:member(Nd, nodes())]) of
+        false -> S1;
+        true ->
+            case hm_mrdt_node:compact(N, head_reader(S1)) of
+                {ok, N1, St} -> S2 = save(S1#{node := N1}, St),
+                                S2#{idle_head := hm_mrdt_node:head(N1)};
+                none -> S1
+            end
     end.
 
 repo_nodes(#{repo := Repo}) -> hm_mrdt_store:nodes(Repo).
@@ -178,12 +203,29 @@ save(S = #{tab := Tab, node := N, written := Old}, St) ->
                [] -> [];
                _ -> hm_mrdt_history:writes(St)
            end,
+    ok = hm_mrdt_store:keep_unpacked(Tab, Puts),
     ok = hm_mrdt_store:write(Tab, Puts, []),
+    Head = hm_mrdt_node:head(N),
+    S1 = case {St, S} of
+             {[], _} -> S;
+             {_, #{known := {Head, _}}} -> S;
+             _ -> S#{known := {Head, hm_mrdt_history:known(St, Head)}}
+         end,
     %% the record names the head's height: computed once the head's commit is written
-    case hm_mrdt_node:record(N, hm_mrdt_store:reader(Tab)) of
-        Old -> S;
+    case hm_mrdt_node:record(N, head_reader(S1)) of
+        Old -> S1;
         Record -> ok = hm_mrdt_store:write(Tab, [{{branch, node()}, Record}], []),
-                  S#{written := Record}
+                  S1#{written := Record}
+    end.
+
+%% A reader of the local copy that already holds the head's commit and tree (see
+%% hm_mrdt_history:known/2): a publish reads the head's tree without copying it out of the
+%% table. Only blocks the head's step wrote are held, so they are in the table too.
+head_reader(#{tab := Tab, node := N, known := {Head, Known}}) ->
+    St = hm_mrdt_store:reader(Tab),
+    case hm_mrdt_node:head(N) of
+        Head -> hm_mrdt_history:with_known(St, Known);
+        _ -> St
     end.
 
 collect(S = #{tab := Tab, node := N}) ->
@@ -194,5 +236,6 @@ collect(S = #{tab := Tab, node := N}) ->
         not_ready -> {not_ready, S};
         #{floor := Floor, graft := G, delete := D} ->
             ok = hm_mrdt_store:write(Tab, G, D),
+            ok = hm_mrdt_store:purge_unpacked(Tab),
             {#{deleted => length(D), floor => Floor}, S}
     end.

@@ -12,7 +12,9 @@
 -module(hm_mrdt_store).
 
 -export([table/1, create/2, exists/1, nodes/1, fetch/1, store/2, reader/1, write/3, records/2,
-         cache/1, size/1]).
+         cache/1, size/1, unpacked/0, keep_unpacked/2, purge_unpacked/1]).
+
+-define(UNPACKED, hm_mrdt_unpacked).
 
 %% @doc The EC table of repository `Repo'.
 -spec table(atom()) -> atom().
@@ -47,13 +49,80 @@ nodes(Repo) ->
 %% in RAM or on disc, and both keep their records in an ETS table named after the table:
 %% reads go to it directly, without `mnesia:dirty_read/2''s checks of where to read (they
 %% were a third of the cost of reading history). A table that is gone exits as Mnesia does.
+%% Also answers `{member, Key}' and `{block, Commit, Hash}' (see
+%% {@link hm_mrdt_history:store/1}): a leaf or blob is read from the node's table of
+%% unpacked blocks ({@link unpacked/0}); on a miss, the commit's record is read once and
+%% its whole pack unpacked there, so that reading one leaf does not copy every block its
+%% commit created each time.
 -spec fetch(atom()) -> fun((term()) -> {ok, term()} | not_found).
 fetch(Tab) ->
-    fun(K) ->
+    fun({member, K}) ->
+            try {ok, ets:member(Tab, K)}
+            catch error:badarg -> exit({aborted, {no_exists, Tab}})
+            end;
+       ({block, C, H}) -> unpacked(Tab, C, H);
+       ({head, C}) -> unpacked(Tab, C, head);
+       (K) ->
             case lookup(Tab, K) of
                 [{_, _, V} | _] -> {ok, V};
                 [] -> not_found
             end
+    end.
+
+unpacked(Tab, C, H) ->
+    try ets:lookup(?UNPACKED, {Tab, C, H}) of
+        [{_, B}] -> {ok, B};
+        [] -> unpack(Tab, C, H, true)
+    catch error:badarg -> unpack(Tab, C, H, false)
+    end.
+
+unpack(Tab, C, H, Keep) ->
+    case lookup(Tab, {block, C}) of
+        [{_, _, {commit, Ps, T, Ht, Pack} = Rec} | _] ->
+            _ = Keep andalso keep_unpacked(Tab, C, Rec),
+            case {H, Pack} of
+                {head, _} -> {ok, {commit, Ps, T, Ht}};
+                {_, #{H := B}} -> {ok, B};
+                _ -> not_found
+            end;
+        _ -> not_found
+    end.
+
+keep_unpacked(Tab, C, {commit, Ps, T, Ht, Pack}) ->
+    ets:insert(?UNPACKED, [{{Tab, C, head}, {commit, Ps, T, Ht}} |
+                           [{{Tab, C, Hi}, Bi} || {Hi, Bi} <- maps:to_list(Pack)]]).
+
+%% @doc Unpack commit records this node writes (`{{block, C}, Record}' among `Puts') into
+%% the node's table of unpacked blocks, so that its readers need not copy them out of the
+%% repository's table.
+-spec keep_unpacked(atom(), [{term(), term()}]) -> ok.
+keep_unpacked(Tab, Puts) ->
+    try
+        _ = [keep_unpacked(Tab, C, Rec) || {{block, C}, {commit, _, _, _, _} = Rec} <- Puts],
+        ok
+    catch error:badarg -> ok
+    end.
+
+has_commit(Tab, C) ->
+    try ets:member(Tab, {block, C})
+    catch error:badarg -> false                 % the repository's table is gone
+    end.
+
+%% @doc The node's table of blocks unpacked from commit records: `{{Tab, Commit, Hash},
+%% Block}', and `{{Tab, Commit, head}, {commit, Parents, Tree, Height}}'.
+-spec unpacked() -> atom().
+unpacked() -> ?UNPACKED.
+
+%% @doc Drop the unpacked blocks of `Tab' whose commit's record is gone (collected), or all
+%% of them if `Tab' is gone.
+-spec purge_unpacked(atom()) -> ok.
+purge_unpacked(Tab) ->
+    try
+        Cs = lists:usort(ets:select(?UNPACKED, [{{{Tab, '$1', '_'}, '_'}, [], ['$1']}])),
+        Gone = [C || C <- Cs, not has_commit(Tab, C)],
+        _ = [ets:match_delete(?UNPACKED, {{Tab, C, '_'}, '_'}) || C <- Gone],
+        ok
+    catch error:badarg -> ok
     end.
 
 lookup(Tab, K) ->

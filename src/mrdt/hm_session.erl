@@ -174,13 +174,15 @@ handle_call({read, Key}, _, S = #{cache := C}) ->
     case C of
         #{Key := R} -> {reply, R, S};
         _ ->
-            R = hm_mrdt_session:read(session(S), reader(S), Key),
-            {reply, R, S#{cache := C#{Key => R}}}
+            {St, S1} = base_reader(S),
+            R = hm_mrdt_session:read(session(S1), St, Key),
+            {reply, R, S1#{cache := C#{Key => R}}}
     end;
 handle_call({write, Key, Type, Value}, _, S = #{cache := C}) ->
-    case hm_mrdt_session:write(session(S), reader(S), Key, Type, Value) of
-        {ok, Sess} -> {reply, ok, S#{session := Sess, cache := maps:remove(Key, C)}};
-        {error, _} = E -> {reply, E, S}
+    {St, S1} = base_reader(S),
+    case hm_mrdt_session:write(session(S1), St, Key, Type, Value) of
+        {ok, Sess} -> {reply, ok, S1#{session := Sess, cache := maps:remove(Key, C)}};
+        {error, _} = E -> {reply, E, S1}
     end;
 handle_call(publish, _, S = #{tab := Tab, server := Server, id := Id}) ->
     Sess = session(S),
@@ -218,3 +220,16 @@ handle_info(_, S) -> {noreply, S}.
 session(#{session := Sess}) -> Sess.
 
 reader(#{tab := Tab}) -> hm_mrdt_store:reader(Tab).
+
+%% A reader that already holds the commit and tree of the session's base: reads between two
+%% moves of the base (a publish or a refresh) fetch only their leaf.
+base_reader(S = #{known := {Base, Known}}) ->
+    case hm_mrdt_session:base(session(S)) of
+        Base -> {hm_mrdt_history:with_known(reader(S), Known), S};
+        _ -> base_reader(S#{known := none})
+    end;
+base_reader(S) ->
+    St = reader(S),
+    Base = hm_mrdt_session:base(session(S)),
+    Known = hm_mrdt_history:known(St, Base),
+    {hm_mrdt_history:with_known(St, Known), S#{known => {Base, Known}}}.
