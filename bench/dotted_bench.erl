@@ -288,12 +288,7 @@ deletes() ->
                      map_size(M)
              end,
     WriteOps = [{T, K, Op} || {write, T, _, K, _, Op} <- Sm],
-    Ideal = fun(T) ->
-                    M = lists:foldl(fun({Tw, K, Op}, A) when Tw =< T -> A#{K => Op};
-                                       (_, A) -> A
-                                    end, #{}, WriteOps),
-                    length([x || put <- maps:values(M)])
-            end,
+    Ideal = fun(T) -> ideal(T, WriteOps) end,
     Rows = [{T, Ideal(T), Stored(T)} || T <- Times],
     %% per delete: until every copy removed the key (deletes followed by a put of the same
     %% key before that are not counted)
@@ -350,12 +345,7 @@ tcsb_deletes(Times, Acts) ->
         tcsb_run("tcsb deletes", U, 300, 23001, 0.1,
                  #{marks => [T + ?TCSB_START || T <- Times]}, Trace),
     WriteOps = [{T - ?TCSB_START, K, Op} || {write, T, _, K, _, Op} <- tcsb_writes(P)],
-    Ideal = fun(T) ->
-                    M = lists:foldl(fun({Tw, K, Op}, A) when Tw =< T -> A#{K => Op};
-                                       (_, A) -> A
-                                    end, #{}, WriteOps),
-                    length([x || put <- maps:values(M)])
-            end,
+    Ideal = fun(T) -> ideal(T, WriteOps) end,
     Rows = [begin
                 R = at(P, T + ?TCSB_START, n1),
                 St = hm_ec_table:store(R),
@@ -819,3 +809,11 @@ tcsb_repl_row(Loss) ->
     Ls = [T - T0 || {write, T0, Nd, _, Dot, _} <- Writes, O <- [n1, n2, n3] -- [Nd],
                     T <- [maps:get({O, Dot}, Applied, none)], T =/= none],
     {Ls, 2 * length(Writes)}.
+
+%% The ideal object count at time `T': keys whose last write by then (`{Time, Key, put |
+%% delete}') is a put (immediate removal on delete).
+ideal(T, WriteOps) ->
+    M = lists:foldl(fun({Tw, K, Op}, A) when Tw =< T -> A#{K => Op};
+                       (_, A) -> A
+                    end, #{}, WriteOps),
+    length([x || put <- maps:values(M)]).

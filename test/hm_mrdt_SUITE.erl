@@ -219,24 +219,11 @@ gc_bounded(Config) ->
                          end) || I <- hm_cluster:ids(C)],
                  [receive {'DOWN', Ref, _, _, normal} -> ok end || {_, Ref} <- Pids],
                  %% once the public branches converged (remote refreshes run every 200 ms),
-                 %% collection on every node until nothing is left to delete
-                 ok = hm_cluster:wait_until(
-                        fun() ->
-                                Heads = [maps:get(head, hm_cluster:call(C, I, hm_session, info, [Repo]))
-                                         || I <- hm_cluster:ids(C)],
-                                length(lists:usort(Heads)) =:= 1 orelse Heads
-                        end, 30000),
-                 ok = hm_cluster:wait_until(
-                        fun() ->
-                                Rs = [hm_cluster:call(C, I, hm_session, gc, [Repo])
-                                      || I <- hm_cluster:ids(C)],
-                                lists:all(fun(#{deleted := 0}) -> true; (_) -> false end, Rs)
-                                    orelse Rs
-                        end, 30000),
-                 %% and every node received every deletion: the copies are the same size
+                 %% collection on every node until nothing is left to delete, and every
+                 %% copy received every deletion: the copies are the same size
+                 ok = settle(C, Repo),
                  Size = fun() -> [maps:get(records, maps:get(table, hm_cluster:call(C, I, hm_session, info, [Repo])))
                                   || I <- hm_cluster:ids(C)] end,
-                 ok = hm_cluster:wait_until(fun() -> length(lists:usort(Size())) =:= 1 end, 30000),
                  hd(Size())
              end || _ <- lists:seq(1, Rounds)],
     ct:pal("table records after each round of 75 publishes: ~p", [Sizes]),
