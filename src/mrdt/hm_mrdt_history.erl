@@ -106,12 +106,19 @@ set_max_graft(St, H) -> St#{max_graft := H}.
 %% @doc Read a key: what this step added, else a block the caller already holds
 %% ({@link with_known/2}), else the underlying store.
 -spec get(store(), key()) -> {ok, term()} | not_found.
-get(#{new := New, known := Known, fetch := Fetch}, K) ->
+get(St = #{fetch := Fetch}, K) ->
+    case held(St, K) of
+        {ok, V} -> {ok, V};
+        none -> Fetch(K)
+    end.
+
+%% What this step added under `K', else what the caller holds (`none': neither).
+held(#{new := New, known := Known}, K) ->
     case New of
         #{K := V} -> {ok, V};
         _ -> case Known of
                  #{K := V} -> {ok, V};
-                 _ -> Fetch(K)
+                 _ -> none
              end
     end.
 
@@ -163,16 +170,9 @@ block_at(#{pending := P}, pending, H) ->
         #{H := B} -> B;
         _ -> throw({missing, {block, pending}})
     end;
-block_at(#{new := New, known := Known, fetch := Fetch}, Home, H) ->
+block_at(St = #{fetch := Fetch}, Home, H) ->
     K = {block, Home},
-    Rec = case New of
-              #{K := R} -> {ok, R};
-              _ -> case Known of
-                       #{K := R} -> {ok, R};
-                       _ -> none
-                   end
-          end,
-    case Rec of
+    case held(St, K) of
         {ok, R1} -> in_pack(R1, Home, H);
         none ->
             %% a store may answer for one block of a pack without copying the whole pack
@@ -559,11 +559,11 @@ merge_writes(St, Old, New, Over, Writes) ->
     catch throw:{conflict, _} = C -> C
     end.
 
-merge_write(St, K, T, V, BOld, BNew, Over) ->
-    EOld = entry_in(St, BOld, K),
+merge_write(St, K, T, V, Old, New, Over) ->
+    EOld = lookup(St, Old, K),
     Now = case Over of
               #{K := {TO, VO}} -> {value, TO, VO};
-              _ -> entry_in(St, BNew, K)
+              _ -> lookup(St, New, K)
           end,
     case Now of
         {ok, {T2, _}} when T2 =/= T -> throw({conflict, {K, {type_mismatch, T2, T}}});
@@ -588,9 +588,6 @@ merge_write(St, K, T, V, BOld, BNew, Over) ->
                     end
             end
     end.
-
-%% The entry of a key in a tree: `{ok, Entry}' or `not_found'.
-entry_in(St, Tree, K) -> lookup(St, Tree, K).
 
 %% @doc Three-way merge of trees, bucket by bucket and key by key; a key both sides changed
 %% merges with its type (see {@link hm_mrdt_map} for the rules on keys present on one side).

@@ -223,13 +223,11 @@ reader(#{tab := Tab}) -> hm_mrdt_store:reader(Tab).
 
 %% A reader that already holds the commit and tree of the session's base: reads between two
 %% moves of the base (a publish or a refresh) fetch only their leaf.
-base_reader(S = #{known := {Base, Known}}) ->
-    case hm_mrdt_session:base(session(S)) of
-        Base -> {hm_mrdt_history:with_known(reader(S), Known), S};
-        _ -> base_reader(S#{known := none})
-    end;
 base_reader(S) ->
     St = reader(S),
     Base = hm_mrdt_session:base(session(S)),
-    Known = hm_mrdt_history:known(St, Base),
+    Known = case S of
+                #{known := {Base, K}} -> K;
+                _ -> hm_mrdt_history:known(St, Base)
+            end,
     {hm_mrdt_history:with_known(St, Known), S#{known => {Base, Known}}}.
