@@ -103,3 +103,37 @@ session_add_test() ->
     ?assertEqual(#{a => 3, b => 1},
                  hm_ec_hints:session_add({a, 3}, hm_ec_hints:session_add({b, 1}, #{a => 2}))),
     ?assertEqual(#{a => 3}, hm_ec_hints:session_add({a, 2}, #{a => 3})).
+
+%% pending/1 and session/1 look at the first key of their table before they select: neither
+%% may miss a table's entries, nor take another table's, whatever sorts next to them
+pending_and_session_per_table_test() ->
+    Owned = case ets:whereis(hm_ec_hints) of
+                undefined -> ok = hm_ec_hints:init(), true;
+                _ -> false
+            end,
+    [A, B, C] = [hm_hints_test_a, hm_hints_test_b, hm_hints_test_c],
+    try
+        ?assertEqual([], hm_ec_hints:pending(B)),
+        ?assertEqual(#{}, hm_ec_hints:session(B)),
+        ok = hm_ec_hints:add(A, {1, delete}),
+        ok = hm_ec_hints:add(C, {3, delete}),
+        ok = hm_ec_hints:note(A, {{n1, 1}, 4}),
+        ok = hm_ec_hints:note(C, {{n1, 1}, 5}),
+        %% B sorts between A and C, in hints and in sessions
+        ?assertEqual([], hm_ec_hints:pending(B)),
+        ?assertEqual(#{}, hm_ec_hints:session(B)),
+        ok = hm_ec_hints:add(B, {2, delete}),
+        ok = hm_ec_hints:add(B, {22, delete}),
+        ok = hm_ec_hints:note(B, {{n2, 1}, 7}),
+        ?assertMatch([{{B, _}, {2, delete}}, {{B, _}, {22, delete}}], hm_ec_hints:pending(B)),
+        ?assertEqual(#{{n2, 1} => 7}, hm_ec_hints:session(B)),
+        ?assertMatch([{{A, _}, {1, delete}}], hm_ec_hints:pending(A)),
+        ?assertMatch([{{C, _}, {3, delete}}], hm_ec_hints:pending(C)),
+        ?assertEqual(#{{n1, 1} => 5}, hm_ec_hints:session(C))
+    after
+        case Owned of
+            true -> ets:delete(hm_ec_hints);
+            false -> [ets:match_delete(hm_ec_hints, {{T, '_'}, '_'}) || T <- [A, B, C]],
+                     [ets:match_delete(hm_ec_hints, {{'$session', T, '_'}, '_'}) || T <- [A, B, C]]
+        end
+    end.

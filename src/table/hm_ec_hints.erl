@@ -34,6 +34,10 @@
 -export([pass_on/4, session/1, note/2, session_add/2]).
 
 -define(TAB, hm_ec_hints).
+%% below every hint's sequence number and every session entry's origin in the table's order
+%% (numbers sort first, and unique integers are far above it): `{Tab, ?BELOW}' comes just
+%% before `Tab''s first hint
+-define(BELOW, -1.0e300).
 
 -type hint() :: {{atom(), integer()}, {term(), hm_ec_table:op()}}.
 
@@ -77,7 +81,13 @@ session_add({O, Seq}, VV) -> hm_vv:join(VV, #{O => Seq}).
 %% @doc This node's session on `Tab': the dots of the writes holders took from it.
 -spec session(atom()) -> hm_vv:vv().
 session(Tab) ->
-    try maps:from_list(ets:select(?TAB, [{{{'$session', Tab, '$1'}, '$2'}, [], [{{'$1', '$2'}}]}]))
+    %% on every write: a look at the first key of `Tab''s session first, which is all there
+    %% is to do when the node passed nothing on (the select compiles its match each time)
+    try ets:next(?TAB, {'$session', Tab, ?BELOW}) of
+        {'$session', Tab, _} ->
+            maps:from_list(ets:select(?TAB, [{{{'$session', Tab, '$1'}, '$2'}, [],
+                                              [{{'$1', '$2'}}]}]));
+        _ -> #{}
     catch error:badarg -> #{}
     end.
 
@@ -119,7 +129,9 @@ add(Tab, KeyOp) ->
 %% @doc The hints on `Tab', oldest first.
 -spec pending(atom()) -> [hint()].
 pending(Tab) ->
-    try ets:select(?TAB, [{{{Tab, '_'}, '_'}, [], ['$_']}])
+    try ets:next(?TAB, {Tab, ?BELOW}) of
+        {Tab, _} -> ets:select(?TAB, [{{{Tab, '_'}, '_'}, [], ['$_']}]);
+        _ -> []
     catch error:badarg -> []                    % no store: Hypermnesia is not running here
     end.
 
