@@ -160,6 +160,8 @@ comma := ,
 ## bench/REPORT.md. About 20 minutes on 2 cores.
 ## HM_BENCH_SCALE=0.1 make bench-full: every phase and subscriber count scaled (a smoke test,
 ## a few minutes); scaled runs write to _build/bench/{results,REPORT.md}, not bench/.
+## HM_BENCH_SWEEPS=nodes make bench-full: only the sweeps named (comma-separated: gens, nodes,
+## read_pct, subs, storage), after the same quick points and timelines.
 ## Wall time is measured from the start of make (HM_BENCH_T0, ms) and printed in the report.
 BENCH_T0 := $(shell date +%s%3N)
 BENCH_ERL = HM_BENCH_T0=$(BENCH_T0) erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench

@@ -43,7 +43,7 @@
          node_hash/1, node_ec_quiet/1, node_sample_start/0, node_sample_stop/0, node_sample_stop/1,
          node_costs/1, node_eprof/1, node_trace_start/0, node_trace_stop/0,
          node_remote_delivered/1, node_delete/1, node_stats/0, node_idle_result/1, node_gens_done/1,
-         node_floor_start/1, node_floor_stop/0]).
+         node_floor_start/1, node_floor_stop/0, node_where_start/0, node_where_stop/0]).
 %% the transaction types and the context runner, exported so the migration is visible
 -export([t1/2, t2/2, t3/2, t4/2, t5/2, run_in/2]).
 
@@ -213,7 +213,7 @@ profile("amp") ->
 profile("full") ->
     Q = profile("quick"),
     Q#{profile => full, warm_ms => 1000, measure_ms => 4000, timeline_s => 30,
-       conv_ms => 20000, timeline_contexts => contexts(), sweeps => sweeps(),
+       conv_ms => 20000, timeline_contexts => contexts(), sweeps => env_sweeps(sweeps()),
        simple => (maps:get(simple, Q))#{warm_ms => 1000, measure_ms => 4000}}.
 
 contexts() -> [transaction, sync_dirty, async_dirty, {async_ec, pawset}, {async_ec, prwset}].
@@ -222,6 +222,18 @@ contexts() -> [transaction, sync_dirty, async_dirty, {async_ec, pawset}, {async_
 sweeps() ->
     [{gens, [1, 2, 4, 8]}, {nodes, [1, 3, 5, 7]}, {read_pct, [0, 20, 50, 80, 100]},
      {subs, [1000, 10000, 100000]}, {storage, [ram_copies, disc_copies]}].
+
+%% HM_BENCH_SWEEPS (names separated by commas, e.g. `nodes,gens'): only those sweeps of
+%% `bench-full'; unset or empty: all of them
+env_sweeps(All) ->
+    case os:getenv("HM_BENCH_SWEEPS", "") of
+        "" -> All;
+        S -> Names = string:lexemes(S, ", "),
+             case [Sw || Sw = {K, _} <- All, lists:member(atom_to_list(K), Names)] of
+                 [] -> erlang:error({bad_hm_bench_sweeps, S});
+                 Some -> Some
+             end
+    end.
 
 env_scale() ->
     case os:getenv("HM_BENCH_SCALE") of
@@ -314,7 +326,11 @@ build_dir() -> filename:dirname(code:which(?MODULE)).
 
 command(Name, Scale) ->
     Target = case Name of "quick" -> "make bench"; "full" -> "make bench-full"; _ -> "" end,
-    Env = case Scale == 1 of true -> ""; false -> io_lib:format("HM_BENCH_SCALE=~s ", [os:getenv("HM_BENCH_SCALE")]) end,
+    Env = [case Scale == 1 of true -> ""; false -> io_lib:format("HM_BENCH_SCALE=~s ", [os:getenv("HM_BENCH_SCALE")]) end,
+           case {Name, os:getenv("HM_BENCH_SWEEPS", "")} of
+               {"full", Sw} when Sw =/= "" -> io_lib:format("HM_BENCH_SWEEPS=~s ", [Sw]);
+               _ -> ""
+           end],
     lists:flatten([Env, Target, " (erl -noshell -pa _build/default/lib/hypermnesia/ebin "
                    "_build/bench -eval 'hm_bench:main([\"", Name, "\"]), halt().')"]).
 
@@ -467,6 +483,7 @@ point(C, P, Ctx) ->
     _ = pcall(C, ?MODULE, node_sample_start, []),
     %% the watcher gives up when the node is not idle within both cool-down waits
     IdleMax = conv_wait(P, Ctx, conv_ms) + maps:get(conv_ms, P),
+    _ = pcall(C, ?MODULE, node_where_start, []),
     Spec = start_load(C, P#{idle_max_ms => IdleMax}, Ctx, Warm, Meas),
     StopAt = maps:get(stop_at, Spec),
     sleep_until(StopAt),
@@ -497,6 +514,7 @@ point(C, P, Ctx) ->
     %% the generators' summaries are made once the node is idle (outside the CPU measured)
     Results = pcall(C, ?MODULE, node_collect, [IdleMax + 60000]),
     Idle = pcall(C, ?MODULE, node_idle_result, [IdleMax + 60000]),
+    Where = pcall(C, ?MODULE, node_where_stop, []),
     Samples = pcall(C, ?MODULE, node_sample_stop, []),
     After = pcall(C, ?MODULE, node_stats, []),
     Mem = case Ctx of
@@ -506,7 +524,7 @@ point(C, P, Ctx) ->
     delete_tables(C, P, Ctx),
     (summarize(Ctx, P, Results, Meas, ConvMs, Quiet, Mem, Samples, Before, After))#{
       distinct_replicas => Distinct, setup_ms => SetupMs, point_wall_ms => now_ms() - T0,
-      workload => workload(P), cpu => cpu_summary(Results, Idle)}.
+      workload => workload(P), cpu => cpu_summary(Results, Idle), where => where(Where)}.
 
 workload(P) -> maps:get(workload, P, bench).
 
@@ -545,6 +563,13 @@ cpu_summary(Results, Idle) ->
                                true -> null;
                                false -> lists:max(Drain)
                            end}.
+
+%% where the CPU went, summed over the nodes (node_where_stop/0): from just before the load
+%% to the end of the cool-down
+where(PerNode) ->
+    #{msacc_us => lists:foldl(fun(#{msacc_us := M}, A) -> merge_add(M, A) end, #{}, PerNode),
+      reductions => lists:foldl(fun(#{reductions := R}, A) -> merge_add(R, A) end, #{},
+                                PerNode)}.
 
 %% how long the cool-down waits for equal replicas: EC converges by design; plain Mnesia's
 %% dirty contexts may never do so (conflicting writes stay applied in different orders)
@@ -1086,6 +1111,62 @@ node_stats() ->
       failures => mnesia:system_info(transaction_failures),
       reductions => Red, runtime_ms => Run, ec_server_reductions => SrvRed}.
 
+%%% ============================================================= where the CPU goes
+
+%% @doc Start counting where this node's CPU goes: the schedulers' time by state (`msacc',
+%% microstate accounting: running Erlang code, garbage collection, ports, ...) and every
+%% process's reductions, from now until node_where_stop/0.
+-spec node_where_start() -> ok.
+node_where_start() ->
+    Reds = maps:from_list([{P, R} || P <- erlang:processes(),
+                                     {reductions, R} <- [erlang:process_info(P, reductions)]]),
+    {Total, _} = erlang:statistics(exact_reductions),
+    persistent_term:put({?MODULE, where}, {Reds, Total}),
+    true = msacc:start(),
+    ok.
+
+%% @doc What node_where_start/0 started: `msacc_us', the normal and dirty CPU schedulers'
+%% microseconds by state, summed over the threads (`sleep' left out); `reductions', the
+%% reductions since the start by kind of process (where_kind/1; processes that exited in
+%% between, such as the generators, under `exited').
+-spec node_where_stop() -> map().
+node_where_stop() ->
+    Stats = msacc:stats(),
+    _ = msacc:stop(),
+    {Reds0, Total0} = persistent_term:get({?MODULE, where}),
+    {Total, _} = erlang:statistics(exact_reductions),
+    Tables = table_pids(),
+    Live = [{where_kind(P, Tables), R - maps:get(P, Reds0, 0)}
+            || P <- erlang:processes(), {reductions, R} <- [erlang:process_info(P, reductions)]],
+    ByKind = lists:foldl(fun({K, R}, A) -> maps:update_with(K, fun(X) -> X + R end, R, A) end,
+                         #{}, Live),
+    Exited = (Total - Total0) - lists:sum([R || {_, R} <- Live]),
+    Us = lists:foldl(
+           fun(#{type := T, counters := Cs}, A) when T =:= scheduler; T =:= dirty_cpu_scheduler ->
+                   merge_add(maps:remove(sleep, Cs), A);
+              (_, A) -> A
+           end, #{}, Stats),
+    #{msacc_us => Us, reductions => ByKind#{exited => max(0, Exited)}}.
+
+%% what kind of work a process does, for node_where_stop/0
+where_kind(P, Tables) ->
+    case lists:member(P, Tables) of
+        true -> ec_table;
+        false ->
+            case erlang:process_info(P, registered_name) of
+                {registered_name, hm_bench_floor} -> floor_receiver;
+                {registered_name, mnesia_tm} -> mnesia_tm;
+                {registered_name, N} when is_atom(N) ->
+                    case atom_to_list(N) of
+                        "hm_bench" ++ _ -> bench;
+                        "hm_" ++ _ -> hm_other;
+                        "mnesia" ++ _ -> mnesia_other;
+                        _ -> other
+                    end;
+                _ -> other
+            end
+    end.
+
 %% The processes doing this node's EC work: its EC server and one process per EC table.
 ec_pids() ->
     case whereis(hm_ec_table_sup) of
@@ -1459,6 +1540,9 @@ figures_md(Out, Rel) ->
        speed_table(Speed, Cfg)] || Speed <- [maps:get(speed, Out, [])], Speed =/= []],
      [["\n#### Simple workload (every point)\n\n", simple_table(Simple, Cfg)]
       || Simple <- [maps:get(simple_points, Out, [])], Simple =/= []],
+     [["\n#### Where the CPU goes (simple workload, per write, the three nodes together)\n\n",
+       where_table(Simple)]
+      || Simple <- [[X || X = #{where := _} <- maps:get(simple_points, Out, [])]], Simple =/= []],
      "\n#### Partition timeline (ops/s summed over the nodes)\n\n",
      timeline_table(maps:get(timelines, Out), Cfg),
      io_lib:format("~n![timeline](~s~s-timeline.png)~n", [Rel, Id]),
@@ -1646,6 +1730,52 @@ simple_table(Pts, Cfg) ->
                    errors := E} <- Pts],
      "\nidle after: from the generators' stop until the last node was idle (n/a: not within "
      "the cool-down waits; its CPU is then counted up to the end of the waits).\n"].
+
+%% The simple workload's CPU per write by scheduler state and by kind of process, each context
+%% and generator count over its rounds: microstate accounting (time) and reductions (work).
+where_table(Pts) ->
+    Keys = lists:usort([{G, N} || #{context := N, gens_per_node := G} <- Pts]),
+    States = [emulator, gc, port, check_io],
+    Kinds = [exited, ec_table, mnesia_tm, mnesia_other, hm_other, floor_receiver, bench],
+    ["| context | gens/node | CPU us per write | ",
+     lists:join(" | ", ["time %: " ++ atom_to_list(S) || S <- States]), " | time %: other | ",
+     lists:join(" | ", ["reductions: " ++ where_label(K) || K <- Kinds]), " | reductions: other |\n",
+     "|---|---|---|", [["---|"] || _ <- States], "---|", [["---|"] || _ <- Kinds], "---|\n",
+     [begin
+          Sel = [X || X = #{context := N1, gens_per_node := G1} <- Pts, N1 =:= N, G1 =:= G],
+          W = lists:sum([maps:get(writes, maps:get(cpu, X), 0) || X <- Sel]),
+          CpuMs = lists:sum([maps:get(cpu_ms, maps:get(cpu, X), 0) || X <- Sel]),
+          Us = lists:foldl(fun(#{where := #{msacc_us := M}}, A) -> merge_add(M, A) end, #{}, Sel),
+          Rd = lists:foldl(fun(#{where := #{reductions := R}}, A) -> merge_add(R, A) end, #{}, Sel),
+          Per = fun(V) when W > 0 -> fmt1(V / W); (_) -> "n/a" end,
+          Busy = lists:sum(maps:values(Us)),
+          Pct = fun(V) when Busy > 0 -> fmt1(100 * V / Busy); (_) -> "n/a" end,
+          Rest = fun(M, Named) -> lists:sum([V || {K, V} <- maps:to_list(M),
+                                                  not lists:member(K, Named)]) end,
+          io_lib:format("| ~s | ~w | ~s | ~s | ~s | ~s | ~s |~n",
+                        [N, G, Per(1000 * CpuMs),
+                         lists:join(" | ", [Pct(maps:get(S, Us, 0)) || S <- States]),
+                         Pct(Rest(Us, States)),
+                         lists:join(" | ", [Per(maps:get(K, Rd, 0)) || K <- Kinds]),
+                         Per(Rest(Rd, Kinds))])
+      end || {G, N} <- Keys],
+     "\nTime %: the shares of the normal and dirty CPU schedulers' busy time by state "
+     "(microstate accounting, `msacc`, of the three VMs; it counts wall time, so on an "
+     "oversubscribed host only its shares mean something). `emulator`: running Erlang "
+     "code, which includes the encoding of distribution messages at `send` and the ETS "
+     "built-ins; `gc`: garbage collection; `port`: the distribution's sockets; other: "
+     "`aux`, `other` (which includes schedulers spinning before they sleep) and the rest. "
+     "Reductions per write (work, as counted by the VM), by the process that did it: the "
+     "generators (exited by the end, with any other process that exited), the EC table "
+     "processes, `mnesia_tm` (which applies other nodes' `async_dirty` writes), the rest of "
+     "Mnesia, the rest of Hypermnesia, the floor's receiver, the benchmark's own samplers. "
+     "Both from just before the load starts to the end of the cool-down (a little longer than "
+     "the CPU column's window, which ends when the node is idle), over all rounds.\n"].
+
+where_label(exited) -> "generators";
+where_label(ec_table) -> "EC table";
+where_label(floor_receiver) -> "floor receiver";
+where_label(K) -> atom_to_list(K).
 
 fmt1(null) -> "n/a";
 fmt1(V) -> io_lib:format("~.1f", [float(V)]).
