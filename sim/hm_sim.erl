@@ -547,10 +547,10 @@ receive_msg(From, To, Msg, S = #{cfg := #{service := Us}, now := Now, inc := Inc
     Busy = maps:get(busy, S, #{}),
     Start = max(Now * 1000, maps:get({To, Inc}, Busy, 0)),
     %% a retransmission round is applied a few operations at a time, as the runtime does
-    %% (hm_ec_table_server: ?WORK_BATCH), each batch once the receiver had time for it
+    %% (hm_ec_table:work_batch/0), each batch once the receiver had time for it
     Batches = case Msg of
                   {op, _} -> [Msg];
-                  {ops, L} -> [{ops, B} || B <- chunks(L, 8)]
+                  {ops, L} -> [{ops, B} || B <- chunks(L, hm_ec_table:work_batch())]
               end,
     {Done, S1} = lists:foldl(fun(B, {At, Acc}) ->
                                      N = case B of {op, _} -> 1; {ops, BL} -> length(BL) end,

@@ -74,7 +74,7 @@
          info/2]).
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
 -export([read/2, rows/1, crdt_value/2]).
--export([sync_timeout_ms/0]).
+-export([sync_timeout_ms/0, work_batch/0]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -define(SYNC_TIMEOUT_MS, 30000).
@@ -1003,3 +1003,10 @@ cookie(#t{cookie = C}) -> C.
 %% `{sync_timeout, Nodes}' (every EC table, dotted fragments included).
 -spec sync_timeout_ms() -> pos_integer().
 sync_timeout_ms() -> ?SYNC_TIMEOUT_MS.
+
+%% @doc How many queued operations of other members a copy applies in one step before it
+%% turns to whatever else arrived meanwhile (local writes, acknowledgements, ticks): the
+%% runtime's table process and the simulator's busy receivers both take them this many at
+%% a time, so that a heal's backlog never stalls a copy's own writers.
+-spec work_batch() -> pos_integer().
+work_batch() -> 8.

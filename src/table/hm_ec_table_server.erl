@@ -247,15 +247,14 @@ failed(S = #{tab := Tab}, Class, Reason, Stack) ->
 %% Fairness between this node's writers and other members' operations. After a partition
 %% heals a member receives the other side's operations all at once; applied as they arrive,
 %% they stood in the mailbox in front of every local write (async_ec stalled for seconds,
-%% bench/REPORT.md). Queued instead, at most ?WORK_BATCH of them are applied per `hm_work'
-%% message, which goes to the back of the mailbox: local calls, acks and ticks that came
-%% meanwhile go first.
--define(WORK_BATCH, 8).
+%% bench/REPORT.md). Queued instead, at most hm_ec_table:work_batch() of them are applied per
+%% `hm_work' message, which goes to the back of the mailbox: local calls, acks and ticks that
+%% came meanwhile go first.
 
 post_work(S = #{work_posted := true}) -> S;
 post_work(S) -> self() ! hm_work, S#{work_posted := true}.
 
-work(S) -> work(?WORK_BATCH, S).
+work(S) -> work(hm_ec_table:work_batch(), S).
 
 work(0, S = #{inq := Q}) ->
     case queue:is_empty(Q) of
