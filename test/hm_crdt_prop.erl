@@ -17,7 +17,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -export([prop_converges/2, prop_merge_laws/2, prop_delta_mutators/1, prop_binary/2,
-         prop_delta_any_order/1, run/4, numtests/0, check/1, types/0, safe/1]).
+         prop_delta_any_order/1, prop_delta_intervals/1, run/4, numtests/0, check/1, types/0, safe/1]).
 
 -define(REPLICAS, {a, b, c, d, e}).
 
@@ -259,6 +259,67 @@ prop_delta_any_order(Type) ->
                 InOrder =:= Any
             end).
 
+%% Delta-intervals (*Delta State Replicated Data Types*, Definition 4): replicas mutate and
+%% deliver each other's deltas; then each origin's deltas, cut into runs at random and each
+%% run joined by hm_crdt:coalesce/1, reach a fresh replica in a random order, with duplicates
+%% and with some of the single deltas too (an interval may then overlap what was
+%% delivered). It ends with the state, the delivered vector and no buffered event of a
+%% replica that delivered every single delta.
+prop_delta_intervals(Type) ->
+    Spec = hm_spec:spec_module(Type),
+    Step = frequency([{4, {mutate, range(1, 3), Spec:gen_op()}},
+                      {1, {sync, range(1, 3), range(1, 3)}}]),
+    ?FORALL({Steps, Cuts, Seed}, {non_empty(list(Step)), list(boolean()), integer()},
+            safe(fun() -> delta_intervals(Type, Steps, Cuts, Seed) end)).
+
+delta_intervals(Type, Steps, Cuts, Seed) ->
+    New = hm_crdt:new(Type, delta),
+    Cs0 = #{1 => New, 2 => New, 3 => New},
+    {_, Evs} = lists:foldl(
+                 fun({mutate, I, Op}, {Cs, Acc}) ->
+                         {ok, C1, E} = hm_crdt:mutate(Op, replica(I), maps:get(I, Cs)),
+                         {Cs#{I := C1}, Acc ++ [{I, E}]};
+                    ({sync, I, J}, {Cs, Acc}) ->
+                         %% J delivers every delta of I's origin made so far
+                         CJ = lists:foldl(fun({O, E}, C) when O =:= I -> hm_crdt:deliver(E, C);
+                                             (_, C) -> C
+                                          end, maps:get(J, Cs), Acc),
+                         {Cs#{J := CJ}, Acc}
+                 end, {Cs0, []}, Steps),
+    All = lists:foldl(fun({_, E}, C) -> hm_crdt:deliver(E, C) end, New, Evs),
+    {Runs, _} = lists:mapfoldl(
+                  fun(I, CutsLeft) ->
+                          Own = [E || {O, E} <- Evs, O =:= I],
+                          cut_runs(Own, CutsLeft)
+                  end, Cuts ++ [true || _ <- Evs], [1, 2, 3]),
+    Intervals = lists:append([hm_crdt:coalesce(R) || R <- lists:append(Runs)]),
+    Singles = [E || {{_, E}, true} <- lists:zip(Evs, lists:sublist(Cuts ++ [false || _ <- Evs],
+                                                                   length(Evs)))],
+    Sent = Intervals ++ Intervals ++ Singles,
+    {Keys, _} = lists:mapfoldl(fun(_, St) -> rand:uniform_s(St) end,
+                               rand:seed_s(exsss, {Seed, 3, 4}), Sent),
+    Shuffled = [E || {_, E} <- lists:sort(lists:zip(Keys, Sent))],
+    Got = lists:foldl(fun(E, C) ->
+                              case hm_crdt:deliver(E, C) of
+                                  {error, Why} -> throw({deliver_failed, Why, E});
+                                  C1 -> C1
+                              end
+                      end, New, Shuffled),
+    Result = {hm_crdt:lattice(Got), hm_crdt:delivered(Got), hm_crdt:pending(Got)},
+    Expected = {hm_crdt:lattice(All), hm_crdt:delivered(All), 0},
+    ?WHENFAIL(io:format(user, "got ~p~nexpected ~p~n", [Result, Expected]),
+              Result =:= Expected).
+
+%% An origin's events cut into runs where the next cut says so (at least one run).
+cut_runs([], Cuts) -> {[], Cuts};
+cut_runs(Evs, Cuts) ->
+    {Runs, Run, Left} = lists:foldl(fun(E, {Rs, [], Cs}) -> {Rs, [E], Cs};
+                                       (E, {Rs, R, [true | Cs]}) -> {[lists:reverse(R) | Rs], [E], Cs};
+                                       (E, {Rs, R, [_ | Cs]}) -> {Rs, [E | R], Cs};
+                                       (E, {Rs, R, []}) -> {Rs, [E | R], []}
+                                    end, {[], [], Cuts}, Evs),
+    {lists:reverse([lists:reverse(Run) | Runs]), Left}.
+
 %%% ---------------------------------------------------------------- encoding
 
 prop_binary(Type, Flavor) ->
@@ -292,6 +353,10 @@ delta_mutators_test_() ->
 delta_any_order_test_() ->
     [{timeout, 600, {lists:flatten(io_lib:format("deltas in any order: ~p", [T])),
                      ?_assert(check(prop_delta_any_order(T)))}} || T <- types()].
+
+delta_intervals_test_() ->
+    [{timeout, 600, {lists:flatten(io_lib:format("delta-intervals: ~p", [T])),
+                     ?_assert(check(prop_delta_intervals(T)))}} || T <- types()].
 
 binary_test_() ->
     [{timeout, 600, {lists:flatten(io_lib:format("binary round trip: ~p/~p", [T, F])),

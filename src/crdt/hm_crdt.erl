@@ -39,7 +39,7 @@
 -export([new/2, mutate/3, deliver/2, merge/2, value/1, stable/2, to_binary/1, from_binary/1]).
 -export([type/1, flavor/1, lattice/1, delivered/1, pending/1, metadata/1, is_crdt/1, types/0,
          flavors/0, module/1, is_op/2, drop_pending/2]).
--export([prepare/3, effect/4]).
+-export([prepare/3, effect/4, coalesce/1]).
 -export_type([crdt/0, type/0, flavor/0, event/0, op/0, replica/0]).
 
 -type type() :: gcounter | pncounter | awset | rwset | lwwreg | mvreg | ewflag | map.
@@ -52,7 +52,7 @@
 -opaque crdt() :: #hm_crdt{}.
 %% What travels between replicas.
 -type event() :: {hm_event, state, type(), {hm_dcc:dcc(), hm_vv:vv()}}
-               | {hm_event, delta, type(), hm_causal_buffer:message()}
+               | {hm_event, delta, type(), hm_causal_buffer:message()}   % a delta or an interval
                | {hm_event, op, type(), hm_causal_buffer:message()}.
 
 %%% ---------------------------------------------------------------- behaviour
@@ -201,6 +201,7 @@ deliver(_, X) -> {error, {bad_crdt, X}}.
 
 %% Checked before buffering, so a bad event can never block good ones behind it.
 valid_payload(delta, _M, {_, _, {Store, Ctx}}) -> is_store(Store) andalso is_map(Ctx);
+valid_payload(delta, _M, {_, _, _, {Store, Ctx}}) -> is_store(Store) andalso is_map(Ctx);
 valid_payload(op, M, {_, _, PureOp}) -> safe_is_op(M, PureOp);
 valid_payload(_, _, _) -> false.
 
@@ -208,10 +209,42 @@ is_store({dm, M}) -> is_map(M);
 is_store(F) -> is_map(F).
 
 apply_ready(delta, _M, Ready, Dcc) ->
-    lists:foldl(fun({_, _, Delta}, Acc) -> hm_dcc:join_delta(Acc, Delta) end, Dcc, Ready);
+    %% a delta, or an interval's joined deltas (its last element)
+    lists:foldl(fun(Msg, Acc) -> hm_dcc:join_delta(Acc, element(tuple_size(Msg), Msg)) end,
+                Dcc, Ready);
 apply_ready(op, M, Ready, S) ->
     lists:foldl(fun({O, Ts, PureOp}, Acc) -> M:effect(PureOp, {O, maps:get(O, Ts)}, Ts, Acc)
                 end, S, Ready).
+
+%% @doc Delta flavor: the events of a list, in order, with every run of deltas of one origin
+%% whose sequence numbers follow each other, and that depend on the same deltas of the other
+%% origins, joined into one delta-interval (*Delta State
+%% Replicated Data Types*, Definition 4), which {@link deliver/2} takes as it takes the deltas
+%% it joins: in causal order, once in effect (a prefix of it delivered already is joined again,
+%% which changes nothing). A replica then makes one join per run instead of one per delta, and
+%% the run's contexts travel as one. Other events are left as they are.
+-spec coalesce([event()]) -> [event()].
+coalesce(Events) -> lists:reverse(lists:foldl(fun coalesce/2, [], Events)).
+
+coalesce({hm_event, delta, T, {R, Ts2, D2}} = E, [Prev = {hm_event, delta, T, Msg} | Acc])
+  when is_map(Ts2) ->
+    case Msg of
+        {R, Ts1, D1} when is_map(Ts1) -> join_run(R, hm_vv:get(R, Ts1), Ts1, D1, Ts2, D2, E, Prev, Acc);
+        {R, First, Ts1, D1} when is_map(Ts1) -> join_run(R, First, Ts1, D1, Ts2, D2, E, Prev, Acc);
+        _ -> [E, Prev | Acc]
+    end;
+coalesce(E, Acc) -> [E | Acc].
+
+%% A delta joins the run when it is the next of its origin and depends on nothing more of the
+%% other origins: an interval is ready when its first delta would be, so it waits for
+%% nothing its own deltas do not (two origins' runs that each depend on a delta inside the
+%% other's would wait for each other for ever).
+join_run(R, First, Ts1, D1, Ts2, D2, E, Prev = {hm_event, delta, T, _}, Acc) ->
+    case hm_vv:get(R, Ts2) =:= hm_vv:get(R, Ts1) + 1 andalso
+        maps:remove(R, Ts1) =:= maps:remove(R, Ts2) of
+        true -> [{hm_event, delta, T, {R, First, Ts2, hm_dcc:join_deltas(D1, D2)}} | Acc];
+        false -> [E, Prev | Acc]
+    end.
 
 %% @doc Op flavor, when the caller does causal delivery itself (a tagged causal broadcast
 %% shared by many CRDTs, as the tables do): the operation as it travels ("prepare" of pure

@@ -375,11 +375,9 @@ epoch_timer(Result) -> Result.
 
 %% The epoch ended: its updates leave as one operation, in the order they were made.
 flush(T = #t{batch = []}) -> {T, []};
-flush(T = #t{batch = Bt, crdt = {_, Flavor}, store = St}) ->
-    Pairs = case Flavor of
-                state -> lists:ukeysort(1, Bt);    % newest first: the last state of each key
-                _ -> lists:reverse(Bt)
-            end,
+flush(T = #t{batch = Bt, crdt = Spec, store = St}) ->
+    %% state: the last state of each key; delta: each key's deltas as one interval
+    Pairs = hm_ec_crdt:epoch_payloads(Spec, lists:reverse(Bt)),
     {T1 = #t{store = St1}, Effs} = submit_op({'$crdt_epoch', {crdt, {batch, Pairs}}}, async,
                                              crdt_epoch, {0, []}, T#t{batch = []}),
     %% forgotten once the operation carrying it is logged: a crash in between sends it twice,
