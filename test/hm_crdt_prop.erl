@@ -17,7 +17,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -export([prop_converges/2, prop_merge_laws/2, prop_delta_mutators/1, prop_binary/2,
-         prop_delta_any_order/1, prop_delta_intervals/1, run/4, numtests/0, check/1, types/0, safe/1]).
+         prop_delta_any_order/1, prop_delta_intervals/1, prop_value_parts/2, run/4, numtests/0, check/1, types/0, safe/1]).
 
 -define(REPLICAS, {a, b, c, d, e}).
 
@@ -320,6 +320,16 @@ cut_runs(Evs, Cuts) ->
                                     end, {[], [], Cuts}, Evs),
     {lists:reverse([lists:reverse(Run) | Runs]), Left}.
 
+%% A value made in two steps (the table's process lists, the reader finishes) is the value,
+%% and whether a replica holds timestamps is whether it counts any.
+prop_value_parts(Type, Flavor) ->
+    ?FORALL(Cs, three_states(Type, Flavor),
+            lists:all(fun(C) ->
+                              hm_crdt:finish_value(hm_crdt:value_parts(C)) =:= hm_crdt:value(C)
+                                  andalso hm_crdt:has_timestamps(C) =:=
+                                  (Flavor =:= op andalso hm_crdt:metadata(C) > 0)
+                      end, Cs)).
+
 %%% ---------------------------------------------------------------- encoding
 
 prop_binary(Type, Flavor) ->
@@ -357,6 +367,23 @@ delta_any_order_test_() ->
 delta_intervals_test_() ->
     [{timeout, 600, {lists:flatten(io_lib:format("delta-intervals: ~p", [T])),
                      ?_assert(check(prop_delta_intervals(T)))}} || T <- types()].
+
+value_parts_test_() ->
+    [{timeout, 600, {lists:flatten(io_lib:format("value in two steps: ~p/~p", [T, F])),
+                     ?_assert(check(prop_value_parts(T, F)))}}
+     || T <- types(), F <- hm_crdt:flavors()].
+
+%% A set's process lists its elements unsorted: the reader sorts them.
+set_value_parts_test() ->
+    {ok, C, _} = hm_crdt:mutate({add_all, [c, a, b]}, a, hm_crdt:new(awset, delta)),
+    {sort, L} = hm_crdt:value_parts(C),
+    ?assertEqual([a, b, c], lists:sort(L)),
+    O = hm_crdt:new(awset, op),
+    {ok, P} = hm_crdt:prepare({add_all, [c, a]}, a, O),
+    O1 = hm_crdt:effect(P, {a, 1}, #{a => 1}, O),
+    ?assertMatch({sort, [_, _]}, hm_crdt:value_parts(O1)),
+    ?assert(hm_crdt:has_timestamps(O1)),
+    ?assertNot(hm_crdt:has_timestamps(hm_crdt:stable(#{a => 1}, O1))).
 
 binary_test_() ->
     [{timeout, 600, {lists:flatten(io_lib:format("binary round trip: ~p/~p", [T, F])),

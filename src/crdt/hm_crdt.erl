@@ -40,7 +40,8 @@
 -export([type/1, flavor/1, lattice/1, delivered/1, pending/1, metadata/1, is_crdt/1, types/0,
          flavors/0, module/1, is_op/2, drop_pending/2]).
 -export([prepare/3, effect/4, coalesce/1]).
--export_type([crdt/0, type/0, flavor/0, event/0, op/0, replica/0]).
+-export([value_parts/1, finish_value/1, has_timestamps/1]).
+-export_type([crdt/0, type/0, flavor/0, event/0, op/0, replica/0, value_parts/0]).
 
 -type type() :: gcounter | pncounter | awset | rwset | lwwreg | mvreg | ewflag | map.
 -type flavor() :: state | delta | op.
@@ -50,6 +51,8 @@
 
 -record(hm_crdt, {type :: type(), flavor :: flavor(), inner :: term()}).
 -opaque crdt() :: #hm_crdt{}.
+%% A value in two steps (value_parts/1, finish_value/1).
+-type value_parts() :: {value, term()} | {sort, list()}.
 %% What travels between replicas.
 -type event() :: {hm_event, state, type(), {hm_dcc:dcc(), hm_vv:vv()}}
                | {hm_event, delta, type(), hm_causal_buffer:message()}   % a delta or an interval
@@ -81,6 +84,13 @@
 -callback reset_update(replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
 -callback reset_delta(replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
 -optional_callbacks([reset_update/2, reset_delta/2]).
+%% Optional: the value's elements unsorted, as a list whose lists:sort/1 is value/1 (resp.
+%% op_value/1): a set's reader then sorts them in its own process (see value_parts/1).
+-callback unsorted_value(hm_dcc:store()) -> list().
+-callback op_unsorted_value(OpState :: term()) -> list().
+%% Optional: op_timestamps(S) > 0, without counting them.
+-callback op_has_timestamps(OpState :: term()) -> boolean().
+-optional_callbacks([unsorted_value/1, op_unsorted_value/1, op_has_timestamps/1]).
 
 %% --- pure op-based flavor
 -callback op_new() -> term().
@@ -323,6 +333,44 @@ drop_pending(_Gone, C = #hm_crdt{}) -> C.
 value(#hm_crdt{type = T, flavor = op, inner = {S, _}}) -> (module(T)):op_value(S);
 value(#hm_crdt{type = T, flavor = state, inner = {{Store, _}, _}}) -> (module(T)):value(Store);
 value(#hm_crdt{type = T, flavor = delta, inner = {{Store, _}, _}}) -> (module(T)):value(Store).
+
+%% @doc {@link value/1} in two steps, for a process that holds the CRDT and answers readers:
+%% `value_parts(C)' costs what listing the value's elements costs, and `finish_value/1', in
+%% the reader's process, makes the value of it (a set's 10,000 elements: the listing takes
+%% a tenth of the sort, which the reader then makes). `finish_value(value_parts(C)) =:=
+%% value(C)'.
+-spec value_parts(crdt()) -> value_parts().
+value_parts(C = #hm_crdt{type = T, flavor = F, inner = I}) ->
+    M = module(T),
+    case {F, I} of
+        {op, {S, _}} ->
+            case erlang:function_exported(M, op_unsorted_value, 1) of
+                true -> {sort, M:op_unsorted_value(S)};
+                false -> {value, value(C)}
+            end;
+        {_, {{Store, _}, _}} ->
+            case erlang:function_exported(M, unsorted_value, 1) of
+                true -> {sort, M:unsorted_value(Store)};
+                false -> {value, value(C)}
+            end
+    end.
+
+%% @doc The value {@link value_parts/1} gave the parts of.
+-spec finish_value(value_parts()) -> term().
+finish_value({sort, L}) -> lists:sort(L);
+finish_value({value, V}) -> V.
+
+%% @doc Op flavor: whether the replica holds timestamps ({@link metadata/1} `> 0'), without
+%% counting them where the type can tell (a set of 10,000 elements counts each one's).
+%% State and delta flavors: `false'.
+-spec has_timestamps(crdt()) -> boolean().
+has_timestamps(C = #hm_crdt{type = T, flavor = op, inner = {S, _}}) ->
+    M = module(T),
+    case erlang:function_exported(M, op_has_timestamps, 1) of
+        true -> M:op_has_timestamps(S);
+        false -> metadata(C) > 0
+    end;
+has_timestamps(#hm_crdt{}) -> false.
 
 %% @doc Op flavor: compact every PO-log entry whose dot is in `StableVV'. The caller computes
 %% that vector as the Hypermnesia paper, Algorithm 1 "check stability" does: the pointwise minimum, over

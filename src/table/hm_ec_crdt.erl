@@ -141,7 +141,7 @@ stabilize(V, C) -> hm_crdt:stable(V, C).
 
 %% @doc Whether the key still holds timestamps that stability will fold (op flavor).
 -spec is_unstable(hm_crdt:crdt()) -> boolean().
-is_unstable(C) -> hm_crdt:flavor(C) =:= op andalso hm_crdt:metadata(C) > 0.
+is_unstable(C) -> hm_crdt:has_timestamps(C).
 
 %% @doc The value a key's state shows.
 -spec value(hm_crdt:crdt()) -> term().

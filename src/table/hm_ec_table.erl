@@ -73,7 +73,7 @@
          set_members/2, timeout/2, stop/1,
          info/2]).
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
--export([read/2, rows/1, crdt_value/2]).
+-export([read/2, rows/1, crdt_value/2, crdt_value_parts/2]).
 -export([sync_timeout_ms/0]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
@@ -965,6 +965,14 @@ rows(#t{unwritten = U, record = {Name, _}, store = St}) ->
 -spec crdt_value(term(), state()) -> {ok, term()} | {error, {not_crdt_table, atom()}}.
 crdt_value(_, #t{crdt = none, tab = Tab}) -> {error, {not_crdt_table, Tab}};
 crdt_value(Key, T) -> {ok, hm_ec_crdt:value(crdt_state(Key, T))}.
+
+%% @doc {@link crdt_value/2} in two steps ({@link hm_crdt:value_parts/1}): what the table's
+%% process answers a reader, who makes the value of it with {@link hm_crdt:finish_value/1}
+%% (a set's sort is then the reader's, not the process's that every update waits for).
+-spec crdt_value_parts(term(), state()) ->
+          {ok, hm_crdt:value_parts()} | {error, {not_crdt_table, atom()}}.
+crdt_value_parts(_, #t{crdt = none, tab = Tab}) -> {error, {not_crdt_table, Tab}};
+crdt_value_parts(Key, T) -> {ok, hm_crdt:value_parts(crdt_state(Key, T))}.
 
 %% @doc How many operations this copy applied that met a concurrent one on their key (and
 %% were resolved by the table's type and conflict policy).
