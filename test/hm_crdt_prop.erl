@@ -17,7 +17,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -export([prop_converges/2, prop_merge_laws/2, prop_delta_mutators/1, prop_binary/2,
-         prop_delta_any_order/1, prop_delta_intervals/1, prop_value_parts/2, run/4, numtests/0, check/1, types/0, safe/1]).
+         prop_delta_any_order/1, prop_delta_intervals/1, prop_value_parts/2, prop_stable_groups/1, run/4, numtests/0, check/1, types/0, safe/1]).
 
 -define(REPLICAS, {a, b, c, d, e}).
 
@@ -330,6 +330,52 @@ prop_value_parts(Type, Flavor) ->
                                   (Flavor =:= op andalso hm_crdt:metadata(C) > 0)
                       end, Cs)).
 
+%% Op flavor: causal stability for the groups the newly stable operations name
+%% (hm_crdt:stable/3) gives, tick after tick, what a pass over the whole PO-log gives.
+prop_stable_groups(Type) ->
+    Spec = hm_spec:spec_module(Type),
+    Step = frequency([{5, {mutate, range(1, 2), Spec:gen_op()}}, {1, sync}]),
+    ?FORALL({Steps, Cuts}, {non_empty(list(Step)), list({range(0, 20), range(0, 20)})},
+            safe(fun() -> stable_groups(Type, Steps, Cuts) end)).
+
+stable_groups(Type, Steps, Cuts) ->
+    New = hm_crdt:new(Type, op),
+    {_, Evs} = lists:foldl(
+                 fun({mutate, I, Op}, {Cs, Acc}) ->
+                         {ok, C1, E} = hm_crdt:mutate(Op, replica(I), maps:get(I, Cs)),
+                         {Cs#{I := C1}, Acc ++ [E]};
+                    (sync, {Cs, Acc}) ->
+                         {maps:map(fun(_, C) -> lists:foldl(fun hm_crdt:deliver/2, C, Acc) end,
+                                   Cs), Acc}
+                 end, {#{1 => New, 2 => New}, []}, Steps),
+    All = lists:foldl(fun hm_crdt:deliver/2, New, Evs),
+    Max = hm_crdt:delivered(All),
+    %% stable vectors that only grow, ending with everything
+    Vs = lists:foldl(fun({A, B}, [Prev | _] = Acc) ->
+                             V = hm_vv:join(Prev, hm_vv:meet(Max, #{a => A, b => B})),
+                             [V | Acc]
+                     end, [#{}], Cuts ++ [{1000, 1000}]),
+    {_, _, Ok} =
+        lists:foldl(fun(V, {Full, Some, Prev}) ->
+                            Groups = lists:append(
+                                       [case hm_crdt:op_groups(Type, PureOp) of
+                                            all -> [all];
+                                            Gs -> Gs
+                                        end || {hm_event, op, _, {O, Ts, PureOp}} <- Evs,
+                                               Dot <- [{O, maps:get(O, Ts)}],
+                                               hm_vv:contains(Dot, V),
+                                               not hm_vv:contains(Dot, Prev)]),
+                            Gs1 = case lists:member(all, Groups) of
+                                      true -> all;
+                                      false -> Groups
+                                  end,
+                            Full1 = hm_crdt:stable(V, Full),
+                            Some1 = hm_crdt:stable(V, Gs1, Some),
+                            [throw({differs, V, Full1, Some1}) || Full1 =/= Some1],
+                            {Full1, Some1, V}
+                    end, {All, All, #{}}, lists:reverse(Vs)),
+    Ok =/= undefined.
+
 %%% ---------------------------------------------------------------- encoding
 
 prop_binary(Type, Flavor) ->
@@ -384,6 +430,25 @@ set_value_parts_test() ->
     ?assertMatch({sort, [_, _]}, hm_crdt:value_parts(O1)),
     ?assert(hm_crdt:has_timestamps(O1)),
     ?assertNot(hm_crdt:has_timestamps(hm_crdt:stable(#{a => 1}, O1))).
+
+stable_groups_test_() ->
+    [{timeout, 600, {lists:flatten(io_lib:format("stability by groups: ~p", [T])),
+                     ?_assert(check(prop_stable_groups(T)))}} || T <- types()].
+
+%% An op set's stability looks at the elements it is told of only.
+stable_named_groups_test() ->
+    O = hm_crdt:new(awset, op),
+    O1 = lists:foldl(fun({E, N}, C) ->
+                             {ok, P} = hm_crdt:prepare({add, E}, a, C),
+                             hm_crdt:effect(P, {a, N}, #{a => N}, C)
+                     end, O, [{x1, 1}, {x2, 2}, {x3, 3}, {y, 4}]),
+    ?assertEqual([y], hm_crdt:op_groups(awset, {add, y})),
+    ?assertEqual(all, hm_crdt:op_groups(gcounter, {increment, 1})),
+    O2 = hm_crdt:stable(#{a => 4}, [y], O1),
+    ?assertEqual(3, hm_crdt:metadata(O2)),          % the x's not named: still timestamped
+    ?assertEqual([x1, x2, x3, y], hm_crdt:value(O2)),
+    ?assertEqual(0, hm_crdt:metadata(hm_crdt:stable(#{a => 4}, [x1, x2, x3], O2))),
+    ?assertEqual(0, hm_crdt:metadata(hm_crdt:stable(#{a => 4}, all, O1))).
 
 binary_test_() ->
     [{timeout, 600, {lists:flatten(io_lib:format("binary round trip: ~p/~p", [T, F])),

@@ -21,7 +21,7 @@
 
 -export([is_op/1, empty_store/0, update/3, delta/3, value/1, unsorted_value/1]).
 -export([op_new/0, prepare/3, effect/4, stabilize/2, reset/2, op_value/1, op_timestamps/1,
-         op_unsorted_value/1, op_has_timestamps/1]).
+         op_unsorted_value/1, op_has_timestamps/1, op_groups/1, stabilize_some/3]).
 
 -type elem() :: term().
 %% Sequential part (stable elements) and PO-log (element => dots of live adds).
@@ -113,6 +113,14 @@ effect(Op, Dot, Ts, {Seq, Log}) ->
 %% sequential set and loses its timestamps.
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S) -> hm_polog:stabilize_groups(V, S, fun(_AddDots) -> true end).
+
+%% @doc The elements an operation names: the groups of the PO-log its effect touched.
+-spec op_groups(term()) -> [elem()].
+op_groups(Op) -> elems(Op).
+
+%% @doc {@link stabilize/2} for the elements `Es' only.
+-spec stabilize_some(hm_vv:vv(), [elem()], op_state()) -> op_state().
+stabilize_some(V, Es, S) -> hm_polog:stabilize_groups(V, Es, S, fun(_AddDots) -> true end).
 
 %% @doc Drop whatever causally precedes `Ts' (all stable elements, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().

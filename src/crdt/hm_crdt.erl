@@ -40,7 +40,7 @@
 -export([type/1, flavor/1, lattice/1, delivered/1, pending/1, metadata/1, is_crdt/1, types/0,
          flavors/0, module/1, is_op/2, drop_pending/2]).
 -export([prepare/3, effect/4, coalesce/1]).
--export([value_parts/1, finish_value/1, has_timestamps/1]).
+-export([value_parts/1, finish_value/1, has_timestamps/1, op_groups/2, stable/3]).
 -export_type([crdt/0, type/0, flavor/0, event/0, op/0, replica/0, value_parts/0]).
 
 -type type() :: gcounter | pncounter | awset | rwset | lwwreg | mvreg | ewflag | map.
@@ -90,7 +90,14 @@
 -callback op_unsorted_value(OpState :: term()) -> list().
 %% Optional: op_timestamps(S) > 0, without counting them.
 -callback op_has_timestamps(OpState :: term()) -> boolean().
--optional_callbacks([unsorted_value/1, op_unsorted_value/1, op_has_timestamps/1]).
+%% Optional, with stabilize_some/3: the groups of the PO-log an operation names (a set's
+%% elements), and causal stability for those groups only. An entry of a group left the
+%% PO-log or was made by an operation naming the group, so once the operations that just
+%% became stable have named their groups, the others have nothing new to fold.
+-callback op_groups(PureOp :: term()) -> [term()].
+-callback stabilize_some(StableVV :: hm_vv:vv(), Groups :: [term()], OpState :: term()) -> term().
+-optional_callbacks([unsorted_value/1, op_unsorted_value/1, op_has_timestamps/1,
+                     op_groups/1, stabilize_some/3]).
 
 %% --- pure op-based flavor
 -callback op_new() -> term().
@@ -383,6 +390,36 @@ stable(V, C = #hm_crdt{type = T, flavor = op, inner = {S, CB}}) when is_map(V) -
     Cap = hm_vv:meet(V, hm_causal_buffer:delivered(CB)),
     C#hm_crdt{inner = {(module(T)):stabilize(Cap, S), CB}};
 stable(_, C = #hm_crdt{}) -> C.
+
+%% @doc Op flavor: the groups of the PO-log an operation of `Type' names ({@link stable/3}),
+%% or `all' where the type does not keep its log by group.
+-spec op_groups(type(), term()) -> [term()] | all.
+op_groups(Type, PureOp) ->
+    M = module(Type),
+    case is_atom(M) andalso erlang:function_exported(M, op_groups, 1) andalso
+        erlang:function_exported(M, stabilize_some, 3) andalso safe_is_op(M, PureOp) of
+        true -> M:op_groups(PureOp);
+        false -> all
+    end.
+
+%% @doc {@link stable/2} for the groups `Groups' of the PO-log only (`all': every group):
+%% the groups the operations that just became stable named ({@link op_groups/2}). A group
+%% none of them named holds an entry that was not stable before and is not now, or was
+%% folded already, so the result is that of {@link stable/2} whenever every operation that
+%% became stable since the last call had its groups named. A set of 10,000 elements then
+%% costs what became stable instead of a pass over every element.
+-spec stable(hm_vv:vv(), [term()] | all, crdt()) -> crdt().
+stable(V, all, C) -> stable(V, C);
+stable(V, Groups, C = #hm_crdt{type = T, flavor = op, inner = {S, CB}})
+  when is_map(V), is_list(Groups) ->
+    M = module(T),
+    case erlang:function_exported(M, stabilize_some, 3) of
+        true ->
+            Cap = hm_vv:meet(V, hm_causal_buffer:delivered(CB)),
+            C#hm_crdt{inner = {M:stabilize_some(Cap, Groups, S), CB}};
+        false -> stable(V, C)
+    end;
+stable(_, _, C = #hm_crdt{}) -> C.
 
 %%% ---------------------------------------------------------------- encoding
 

@@ -33,7 +33,7 @@
 -module(hm_ec_crdt).
 
 -export([new/1, prepare/4, effect/4, stabilize/2, is_unstable/1, value/1, empty_value/1,
-         is_payload/2, is_spec/1, epoch_payloads/2]).
+         is_payload/2, is_spec/1, epoch_payloads/2, stabilize/3, stable_groups/2]).
 -export_type([spec/0, payload/0]).
 
 %% The table's CRDT: its type and flavor.
@@ -138,6 +138,26 @@ key_payloads(Ps) ->
 %% the lattice flavors are unchanged).
 -spec stabilize(hm_vv:vv(), hm_crdt:crdt()) -> hm_crdt:crdt().
 stabilize(V, C) -> hm_crdt:stable(V, C).
+
+%% @doc {@link stabilize/2} for the groups of the key's PO-log `Groups' (`all': every one),
+%% as {@link stable_groups/2} names them for the operations that just became stable.
+-spec stabilize(hm_vv:vv(), [term()] | all, hm_crdt:crdt()) -> hm_crdt:crdt().
+stabilize(V, Groups, C) -> hm_crdt:stable(V, Groups, C).
+
+%% @doc The keys the payloads of operations that just became stable name, each with the
+%% groups of its PO-log they name (a set's elements; `all' where the type or the payload
+%% does not say): a key's group can only have become stable by one of them.
+-spec stable_groups(spec(), [{term(), payload()}]) -> #{term() => [term()] | all}.
+stable_groups({Type, _}, KeyPayloads) ->
+    lists:foldl(fun({Key, {op, PureOp}}, Acc) ->
+                        case {hm_crdt:op_groups(Type, PureOp), Acc} of
+                            {_, #{Key := all}} -> Acc;
+                            {all, _} -> Acc#{Key => all};
+                            {Gs, #{Key := Old}} -> Acc#{Key := Gs ++ Old};
+                            {Gs, _} -> Acc#{Key => Gs}
+                        end;
+                   ({Key, _}, Acc) -> Acc#{Key => all}
+                end, #{}, KeyPayloads).
 
 %% @doc Whether the key still holds timestamps that stability will fold (op flavor).
 -spec is_unstable(hm_crdt:crdt()) -> boolean().
