@@ -22,7 +22,9 @@
 %% </ul>
 %% In the lattice flavors the table core applies an update where it is made at once and sends
 %% the updates of a broadcast epoch together, as one `{batch, [{Key, Payload}]}' payload
-%% (the ChiaVe paper, §4: propagation per broadcast epoch).
+%% (the ChiaVe paper, §4: propagation per broadcast epoch): `state', the last state of each
+%% key; `delta', each key's deltas joined into one delta-interval (`{interval, Event}',
+%% *Delta State Replicated Data Types*, Definition 4; see {@link epoch_payloads/2}).
 %% In the lattice flavors the broadcast's exactly-once causal delivery is more than the join
 %% needs; joins are idempotent, so a state or delta that arrives twice changes nothing.
 %%
