@@ -248,6 +248,53 @@ buffer_advance_test() ->
     %% and a late copy of a covered message is a duplicate
     ?assertEqual({[], C4}, hm_causal_buffer:rcv_msg(Ma, C4)).
 
+%% An interval `{Origin, First, Ts, Payload}' (a delta-interval) brings the origin's messages
+%% First..Ts[Origin] at once: ready once it brings the next one (a prefix of it may be
+%% delivered already), buffered otherwise, and it makes the singles it covers duplicates.
+buffer_interval_test() ->
+    I24 = {a, 2, #{a => 4}, joined},                 % a's messages 2, 3 and 4
+    M1 = {a, #{a => 1}, one},
+    M3 = {a, #{a => 3}, three},
+    M5 = {a, #{a => 5}, five},
+    ?assert(hm_causal_buffer:is_message(I24)),
+    ?assertNot(hm_causal_buffer:is_message({a, 5, #{a => 4}, bad})),   % first past last
+    ?assertNot(hm_causal_buffer:is_message({a, 0, #{a => 4}, bad})),
+    %% not ready before message 1; buffered with 3 and 5
+    {[], B1} = hm_causal_buffer:rcv_msg(I24, hm_causal_buffer:new()),
+    {[], B2} = hm_causal_buffer:rcv_msg(M5, B1),
+    {[], B3} = hm_causal_buffer:rcv_msg(M3, B2),
+    ?assertEqual(3, hm_causal_buffer:pending_count(B3)),
+    %% message 1 makes the interval ready, which covers 3; then 5 follows
+    {Out, B4} = hm_causal_buffer:rcv_msg(M1, B3),
+    ?assertEqual([M1, I24, M5], Out),
+    ?assertEqual(#{a => 5}, hm_causal_buffer:delivered(B4)),
+    ?assertEqual(0, hm_causal_buffer:pending_count(B4)),
+    ?assert(hm_causal_buffer:is_duplicate(I24, hm_causal_buffer:delivered(B4))),
+    %% a prefix delivered already: the interval is ready (its payload is a join) and
+    %% counts the rest
+    {[M1], C1} = hm_causal_buffer:rcv_msg(M1, hm_causal_buffer:new()),
+    {[_], C2} = hm_causal_buffer:rcv_msg({a, #{a => 2}, two}, C1),
+    {[I24], C3} = hm_causal_buffer:rcv_msg(I24, C2),
+    ?assertEqual(#{a => 4}, hm_causal_buffer:delivered(C3)),
+    %% its dependencies on other origins are those of its last message
+    Ib = {b, 1, #{a => 1, b => 2}, joined},
+    {[], D1} = hm_causal_buffer:rcv_msg(Ib, hm_causal_buffer:new()),
+    {[M1, Ib], D2} = hm_causal_buffer:rcv_msg(M1, D1),
+    ?assertEqual(#{a => 1, b => 2}, hm_causal_buffer:delivered(D2)).
+
+%% A catch-up that covers a prefix of a buffered interval leaves it buffered for the rest,
+%% and delivers it once it is ready.
+buffer_advance_interval_test() ->
+    I25 = {a, 2, #{a => 5, b => 1}, joined},
+    {[], B1} = hm_causal_buffer:rcv_msg(I25, hm_causal_buffer:new()),
+    {[], B2} = hm_causal_buffer:advance(#{a => 3}, B1),        % b's message missing
+    ?assertEqual(1, hm_causal_buffer:pending_count(B2)),
+    {[I25], B3} = hm_causal_buffer:advance(#{b => 1}, B2),
+    ?assertEqual(#{a => 5, b => 1}, hm_causal_buffer:delivered(B3)),
+    %% covered entirely: dropped
+    {[], B4} = hm_causal_buffer:advance(#{a => 5}, B1),
+    ?assertEqual(0, hm_causal_buffer:pending_count(B4)).
+
 %% drop_origins/2 forgets the buffered messages of the origins chosen, and only those.
 buffer_drop_origins_test() ->
     {[], B1} = hm_causal_buffer:rcv_msg({{n1, 1}, #{{n1, 1} => 2}, lost_gap}, hm_causal_buffer:new()),

@@ -17,7 +17,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -export([prop_converges/2, prop_merge_laws/2, prop_delta_mutators/1, prop_binary/2,
-         prop_delta_any_order/1, run/4, numtests/0, check/1, types/0, safe/1]).
+         prop_delta_any_order/1, prop_delta_intervals/1, prop_value_parts/2, prop_stable_groups/1, run/4, numtests/0, check/1, types/0, safe/1]).
 
 -define(REPLICAS, {a, b, c, d, e}).
 
@@ -259,6 +259,123 @@ prop_delta_any_order(Type) ->
                 InOrder =:= Any
             end).
 
+%% Delta-intervals (*Delta State Replicated Data Types*, Definition 4): replicas mutate and
+%% deliver each other's deltas; then each origin's deltas, cut into runs at random and each
+%% run joined by hm_crdt:coalesce/1, reach a fresh replica in a random order, with duplicates
+%% and with some of the single deltas too (an interval may then overlap what was
+%% delivered). It ends with the state, the delivered vector and no buffered event of a
+%% replica that delivered every single delta.
+prop_delta_intervals(Type) ->
+    Spec = hm_spec:spec_module(Type),
+    Step = frequency([{4, {mutate, range(1, 3), Spec:gen_op()}},
+                      {1, {sync, range(1, 3), range(1, 3)}}]),
+    ?FORALL({Steps, Cuts, Seed}, {non_empty(list(Step)), list(boolean()), integer()},
+            safe(fun() -> delta_intervals(Type, Steps, Cuts, Seed) end)).
+
+delta_intervals(Type, Steps, Cuts, Seed) ->
+    New = hm_crdt:new(Type, delta),
+    Cs0 = #{1 => New, 2 => New, 3 => New},
+    {_, Evs} = lists:foldl(
+                 fun({mutate, I, Op}, {Cs, Acc}) ->
+                         {ok, C1, E} = hm_crdt:mutate(Op, replica(I), maps:get(I, Cs)),
+                         {Cs#{I := C1}, Acc ++ [{I, E}]};
+                    ({sync, I, J}, {Cs, Acc}) ->
+                         %% J delivers every delta of I's origin made so far
+                         CJ = lists:foldl(fun({O, E}, C) when O =:= I -> hm_crdt:deliver(E, C);
+                                             (_, C) -> C
+                                          end, maps:get(J, Cs), Acc),
+                         {Cs#{J := CJ}, Acc}
+                 end, {Cs0, []}, Steps),
+    All = lists:foldl(fun({_, E}, C) -> hm_crdt:deliver(E, C) end, New, Evs),
+    {Runs, _} = lists:mapfoldl(
+                  fun(I, CutsLeft) ->
+                          Own = [E || {O, E} <- Evs, O =:= I],
+                          cut_runs(Own, CutsLeft)
+                  end, Cuts ++ [true || _ <- Evs], [1, 2, 3]),
+    Intervals = lists:append([hm_crdt:coalesce(R) || R <- lists:append(Runs)]),
+    Singles = [E || {{_, E}, true} <- lists:zip(Evs, lists:sublist(Cuts ++ [false || _ <- Evs],
+                                                                   length(Evs)))],
+    Sent = Intervals ++ Intervals ++ Singles,
+    {Keys, _} = lists:mapfoldl(fun(_, St) -> rand:uniform_s(St) end,
+                               rand:seed_s(exsss, {Seed, 3, 4}), Sent),
+    Shuffled = [E || {_, E} <- lists:sort(lists:zip(Keys, Sent))],
+    Got = lists:foldl(fun(E, C) ->
+                              case hm_crdt:deliver(E, C) of
+                                  {error, Why} -> throw({deliver_failed, Why, E});
+                                  C1 -> C1
+                              end
+                      end, New, Shuffled),
+    Result = {hm_crdt:lattice(Got), hm_crdt:delivered(Got), hm_crdt:pending(Got)},
+    Expected = {hm_crdt:lattice(All), hm_crdt:delivered(All), 0},
+    ?WHENFAIL(io:format(user, "got ~p~nexpected ~p~n", [Result, Expected]),
+              Result =:= Expected).
+
+%% An origin's events cut into runs where the next cut says so (at least one run).
+cut_runs([], Cuts) -> {[], Cuts};
+cut_runs(Evs, Cuts) ->
+    {Runs, Run, Left} = lists:foldl(fun(E, {Rs, [], Cs}) -> {Rs, [E], Cs};
+                                       (E, {Rs, R, [true | Cs]}) -> {[lists:reverse(R) | Rs], [E], Cs};
+                                       (E, {Rs, R, [_ | Cs]}) -> {Rs, [E | R], Cs};
+                                       (E, {Rs, R, []}) -> {Rs, [E | R], []}
+                                    end, {[], [], Cuts}, Evs),
+    {lists:reverse([lists:reverse(Run) | Runs]), Left}.
+
+%% A value made in two steps (the table's process lists, the reader finishes) is the value,
+%% and whether a replica holds timestamps is whether it counts any.
+prop_value_parts(Type, Flavor) ->
+    ?FORALL(Cs, three_states(Type, Flavor),
+            lists:all(fun(C) ->
+                              hm_crdt:finish_value(hm_crdt:value_parts(C)) =:= hm_crdt:value(C)
+                                  andalso hm_crdt:has_timestamps(C) =:=
+                                  (Flavor =:= op andalso hm_crdt:metadata(C) > 0)
+                      end, Cs)).
+
+%% Op flavor: causal stability for the groups the newly stable operations name
+%% (hm_crdt:stable/3) gives, tick after tick, what a pass over the whole PO-log gives.
+prop_stable_groups(Type) ->
+    Spec = hm_spec:spec_module(Type),
+    Step = frequency([{5, {mutate, range(1, 2), Spec:gen_op()}}, {1, sync}]),
+    ?FORALL({Steps, Cuts}, {non_empty(list(Step)), list({range(0, 20), range(0, 20)})},
+            safe(fun() -> stable_groups(Type, Steps, Cuts) end)).
+
+stable_groups(Type, Steps, Cuts) ->
+    New = hm_crdt:new(Type, op),
+    {_, Evs} = lists:foldl(
+                 fun({mutate, I, Op}, {Cs, Acc}) ->
+                         {ok, C1, E} = hm_crdt:mutate(Op, replica(I), maps:get(I, Cs)),
+                         {Cs#{I := C1}, Acc ++ [E]};
+                    (sync, {Cs, Acc}) ->
+                         {maps:map(fun(_, C) -> lists:foldl(fun hm_crdt:deliver/2, C, Acc) end,
+                                   Cs), Acc}
+                 end, {#{1 => New, 2 => New}, []}, Steps),
+    All = lists:foldl(fun hm_crdt:deliver/2, New, Evs),
+    Max = hm_crdt:delivered(All),
+    %% stable vectors that only grow, ending with everything
+    Vs = lists:foldl(fun({A, B}, [Prev | _] = Acc) ->
+                             V = hm_vv:join(Prev, hm_vv:meet(Max, #{a => A, b => B})),
+                             [V | Acc]
+                     end, [#{}], Cuts ++ [{1000, 1000}]),
+    {_, _, Ok} =
+        lists:foldl(fun(V, {Full, Some, Prev}) ->
+                            Groups = lists:append(
+                                       [case hm_crdt:op_groups(Type, PureOp) of
+                                            all -> [all];
+                                            Gs -> Gs
+                                        end || {hm_event, op, _, {O, Ts, PureOp}} <- Evs,
+                                               Dot <- [{O, maps:get(O, Ts)}],
+                                               hm_vv:contains(Dot, V),
+                                               not hm_vv:contains(Dot, Prev)]),
+                            Gs1 = case lists:member(all, Groups) of
+                                      true -> all;
+                                      false -> Groups
+                                  end,
+                            Full1 = hm_crdt:stable(V, Full),
+                            Some1 = hm_crdt:stable(V, Gs1, Some),
+                            [throw({differs, V, Full1, Some1}) || Full1 =/= Some1],
+                            {Full1, Some1, V}
+                    end, {All, All, #{}}, lists:reverse(Vs)),
+    Ok =/= undefined.
+
 %%% ---------------------------------------------------------------- encoding
 
 prop_binary(Type, Flavor) ->
@@ -292,6 +409,46 @@ delta_mutators_test_() ->
 delta_any_order_test_() ->
     [{timeout, 600, {lists:flatten(io_lib:format("deltas in any order: ~p", [T])),
                      ?_assert(check(prop_delta_any_order(T)))}} || T <- types()].
+
+delta_intervals_test_() ->
+    [{timeout, 600, {lists:flatten(io_lib:format("delta-intervals: ~p", [T])),
+                     ?_assert(check(prop_delta_intervals(T)))}} || T <- types()].
+
+value_parts_test_() ->
+    [{timeout, 600, {lists:flatten(io_lib:format("value in two steps: ~p/~p", [T, F])),
+                     ?_assert(check(prop_value_parts(T, F)))}}
+     || T <- types(), F <- hm_crdt:flavors()].
+
+%% A set's process lists its elements unsorted: the reader sorts them.
+set_value_parts_test() ->
+    {ok, C, _} = hm_crdt:mutate({add_all, [c, a, b]}, a, hm_crdt:new(awset, delta)),
+    {sort, L} = hm_crdt:value_parts(C),
+    ?assertEqual([a, b, c], lists:sort(L)),
+    O = hm_crdt:new(awset, op),
+    {ok, P} = hm_crdt:prepare({add_all, [c, a]}, a, O),
+    O1 = hm_crdt:effect(P, {a, 1}, #{a => 1}, O),
+    ?assertMatch({sort, [_, _]}, hm_crdt:value_parts(O1)),
+    ?assert(hm_crdt:has_timestamps(O1)),
+    ?assertNot(hm_crdt:has_timestamps(hm_crdt:stable(#{a => 1}, O1))).
+
+stable_groups_test_() ->
+    [{timeout, 600, {lists:flatten(io_lib:format("stability by groups: ~p", [T])),
+                     ?_assert(check(prop_stable_groups(T)))}} || T <- types()].
+
+%% An op set's stability looks at the elements it is told of only.
+stable_named_groups_test() ->
+    O = hm_crdt:new(awset, op),
+    O1 = lists:foldl(fun({E, N}, C) ->
+                             {ok, P} = hm_crdt:prepare({add, E}, a, C),
+                             hm_crdt:effect(P, {a, N}, #{a => N}, C)
+                     end, O, [{x1, 1}, {x2, 2}, {x3, 3}, {y, 4}]),
+    ?assertEqual([y], hm_crdt:op_groups(awset, {add, y})),
+    ?assertEqual(all, hm_crdt:op_groups(gcounter, {increment, 1})),
+    O2 = hm_crdt:stable(#{a => 4}, [y], O1),
+    ?assertEqual(3, hm_crdt:metadata(O2)),          % the x's not named: still timestamped
+    ?assertEqual([x1, x2, x3, y], hm_crdt:value(O2)),
+    ?assertEqual(0, hm_crdt:metadata(hm_crdt:stable(#{a => 4}, [x1, x2, x3], O2))),
+    ?assertEqual(0, hm_crdt:metadata(hm_crdt:stable(#{a => 4}, all, O1))).
 
 binary_test_() ->
     [{timeout, 600, {lists:flatten(io_lib:format("binary round trip: ~p/~p", [T, F])),

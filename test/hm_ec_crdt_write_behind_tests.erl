@@ -160,3 +160,31 @@ counted(Flavor, Log) ->
         state -> lists:max([0 | [length(hm_crdt:value(hm_crdt:deliver(Ev, hm_crdt:new(awset, state))))
                                  || {event, Ev} <- Unsent ++ Sent]])
     end.
+
+%% A delta table's epoch sends each key's deltas joined into one delta-interval (*Delta
+%% State Replicated Data Types*, Definition 4): one join per key and epoch at the other
+%% copies, which show every update.
+delta_epoch_sends_intervals_test() ->
+    Copy = fun(Node) ->
+                   {T, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                                              record => {t, 3}, cookie => c, node => Node,
+                                              incarnation => 1, members => [n1, n2],
+                                              store => hm_ec_store_map:new(set, ram),
+                                              crdt => {awset, delta}, epoch => 100}),
+                   Other = hd([n1, n2] -- [Node]),
+                   element(1, hm_ec_table:handle(Other, c, {snapshot_empty}, T))
+           end,
+    Up = fun(K, Op, T) ->
+                 {T1, Effs} = hm_ec_table:submit({K, {update, Op}}, async, from, {0, [n1, n2]}, T),
+                 ?assert(lists:member({reply, from, ok}, Effs)),
+                 T1
+         end,
+    T1 = lists:foldl(fun(Op, T) -> Up(k, Op, T) end, Copy(n1),
+                     [{add, 1}, {add, 2}, {remove, 1}, {add, 3}]),
+    T2 = Up(j, {add, x}, T1),
+    {_, Effs} = hm_ec_table:timeout(crdt_epoch, T2),
+    [Msg = {_, _, {async, _, {crdt, {batch, Pairs}}}}] = [M || {send, n2, {op, M}} <- Effs],
+    ?assertMatch([{k, {interval, _}}, {j, {event, _}}], Pairs),
+    {R2, _} = hm_ec_table:handle(n1, c, {op, Msg}, Copy(n2)),
+    ?assertEqual({ok, [2, 3]}, hm_ec_table:crdt_value(k, R2)),
+    ?assertEqual({ok, [x]}, hm_ec_table:crdt_value(j, R2)).

@@ -11,8 +11,18 @@
 %% Ready (Algorithm 1): `Ts[Origin] = Delivered[Origin] + 1' and
 %% `Ts[J] =< Delivered[J]' for every other `J'.
 %%
+%% An interval message `{Origin, First, Ts, Payload}' stands for the origin's messages
+%% `First..Ts[Origin]' at once, `Ts' the timestamp of the last of them and `Payload' their
+%% payloads joined (a delta-interval, *Delta State Replicated Data Types*, Definition 4).
+%% Its payload must be idempotent (a join): it is ready as soon as it brings the next
+%% message of its origin, `First =< Delivered[Origin] + 1 =< Ts[Origin]', even when a prefix
+%% of it was delivered already (the delta-interval's causal merging condition of the same
+%% paper), with `Ts[J] =< Delivered[J]' for the other `J'; delivering it counts all of
+%% `First..Ts[Origin]' as delivered. A plain message is the interval `Ts[Origin]..Ts[Origin]'.
+%%
 %% Invariants: `delivered' only grows; a message is returned by `rcv_msg/2' at most once; the
-%% buffer holds only messages that are neither delivered nor ready.
+%% buffer holds only messages that are neither delivered nor ready; a buffered message is
+%% filed under the next sequence number of its origin it would bring.
 -module(hm_causal_buffer).
 
 -export([new/0, new/1, send_msg/2, rcv_msg/2, delivered/1, pending/1, pending_count/1,
@@ -20,9 +30,11 @@
 -export_type([buffer/0, message/0]).
 
 -type origin() :: hm_vv:replica().
--type message() :: {origin(), hm_vv:vv(), term()}.
+-type message() :: {origin(), hm_vv:vv(), term()}
+                 | {origin(), pos_integer(), hm_vv:vv(), term()}.    % an interval
 -record(cb, {delivered = #{} :: hm_vv:vv(),
-             %% Origin => #{Seq => Message}
+             %% Origin => #{Seq => Message}, Seq the first sequence number of the origin the
+             %% message brings that is not delivered
              pending = #{} :: #{origin() => #{pos_integer() => message()}},
              count = 0 :: non_neg_integer()}).
 -opaque buffer() :: #cb{}.
@@ -45,25 +57,43 @@ send_msg(Self, CB = #cb{delivered = D}) ->
 %% @doc Algorithm 1 "on receive" (Listing 8 `rcv_msg'): buffer, then return everything that
 %% became deliverable, each still tagged with its timestamp.
 -spec rcv_msg(message(), buffer()) -> {[message()], buffer()}.
-rcv_msg(Msg = {Origin, Ts, _}, CB = #cb{delivered = D, pending = P, count = N}) ->
-    Seq = hm_vv:get(Origin, Ts),
+rcv_msg(Msg, CB = #cb{delivered = D, pending = P, count = N}) ->
+    Origin = element(1, Msg),
     case is_duplicate(Msg, D) of
         true -> {[], CB};
         false when N =:= 0 ->
             %% nothing buffered: deliverable at once, or the only one waiting
             case is_ready(Msg, D) of
-                true -> {[Msg], CB#cb{delivered = D#{Origin => Seq}}};
-                false -> {[], CB#cb{pending = #{Origin => #{Seq => Msg}}, count = 1}}
+                true -> {[Msg], CB#cb{delivered = D#{Origin => last_seq(Msg)}}};
+                false -> {[], CB#cb{pending = #{Origin => #{file_seq(Msg, D) => Msg}},
+                                    count = 1}}
             end;
         false ->
             Q = maps:get(Origin, P, #{}),
-            case maps:is_key(Seq, Q) of
-                true -> {[], CB};                       % already buffered
-                false ->
+            Seq = file_seq(Msg, D),
+            case Q of
+                #{Seq := Old} ->
+                    %% already buffered (or, for an interval, one bringing as much: the one
+                    %% reaching further is kept)
+                    case last_seq(Msg) > last_seq(Old) of
+                        true -> deliver_ready(CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}, []);
+                        false -> {[], CB}
+                    end;
+                _ ->
                     CB1 = CB#cb{pending = P#{Origin => Q#{Seq => Msg}}, count = N + 1},
                     deliver_ready(CB1, [])
             end
     end.
+
+%% The origin's last sequence number a message brings, and the first it brings that `D'
+%% lacks (what it is filed under while buffered).
+last_seq({Origin, Ts, _}) -> hm_vv:get(Origin, Ts);
+last_seq({Origin, _First, Ts, _}) -> hm_vv:get(Origin, Ts).
+
+first_seq({Origin, Ts, _}) -> hm_vv:get(Origin, Ts);
+first_seq({_Origin, First, _Ts, _}) -> First.
+
+file_seq(Msg, D) -> max(first_seq(Msg), hm_vv:get(element(1, Msg), D) + 1).
 
 %% Repeat until no origin's next message is ready.
 deliver_ready(CB = #cb{pending = P}, Acc) ->
@@ -84,33 +114,49 @@ take_ready([{Origin, Q} | Rest], CB = #cb{delivered = D, pending = P, count = N}
                              0 -> maps:remove(Origin, P);
                              _ -> P#{Origin := Q1}
                          end,
-                    {Msg, CB#cb{delivered = D#{Origin => Next}, pending = P1,
-                                count = N - 1}};
+                    CB1 = CB#cb{delivered = D#{Origin => last_seq(Msg)}, pending = P1,
+                                count = N - 1},
+                    %% an interval may cover buffered messages of its origin
+                    {Msg, case Msg of
+                              {_, _, _} -> CB1;
+                              _ -> refile(CB1)
+                          end};
                 false -> take_ready(Rest, CB)
             end;
         _ -> take_ready(Rest, CB)
     end.
 
-%% @doc The causal delivery condition of Algorithm 1.
+%% @doc The causal delivery condition of Algorithm 1 (for an interval: it brings the next
+%% message of its origin, and the others its last one depends on are delivered).
 -spec is_ready(message(), hm_vv:vv()) -> boolean().
-is_ready({Origin, Ts, _}, D) ->
-    hm_vv:get(Origin, Ts) =:= hm_vv:get(Origin, D) + 1 andalso
+is_ready(Msg, D) ->
+    Origin = element(1, Msg),
+    Next = hm_vv:get(Origin, D) + 1,
+    first_seq(Msg) =< Next andalso Next =< last_seq(Msg) andalso
         maps:fold(fun(_, _, false) -> false;
                      (R, _, true) when R =:= Origin -> true;
                      (R, C, true) -> C =< hm_vv:get(R, D)
-                  end, true, Ts).
+                  end, true, ts(Msg)).
 
-%% @doc Already delivered.
+ts({_, Ts, _}) -> Ts;
+ts({_, _, Ts, _}) -> Ts.
+
+%% @doc Already delivered (all of it, for an interval).
 -spec is_duplicate(message(), hm_vv:vv()) -> boolean().
-is_duplicate({Origin, Ts, _}, D) -> hm_vv:get(Origin, Ts) =< hm_vv:get(Origin, D).
+is_duplicate(Msg, D) -> last_seq(Msg) =< hm_vv:get(element(1, Msg), D).
 
 %% @doc Whether a term has the shape of a message (origin, a version vector with a positive
-%% entry for the origin, payload). Use before {@link rcv_msg/2} on input from the network.
+%% entry for the origin, payload; an interval's first sequence number positive and at most
+%% that entry). Use before {@link rcv_msg/2} on input from the network.
 -spec is_message(term()) -> boolean().
-is_message({Origin, Ts, _}) when is_map(Ts) ->
-    maps:fold(fun(_, C, Ok) -> Ok andalso is_integer(C) andalso C > 0 end, true, Ts)
-        andalso hm_vv:get(Origin, Ts) > 0;
+is_message({Origin, Ts, _}) when is_map(Ts) -> is_ts(Origin, Ts);
+is_message({Origin, First, Ts, _}) when is_integer(First), First > 0, is_map(Ts) ->
+    is_ts(Origin, Ts) andalso First =< hm_vv:get(Origin, Ts);
 is_message(_) -> false.
+
+is_ts(Origin, Ts) ->
+    maps:fold(fun(_, C, Ok) -> Ok andalso is_integer(C) andalso C > 0 end, true, Ts)
+        andalso hm_vv:get(Origin, Ts) > 0.
 
 %% @doc Everything delivered, as a version vector.
 -spec delivered(buffer()) -> hm_vv:vv().
@@ -128,17 +174,39 @@ pending_count(#cb{count = N}) -> N.
 %% effects by other means); drops buffered messages that are now duplicates and delivers what
 %% became ready.
 -spec advance(hm_vv:vv(), buffer()) -> {[message()], buffer()}.
-advance(V, CB = #cb{delivered = D, pending = P}) ->
-    D1 = hm_vv:join(D, V),
+advance(V, CB = #cb{delivered = D}) ->
+    deliver_ready(refile(CB#cb{delivered = hm_vv:join(D, V)}), []).
+
+%% Drop the buffered messages the delivered vector covers, and file an interval a part of
+%% which it covers under the first sequence number it still brings.
+refile(CB = #cb{delivered = D, pending = P}) ->
     P1 = maps:fold(fun(O, Q, Acc) ->
-                           Q1 = maps:filter(fun(S, _) -> S > hm_vv:get(O, D1) end, Q),
+                           Seen = hm_vv:get(O, D),
+                           Q1 = maps:fold(fun(S, M, QAcc) when S > Seen -> keep(S, M, QAcc);
+                                             (_, M, QAcc) ->
+                                                  case last_seq(M) > Seen of
+                                                      true -> keep(Seen + 1, M, QAcc);
+                                                      false -> QAcc
+                                                  end
+                                          end, #{}, Q),
                            case map_size(Q1) of
                                0 -> Acc;
                                _ -> Acc#{O => Q1}
                            end
                    end, #{}, P),
     N1 = maps:fold(fun(_, Q, Acc) -> Acc + map_size(Q) end, 0, P1),
-    deliver_ready(CB#cb{delivered = D1, pending = P1, count = N1}, []).
+    CB#cb{pending = P1, count = N1}.
+
+%% Two messages filed under one sequence number: the one reaching further is kept.
+keep(S, M, Q) ->
+    case Q of
+        #{S := Old} ->
+            case last_seq(M) > last_seq(Old) of
+                true -> Q#{S := M};
+                false -> Q
+            end;
+        _ -> Q#{S => M}
+    end.
 
 %% @doc Forget the buffered messages of the origins `Drop' says yes to (their origin is gone
 %% for good and they cannot become ready). Nothing delivered changes; a dropped message that

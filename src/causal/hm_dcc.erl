@@ -20,7 +20,7 @@
 %% delta costs the size of the delta, not of the state.
 -module(hm_dcc).
 
--export([new/1, join/2, join_delta/2, store/1, context/1, dots/1, store_dots/1,
+-export([new/1, join/2, join_delta/2, join_deltas/2, store/1, context/1, dots/1, store_dots/1,
          is_empty_store/1, strip/2, fill/2, normalize/1]).
 -export_type([dcc/0, store/0]).
 
@@ -48,6 +48,24 @@ join({S1, C1}, {S2, C2}) ->
 join_delta({S1, C1}, {S2, C2}) ->
     {join_store(S1, C1, S2, C2, delta), hm_node_clock:join(C1, C2)}.
 
+%% @doc Join two deltas into one, a delta-interval (*Delta State Replicated Data Types*,
+%% Definition 4): `join_delta(join_delta(X, D1), D2) = join_delta(X, join_deltas(D1, D2))'
+%% for deltas whose contexts only name dots of the keys their stores list. Unlike
+%% {@link join/2} it keeps every key either delta lists, with an empty store where nothing
+%% live is left of it (a removal): {@link join_delta/2} visits only the keys a delta lists.
+%% Visits only the keys `D2' lists, so folding many small deltas into one costs their size.
+-spec join_deltas(dcc(), dcc()) -> dcc().
+join_deltas({{dm, M1}, C1}, {{dm, M2}, C2}) ->
+    M = maps:fold(fun(K, V2, Acc) ->
+                          V1 = case M1 of
+                                   #{K := A} -> A;
+                                   _ -> bottom(V2)
+                               end,
+                          Acc#{K => join_store(V1, C1, V2, C2, full)}
+                  end, M1, M2),
+    {{dm, M}, hm_node_clock:join(C1, C2)};
+join_deltas(D1, D2) -> join(D1, D2).
+
 join_store({dm, M1}, C1, {dm, M2}, C2, Mode) ->
     Keys = case Mode of
                full -> maps:keys(maps:merge(M1, M2));
@@ -66,6 +84,9 @@ join_store({dm, M1}, C1, {dm, M2}, C2, Mode) ->
                        false -> Acc#{K => J}
                    end
            end, M1, Keys)};
+join_store(F1, C1, F2, _C2, _Mode) when map_size(F1) =:= 0, is_map(F2) ->
+    %% (a key new on one side, the common case of a delta: one filter instead of two)
+    maps:filter(fun(D, _) -> not hm_node_clock:contains(D, C1) end, F2);
 join_store(F1, C1, F2, C2, _Mode) when is_map(F1), is_map(F2) ->
     Keep1 = maps:filter(fun(D, _) -> maps:is_key(D, F2) orelse
                                          not hm_node_clock:contains(D, C2) end, F1),

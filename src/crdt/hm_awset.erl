@@ -19,8 +19,9 @@
 -module(hm_awset).
 -behaviour(hm_crdt).
 
--export([is_op/1, empty_store/0, update/3, delta/3, value/1]).
--export([op_new/0, prepare/3, effect/4, stabilize/2, reset/2, op_value/1, op_timestamps/1]).
+-export([is_op/1, empty_store/0, update/3, delta/3, value/1, unsorted_value/1]).
+-export([op_new/0, prepare/3, effect/4, stabilize/2, reset/2, op_value/1, op_timestamps/1,
+         op_unsorted_value/1, op_has_timestamps/1, op_groups/1, stabilize_some/3]).
 
 -type elem() :: term().
 %% Sequential part (stable elements) and PO-log (element => dots of live adds).
@@ -72,6 +73,10 @@ delta(Op, R, {{dm, M}, Ctx}) ->
 -spec value(hm_dcc:store()) -> ordsets:ordset(elem()).
 value({dm, M}) -> lists:sort(maps:keys(M)).
 
+%% @doc The elements, unsorted.
+-spec unsorted_value(hm_dcc:store()) -> [elem()].
+unsorted_value({dm, M}) -> maps:keys(M).
+
 split({add, E}) -> {add, [E]};
 split({add_all, Es}) -> {add, lists:usort(Es)};
 split({remove, E}) -> {remove, [E]};
@@ -109,13 +114,29 @@ effect(Op, Dot, Ts, {Seq, Log}) ->
 -spec stabilize(hm_vv:vv(), op_state()) -> op_state().
 stabilize(V, S) -> hm_polog:stabilize_groups(V, S, fun(_AddDots) -> true end).
 
+%% @doc The elements an operation names: the groups of the PO-log its effect touched.
+-spec op_groups(term()) -> [elem()].
+op_groups(Op) -> elems(Op).
+
+%% @doc {@link stabilize/2} for the elements `Es' only.
+-spec stabilize_some(hm_vv:vv(), [elem()], op_state()) -> op_state().
+stabilize_some(V, Es, S) -> hm_polog:stabilize_groups(V, Es, S, fun(_AddDots) -> true end).
+
 %% @doc Drop whatever causally precedes `Ts' (all stable elements, older log entries).
 -spec reset(hm_vv:vv(), op_state()) -> op_state().
 reset(Ts, {_Seq, Log}) ->
     {#{}, hm_polog:reset_groups(Ts, Log)}.
 
 -spec op_value(op_state()) -> ordsets:ordset(elem()).
-op_value({Seq, Log}) -> lists:sort(maps:keys(maps:merge(Seq, Log))).
+op_value({Seq, Log}) -> lists:sort(op_unsorted_value({Seq, Log})).
+
+%% @doc The elements, unsorted (an element is in one of the two maps only).
+-spec op_unsorted_value(op_state()) -> [elem()].
+op_unsorted_value({Seq, Log}) -> maps:keys(Seq) ++ maps:keys(Log).
+
+%% @doc Whether the PO-log holds a timestamp (it stores no empty dot set).
+-spec op_has_timestamps(op_state()) -> boolean().
+op_has_timestamps({_, Log}) -> map_size(Log) > 0.
 
 -spec op_timestamps(op_state()) -> non_neg_integer().
 op_timestamps({_, Log}) -> hm_polog:group_timestamps(Log).

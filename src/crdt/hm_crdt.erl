@@ -39,8 +39,9 @@
 -export([new/2, mutate/3, deliver/2, merge/2, value/1, stable/2, to_binary/1, from_binary/1]).
 -export([type/1, flavor/1, lattice/1, delivered/1, pending/1, metadata/1, is_crdt/1, types/0,
          flavors/0, module/1, is_op/2, drop_pending/2]).
--export([prepare/3, effect/4]).
--export_type([crdt/0, type/0, flavor/0, event/0, op/0, replica/0]).
+-export([prepare/3, effect/4, coalesce/1]).
+-export([value_parts/1, finish_value/1, has_timestamps/1, op_groups/2, stable/3]).
+-export_type([crdt/0, type/0, flavor/0, event/0, op/0, replica/0, value_parts/0]).
 
 -type type() :: gcounter | pncounter | awset | rwset | lwwreg | mvreg | ewflag | map.
 -type flavor() :: state | delta | op.
@@ -50,9 +51,11 @@
 
 -record(hm_crdt, {type :: type(), flavor :: flavor(), inner :: term()}).
 -opaque crdt() :: #hm_crdt{}.
+%% A value in two steps (value_parts/1, finish_value/1).
+-type value_parts() :: {value, term()} | {sort, list()}.
 %% What travels between replicas.
 -type event() :: {hm_event, state, type(), {hm_dcc:dcc(), hm_vv:vv()}}
-               | {hm_event, delta, type(), hm_causal_buffer:message()}
+               | {hm_event, delta, type(), hm_causal_buffer:message()}   % a delta or an interval
                | {hm_event, op, type(), hm_causal_buffer:message()}.
 
 %%% ---------------------------------------------------------------- behaviour
@@ -81,6 +84,20 @@
 -callback reset_update(replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
 -callback reset_delta(replica(), hm_dcc:dcc()) -> hm_dcc:dcc().
 -optional_callbacks([reset_update/2, reset_delta/2]).
+%% Optional: the value's elements unsorted, as a list whose lists:sort/1 is value/1 (resp.
+%% op_value/1): a set's reader then sorts them in its own process (see value_parts/1).
+-callback unsorted_value(hm_dcc:store()) -> list().
+-callback op_unsorted_value(OpState :: term()) -> list().
+%% Optional: op_timestamps(S) > 0, without counting them.
+-callback op_has_timestamps(OpState :: term()) -> boolean().
+%% Optional, with stabilize_some/3: the groups of the PO-log an operation names (a set's
+%% elements), and causal stability for those groups only. An entry of a group left the
+%% PO-log or was made by an operation naming the group, so once the operations that just
+%% became stable have named their groups, the others have nothing new to fold.
+-callback op_groups(PureOp :: term()) -> [term()].
+-callback stabilize_some(StableVV :: hm_vv:vv(), Groups :: [term()], OpState :: term()) -> term().
+-optional_callbacks([unsorted_value/1, op_unsorted_value/1, op_has_timestamps/1,
+                     op_groups/1, stabilize_some/3]).
 
 %% --- pure op-based flavor
 -callback op_new() -> term().
@@ -201,6 +218,7 @@ deliver(_, X) -> {error, {bad_crdt, X}}.
 
 %% Checked before buffering, so a bad event can never block good ones behind it.
 valid_payload(delta, _M, {_, _, {Store, Ctx}}) -> is_store(Store) andalso is_map(Ctx);
+valid_payload(delta, _M, {_, _, _, {Store, Ctx}}) -> is_store(Store) andalso is_map(Ctx);
 valid_payload(op, M, {_, _, PureOp}) -> safe_is_op(M, PureOp);
 valid_payload(_, _, _) -> false.
 
@@ -208,10 +226,42 @@ is_store({dm, M}) -> is_map(M);
 is_store(F) -> is_map(F).
 
 apply_ready(delta, _M, Ready, Dcc) ->
-    lists:foldl(fun({_, _, Delta}, Acc) -> hm_dcc:join_delta(Acc, Delta) end, Dcc, Ready);
+    %% a delta, or an interval's joined deltas (its last element)
+    lists:foldl(fun(Msg, Acc) -> hm_dcc:join_delta(Acc, element(tuple_size(Msg), Msg)) end,
+                Dcc, Ready);
 apply_ready(op, M, Ready, S) ->
     lists:foldl(fun({O, Ts, PureOp}, Acc) -> M:effect(PureOp, {O, maps:get(O, Ts)}, Ts, Acc)
                 end, S, Ready).
+
+%% @doc Delta flavor: the events of a list, in order, with every run of deltas of one origin
+%% whose sequence numbers follow each other, and that depend on the same deltas of the other
+%% origins, joined into one delta-interval (*Delta State
+%% Replicated Data Types*, Definition 4), which {@link deliver/2} takes as it takes the deltas
+%% it joins: in causal order, once in effect (a prefix of it delivered already is joined again,
+%% which changes nothing). A replica then makes one join per run instead of one per delta, and
+%% the run's contexts travel as one. Other events are left as they are.
+-spec coalesce([event()]) -> [event()].
+coalesce(Events) -> lists:reverse(lists:foldl(fun coalesce/2, [], Events)).
+
+coalesce({hm_event, delta, T, {R, Ts2, D2}} = E, [Prev = {hm_event, delta, T, Msg} | Acc])
+  when is_map(Ts2) ->
+    case Msg of
+        {R, Ts1, D1} when is_map(Ts1) -> join_run(R, hm_vv:get(R, Ts1), Ts1, D1, Ts2, D2, E, Prev, Acc);
+        {R, First, Ts1, D1} when is_map(Ts1) -> join_run(R, First, Ts1, D1, Ts2, D2, E, Prev, Acc);
+        _ -> [E, Prev | Acc]
+    end;
+coalesce(E, Acc) -> [E | Acc].
+
+%% A delta joins the run when it is the next of its origin and depends on nothing more of the
+%% other origins: an interval is ready when its first delta would be, so it waits for
+%% nothing its own deltas do not (two origins' runs that each depend on a delta inside the
+%% other's would wait for each other for ever).
+join_run(R, First, Ts1, D1, Ts2, D2, E, Prev = {hm_event, delta, T, _}, Acc) ->
+    case hm_vv:get(R, Ts2) =:= hm_vv:get(R, Ts1) + 1 andalso
+        maps:remove(R, Ts1) =:= maps:remove(R, Ts2) of
+        true -> [{hm_event, delta, T, {R, First, Ts2, hm_dcc:join_deltas(D1, D2)}} | Acc];
+        false -> [E, Prev | Acc]
+    end.
 
 %% @doc Op flavor, when the caller does causal delivery itself (a tagged causal broadcast
 %% shared by many CRDTs, as the tables do): the operation as it travels ("prepare" of pure
@@ -291,6 +341,44 @@ value(#hm_crdt{type = T, flavor = op, inner = {S, _}}) -> (module(T)):op_value(S
 value(#hm_crdt{type = T, flavor = state, inner = {{Store, _}, _}}) -> (module(T)):value(Store);
 value(#hm_crdt{type = T, flavor = delta, inner = {{Store, _}, _}}) -> (module(T)):value(Store).
 
+%% @doc {@link value/1} in two steps, for a process that holds the CRDT and answers readers:
+%% `value_parts(C)' costs what listing the value's elements costs, and `finish_value/1', in
+%% the reader's process, makes the value of it (a set's 10,000 elements: the listing takes
+%% a tenth of the sort, which the reader then makes). `finish_value(value_parts(C)) =:=
+%% value(C)'.
+-spec value_parts(crdt()) -> value_parts().
+value_parts(C = #hm_crdt{type = T, flavor = F, inner = I}) ->
+    M = module(T),
+    case {F, I} of
+        {op, {S, _}} ->
+            case erlang:function_exported(M, op_unsorted_value, 1) of
+                true -> {sort, M:op_unsorted_value(S)};
+                false -> {value, value(C)}
+            end;
+        {_, {{Store, _}, _}} ->
+            case erlang:function_exported(M, unsorted_value, 1) of
+                true -> {sort, M:unsorted_value(Store)};
+                false -> {value, value(C)}
+            end
+    end.
+
+%% @doc The value {@link value_parts/1} gave the parts of.
+-spec finish_value(value_parts()) -> term().
+finish_value({sort, L}) -> lists:sort(L);
+finish_value({value, V}) -> V.
+
+%% @doc Op flavor: whether the replica holds timestamps ({@link metadata/1} `> 0'), without
+%% counting them where the type can tell (a set of 10,000 elements counts each one's).
+%% State and delta flavors: `false'.
+-spec has_timestamps(crdt()) -> boolean().
+has_timestamps(C = #hm_crdt{type = T, flavor = op, inner = {S, _}}) ->
+    M = module(T),
+    case erlang:function_exported(M, op_has_timestamps, 1) of
+        true -> M:op_has_timestamps(S);
+        false -> metadata(C) > 0
+    end;
+has_timestamps(#hm_crdt{}) -> false.
+
 %% @doc Op flavor: compact every PO-log entry whose dot is in `StableVV'. The caller computes
 %% that vector as the Hypermnesia paper, Algorithm 1 "check stability" does: the pointwise minimum, over
 %% every replica J, of the timestamp of the last message this replica delivered from J (and of
@@ -302,6 +390,36 @@ stable(V, C = #hm_crdt{type = T, flavor = op, inner = {S, CB}}) when is_map(V) -
     Cap = hm_vv:meet(V, hm_causal_buffer:delivered(CB)),
     C#hm_crdt{inner = {(module(T)):stabilize(Cap, S), CB}};
 stable(_, C = #hm_crdt{}) -> C.
+
+%% @doc Op flavor: the groups of the PO-log an operation of `Type' names ({@link stable/3}),
+%% or `all' where the type does not keep its log by group.
+-spec op_groups(type(), term()) -> [term()] | all.
+op_groups(Type, PureOp) ->
+    M = module(Type),
+    case is_atom(M) andalso erlang:function_exported(M, op_groups, 1) andalso
+        erlang:function_exported(M, stabilize_some, 3) andalso safe_is_op(M, PureOp) of
+        true -> M:op_groups(PureOp);
+        false -> all
+    end.
+
+%% @doc {@link stable/2} for the groups `Groups' of the PO-log only (`all': every group):
+%% the groups the operations that just became stable named ({@link op_groups/2}). A group
+%% none of them named holds an entry that was not stable before and is not now, or was
+%% folded already, so the result is that of {@link stable/2} whenever every operation that
+%% became stable since the last call had its groups named. A set of 10,000 elements then
+%% costs what became stable instead of a pass over every element.
+-spec stable(hm_vv:vv(), [term()] | all, crdt()) -> crdt().
+stable(V, all, C) -> stable(V, C);
+stable(V, Groups, C = #hm_crdt{type = T, flavor = op, inner = {S, CB}})
+  when is_map(V), is_list(Groups) ->
+    M = module(T),
+    case erlang:function_exported(M, stabilize_some, 3) of
+        true ->
+            Cap = hm_vv:meet(V, hm_causal_buffer:delivered(CB)),
+            C#hm_crdt{inner = {M:stabilize_some(Cap, Groups, S), CB}};
+        false -> stable(V, C)
+    end;
+stable(_, _, C = #hm_crdt{}) -> C.
 
 %%% ---------------------------------------------------------------- encoding
 

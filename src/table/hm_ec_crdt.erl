@@ -22,7 +22,9 @@
 %% </ul>
 %% In the lattice flavors the table core applies an update where it is made at once and sends
 %% the updates of a broadcast epoch together, as one `{batch, [{Key, Payload}]}' payload
-%% (the ChiaVe paper, §4: propagation per broadcast epoch).
+%% (the ChiaVe paper, §4: propagation per broadcast epoch): `state', the last state of each
+%% key; `delta', each key's deltas joined into one delta-interval (`{interval, Event}',
+%% *Delta State Replicated Data Types*, Definition 4; see {@link epoch_payloads/2}).
 %% In the lattice flavors the broadcast's exactly-once causal delivery is more than the join
 %% needs; joins are idempotent, so a state or delta that arrives twice changes nothing.
 %%
@@ -33,14 +35,14 @@
 -module(hm_ec_crdt).
 
 -export([new/1, prepare/4, effect/4, stabilize/2, is_unstable/1, value/1, empty_value/1,
-         is_payload/2, is_spec/1]).
+         is_payload/2, is_spec/1, epoch_payloads/2, stabilize/3, stable_groups/2]).
 -export_type([spec/0, payload/0]).
 
 %% The table's CRDT: its type and flavor.
 -type spec() :: {hm_crdt:type(), hm_crdt:flavor()}.
 %% What travels in the broadcast per operation.
--type payload() :: {op, term()} | {event, hm_crdt:event()}
-                 | {batch, [{term(), {event, hm_crdt:event()}}]}.
+-type payload() :: {op, term()} | {event, hm_crdt:event()} | {interval, hm_crdt:event()}
+                 | {batch, [{term(), {event | interval, hm_crdt:event()}}]}.
 
 %% @doc Whether a term names a CRDT type and flavor.
 -spec is_spec(term()) -> boolean().
@@ -78,8 +80,12 @@ prepare(Op, Replica, {Type, Flavor}, C) ->
 -spec is_payload(spec(), term()) -> boolean().
 is_payload({Type, op}, {op, PureOp}) -> hm_crdt:is_op(Type, PureOp);
 is_payload({Type, Flavor}, {event, {hm_event, Flavor, Type, _}}) -> Flavor =/= op;
+is_payload({Type, delta}, {interval, {hm_event, delta, Type, _}}) -> true;
 is_payload(Spec = {_, Flavor}, {batch, Pairs}) when Flavor =/= op, is_list(Pairs) ->
-    lists:all(fun({_, P = {event, _}}) -> is_payload(Spec, P); (_) -> false end, Pairs);
+    lists:all(fun({_, P = {event, _}}) -> is_payload(Spec, P);
+                 ({_, P = {interval, _}}) -> is_payload(Spec, P);
+                 (_) -> false
+              end, Pairs);
 is_payload(_, _) -> false.
 
 %% @doc Apply a causally delivered payload with its broadcast dot and timestamp. A payload
@@ -88,11 +94,46 @@ is_payload(_, _) -> false.
 effect(Payload, Dot, Ts, C) ->
     R = case Payload of
             {op, PureOp} -> hm_crdt:effect(PureOp, Dot, Ts, C);
-            {event, Ev} -> hm_crdt:deliver(Ev, C)
+            {event, Ev} -> hm_crdt:deliver(Ev, C);
+            {interval, Ev} -> hm_crdt:deliver(Ev, C)
         end,
     case R of
         {error, _} -> C;
         C1 -> C1
+    end.
+
+%% @doc What an epoch's updates `Pairs' (`{Key, Payload}', oldest first, as {@link prepare/4}
+%% made them here) send: `state', the last state of each key; `delta', per key, the epoch's
+%% deltas joined into one delta-interval (`{interval, Event}', a lone delta as it is, see
+%% {@link hm_crdt:coalesce/1}), the keys in the order of their first update. Every copy then
+%% makes one join per key and epoch, not one per update: 10,000 adds to one key in an epoch
+%% were 10,000 joins through the key's causal buffer at every other copy, each with a
+%% context that grows with the key's dots. Keys are independent CRDTs, and a copy applies an
+%% epoch's pairs in one step, so their order across keys shows nowhere. A copy of a release
+%% that does not read intervals refuses the whole epoch (its `is_payload/2' says no), which
+%% the broadcast resends until that copy runs a release that reads it.
+-spec epoch_payloads(spec(), [{term(), payload()}]) -> [{term(), payload()}].
+epoch_payloads({_, state}, Pairs) ->
+    %% the last state of each key
+    lists:ukeysort(1, lists:reverse(Pairs));
+epoch_payloads({_, delta}, Pairs) ->
+    {Order, ByKey} = lists:foldl(fun({K, P}, {O, M}) ->
+                                         case M of
+                                             #{K := Ps} -> {O, M#{K := [P | Ps]}};
+                                             _ -> {[K | O], M#{K => [P]}}
+                                         end
+                                 end, {[], #{}}, Pairs),
+    [{K, P} || K <- lists:reverse(Order), P <- key_payloads(lists:reverse(maps:get(K, ByKey)))];
+epoch_payloads(_, Pairs) -> Pairs.
+
+key_payloads([P]) -> [P];
+key_payloads(Ps) ->
+    case lists:all(fun({event, _}) -> true; (_) -> false end, Ps) of
+        true -> [case E of
+                     {hm_event, delta, _, {_, _, _, _}} -> {interval, E};
+                     _ -> {event, E}
+                 end || E <- hm_crdt:coalesce([E || {event, E} <- Ps])];
+        false -> Ps
     end.
 
 %% @doc Causal stability: compact what the broadcast's stable vector `V' covers (op flavor;
@@ -100,9 +141,29 @@ effect(Payload, Dot, Ts, C) ->
 -spec stabilize(hm_vv:vv(), hm_crdt:crdt()) -> hm_crdt:crdt().
 stabilize(V, C) -> hm_crdt:stable(V, C).
 
+%% @doc {@link stabilize/2} for the groups of the key's PO-log `Groups' (`all': every one),
+%% as {@link stable_groups/2} names them for the operations that just became stable.
+-spec stabilize(hm_vv:vv(), [term()] | all, hm_crdt:crdt()) -> hm_crdt:crdt().
+stabilize(V, Groups, C) -> hm_crdt:stable(V, Groups, C).
+
+%% @doc The keys the payloads of operations that just became stable name, each with the
+%% groups of its PO-log they name (a set's elements; `all' where the type or the payload
+%% does not say): a key's group can only have become stable by one of them.
+-spec stable_groups(spec(), [{term(), payload()}]) -> #{term() => [term()] | all}.
+stable_groups({Type, _}, KeyPayloads) ->
+    lists:foldl(fun({Key, {op, PureOp}}, Acc) ->
+                        case {hm_crdt:op_groups(Type, PureOp), Acc} of
+                            {_, #{Key := all}} -> Acc;
+                            {all, _} -> Acc#{Key => all};
+                            {Gs, #{Key := Old}} -> Acc#{Key := Gs ++ Old};
+                            {Gs, _} -> Acc#{Key => Gs}
+                        end;
+                   ({Key, _}, Acc) -> Acc#{Key => all}
+                end, #{}, KeyPayloads).
+
 %% @doc Whether the key still holds timestamps that stability will fold (op flavor).
 -spec is_unstable(hm_crdt:crdt()) -> boolean().
-is_unstable(C) -> hm_crdt:flavor(C) =:= op andalso hm_crdt:metadata(C) > 0.
+is_unstable(C) -> hm_crdt:has_timestamps(C).
 
 %% @doc The value a key's state shows.
 -spec value(hm_crdt:crdt()) -> term().

@@ -73,7 +73,7 @@
          set_members/2, timeout/2, stop/1,
          info/2]).
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
--export([read/2, rows/1, crdt_value/2]).
+-export([read/2, rows/1, crdt_value/2, crdt_value_parts/2]).
 -export([sync_timeout_ms/0, work_batch/0]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
@@ -375,11 +375,9 @@ epoch_timer(Result) -> Result.
 
 %% The epoch ended: its updates leave as one operation, in the order they were made.
 flush(T = #t{batch = []}) -> {T, []};
-flush(T = #t{batch = Bt, crdt = {_, Flavor}, store = St}) ->
-    Pairs = case Flavor of
-                state -> lists:ukeysort(1, Bt);    % newest first: the last state of each key
-                _ -> lists:reverse(Bt)
-            end,
+flush(T = #t{batch = Bt, crdt = Spec, store = St}) ->
+    %% state: the last state of each key; delta: each key's deltas as one interval
+    Pairs = hm_ec_crdt:epoch_payloads(Spec, lists:reverse(Bt)),
     {T1 = #t{store = St1}, Effs} = submit_op({'$crdt_epoch', {crdt, {batch, Pairs}}}, async,
                                              crdt_epoch, {0, []}, T#t{batch = []}),
     %% forgotten once the operation carrying it is logged: a crash in between sends it twice,
@@ -648,7 +646,7 @@ stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev, ticks = N}, V
                0 -> all;
                _ -> stable_keys(GoneOps, [])
            end,
-    {T1a = #t{store = St1}, Dots} = stabilize_keys(T, V, Keys),
+    {T1a = #t{store = St1}, Dots} = stabilize_keys(T, V, Keys, GoneOps),
     Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
     St2 = lists:foldl(fun hm_ec_store:log_del/2, St1, Gone),
     T1 = persist_clears(T1a#t{store = St2, tcsb = B1, clears = Clears}, Cs),
@@ -662,28 +660,49 @@ stable_keys([{_, _, {_, _, {crdt, {batch, Pairs}}}} | Rest], Acc) ->
     stable_keys(Rest, [K || {K, _} <- Pairs] ++ Acc);
 stable_keys([{_, _, {_, Key, _}} | Rest], Acc) -> stable_keys(Rest, [Key | Acc]).
 
+%% The keys and CRDT payloads of operations (an epoch's pairs each).
+stable_payloads(Ops) ->
+    lists:append([case Op of
+                      {crdt, {batch, Pairs}} -> Pairs;
+                      {crdt, P} -> [{Key, P}];
+                      _ -> [{Key, Op}]
+                  end || {_, _, {_, Key, Op}} <- Ops]).
+
 %% The metadata rows of `Keys' (`all': every one).
 meta_rows(all, St) -> hm_ec_store:meta_rows(St);
 meta_rows(Keys, St) ->
     [{K, KS} || K <- Keys, {ok, KS} <- [hm_ec_store:meta_get(K, St)]].
 
 %% A CRDT table: every key with unstable timestamps is compacted by its CRDT; an unwritten
-%% key in memory (its row is written when the epoch ends), another in its row.
-stabilize_keys(T0 = #t{crdt = Spec, record = {Name, _}, store = St0, unwritten = U0}, V, Keys)
-  when Spec =/= none ->
+%% key in memory (its row is written when the epoch ends), another in its row. Only the
+%% groups of its PO-log the operations that just became stable named are looked at (an op
+%% set's elements: a hot key of 10,000 elements costs what became stable, not a pass over
+%% every element), except on a full scan (`all').
+stabilize_keys(T0 = #t{crdt = Spec, record = {Name, _}, store = St0, unwritten = U0}, V, Keys,
+               GoneOps) when Spec =/= none ->
     Hot = case Keys of
               all -> maps:keys(U0);
               _ -> [K || K <- Keys, is_map_key(K, U0)]
           end,
     Marked = [K || {K, _} <- meta_rows(Keys, St0)],
+    Groups = case Keys of
+                 all -> #{};
+                 _ -> hm_ec_crdt:stable_groups(Spec, stable_payloads(GoneOps))
+             end,
+    Stabilize = fun(Key, C) ->
+                        case Keys of
+                            all -> hm_ec_crdt:stabilize(V, C);
+                            _ -> hm_ec_crdt:stabilize(V, maps:get(Key, Groups, all), C)
+                        end
+                end,
     T1 = lists:foldl(fun(Key, T = #t{unwritten = U, store = St}) ->
                              case U of
                                  #{Key := C} ->
-                                     T#t{unwritten = U#{Key := hm_ec_crdt:stabilize(V, C)}};
+                                     T#t{unwritten = U#{Key := Stabilize(Key, C)}};
                                  _ ->
                                      case hm_ec_store:read(Key, St) of
                                          [{_, _, C}] ->
-                                             C1 = hm_ec_crdt:stabilize(V, C),
+                                             C1 = Stabilize(Key, C),
                                              T#t{store = crdt_meta(Key, C1, hm_ec_store:write(
                                                                                {Name, Key, C1}, St))};
                                          _ -> T#t{store = hm_ec_store:meta_del(Key, St)}
@@ -691,7 +710,8 @@ stabilize_keys(T0 = #t{crdt = Spec, record = {Name, _}, store = St0, unwritten =
                              end
                      end, T0, lists:usort(Hot ++ Marked)),
     {T1, []};
-stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V, Keys) ->
+stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V, Keys,
+               _GoneOps) ->
     %% stabilization never changes what reads show (hm_ec_prop checks it): only the
     %% metadata is rewritten
     {St1, Dots} =
@@ -967,6 +987,14 @@ rows(#t{unwritten = U, record = {Name, _}, store = St}) ->
 -spec crdt_value(term(), state()) -> {ok, term()} | {error, {not_crdt_table, atom()}}.
 crdt_value(_, #t{crdt = none, tab = Tab}) -> {error, {not_crdt_table, Tab}};
 crdt_value(Key, T) -> {ok, hm_ec_crdt:value(crdt_state(Key, T))}.
+
+%% @doc {@link crdt_value/2} in two steps ({@link hm_crdt:value_parts/1}): what the table's
+%% process answers a reader, who makes the value of it with {@link hm_crdt:finish_value/1}
+%% (a set's sort is then the reader's, not the process's that every update waits for).
+-spec crdt_value_parts(term(), state()) ->
+          {ok, hm_crdt:value_parts()} | {error, {not_crdt_table, atom()}}.
+crdt_value_parts(_, #t{crdt = none, tab = Tab}) -> {error, {not_crdt_table, Tab}};
+crdt_value_parts(Key, T) -> {ok, hm_crdt:value_parts(crdt_state(Key, T))}.
 
 %% @doc How many operations this copy applied that met a concurrent one on their key (and
 %% were resolved by the table's type and conflict policy).

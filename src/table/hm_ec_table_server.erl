@@ -75,7 +75,12 @@ submit(Server, KeyOp, Mode, After, Timeout) ->
 %% @doc A CRDT table's value of `Key' on this copy, with the updates its row does not have
 %% yet (see {@link hm_ec_table:crdt_value/2}).
 -spec crdt_value(pid() | atom(), term(), timeout()) -> {ok, term()} | {error, term()}.
-crdt_value(Server, Key, Timeout) -> gen_server:call(Server, {crdt_value, Key}, Timeout).
+crdt_value(Server, Key, Timeout) ->
+    %% the process lists the value's parts, the caller makes the value (a set's sort)
+    case gen_server:call(Server, {crdt_value_parts, Key}, Timeout) of
+        {ok, Parts} -> {ok, hm_crdt:finish_value(Parts)};
+        Error -> Error
+    end.
 
 %% @doc Status of the table copy (see {@link hm_ec_table:info/2}).
 -spec info(pid() | atom()) -> map().
@@ -143,6 +148,8 @@ handle_call({submit_after, After, KeyOp, Mode}, From, S = #{t := T}) ->
                 S1 -> {reply, Reply, S1}
             end
     end;
+handle_call({crdt_value_parts, Key}, _From, S = #{t := T}) ->
+    {reply, hm_ec_table:crdt_value_parts(Key, T), S};
 handle_call({crdt_value, Key}, _From, S = #{t := T}) ->
     {reply, hm_ec_table:crdt_value(Key, T), S};
 handle_call(info, _From, S = #{t := T}) ->
