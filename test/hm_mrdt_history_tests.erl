@@ -127,6 +127,26 @@ merge_shares_leaves_test() ->
     {M5, _} = merge(M4, A, C),
     ?assertEqual([{K1, 1}, {K2, 0}, {K3, 3}], [{K, value(M5, AC, K)} || K <- [K1, K2, K3]]).
 
+%% A new leaf or blob carries a short mark of its step's nonce, whatever the nonce's size (a
+%% group commit's nonce names every session of the group): two steps with large nonces
+%% that differ still make blocks of different names, and a leaf of one small entry stays
+%% small.
+nonce_mark_test() ->
+    Big = fun(Tag) -> {publish, node(), Tag, [make_ref() || _ <- lists:seq(1, 100)]} end,
+    Leaf = fun(Nonce) ->
+                   {_, C} = commit(#{}, none, #{k => {hm_mrdt_counter, 1},
+                                                b => {hm_mrdt_blob_log, [{I, <<0:2048>>} || I <- [1, 2]]}},
+                                   Nonce),
+                   C
+           end,
+    {M, C1} = commit(#{}, none, #{k => {hm_mrdt_counter, 1}}, Big(a)),
+    {ok, {commit, _, _, _, Pack}} = maps:find({block, C1}, M),
+    [L] = maps:values(Pack),
+    ?assert(erlang:external_size(L) < 100),
+    ?assertNotEqual(Leaf(Big(a)), Leaf(Big(a))),
+    N = {merge, [<<1:256>>, <<2:256>>]},
+    ?assertEqual(Leaf(N), Leaf(N)).
+
 %% Writes made over one tree carried onto a newer one: an unchanged key keeps the written
 %% value, a changed counter merges (LCA the old value), a key of another type conflicts,
 %% and the overlay (writes of an earlier publish of the same group) counts as the newer side.

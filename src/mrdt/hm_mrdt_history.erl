@@ -33,9 +33,10 @@
 %% == Invariants ==
 %% <ul>
 %% <li>Blocks are immutable and named by the hash of their content. Every leaf and blob a
-%% step creates carries the step's nonce, so a new commit never has the name of an old one
-%% that history collection may be deleting at the same time; merges use a nonce derived from
-%% the merged commits, so two nodes that merge the same two commits create the same commit.
+%% step creates carries the step's nonce (its hash when the nonce is larger than 40 bytes),
+%% so a new commit never has the name of an old one that history collection may be deleting
+%% at the same time; merges use a nonce derived from the merged commits, so two nodes that
+%% merge the same two commits create the same commit.
 %% Blocks of a step wait aside (`pending') until {@link commit/3} packs them.</li>
 %% <li>A commit's height is one more than its highest parent's (0 without parents): an
 %% ancestor is always lower than its descendants.</li>
@@ -83,6 +84,7 @@
                      pending := #{hash() => term()},
                      order := [key()],
                      nonce := term(),
+                     mark := term(),
                      max_graft := integer()}.
 -type gc_plan() :: #{floor := hash() | none, delete := [key()], graft := [key()]}.
 
@@ -96,6 +98,7 @@ store(Fetch) -> store(Fetch, none).
 -spec store(fun((fetch_key()) -> {ok, term()} | not_found), term()) -> store().
 store(Fetch, Nonce) ->
     #{fetch => Fetch, new => #{}, known => #{}, pending => #{}, order => [], nonce => Nonce,
+      mark => mark(Nonce),
       max_graft => -1}.
 
 %% @doc Tell the store the height of the highest `{graft, _}' it holds (the caller finds it
@@ -156,7 +159,17 @@ writes(#{new := New, order := Order}) -> [{K, maps:get(K, New)} || K <- lists:re
 nonce(#{nonce := N}) -> N.
 
 -spec set_nonce(store(), term()) -> store().
-set_nonce(St, N) -> St#{nonce := N}.
+set_nonce(St, N) -> St#{nonce := N, mark := mark(N)}.
+
+%% What each new leaf and blob carries of the step's nonce: its hash, unless the nonce is
+%% as small. A publish's nonce names every session of the group commit, about 40 bytes
+%% each, and every block the step creates would carry it all (a third of a commit's bytes
+%% under load); the hash is as unique a name.
+mark(N) ->
+    case erlang:external_size(N) =< 40 of
+        true -> N;
+        false -> hm_mrdt:hash(N)
+    end.
 
 %% A block of this step's commit-to-be: kept aside until {@link commit/3} packs it into the
 %% commit's record. Its reference is `{pending, Hash}' until then.
@@ -358,7 +371,7 @@ repack(St0, T) ->
                                          (K, {Ty, B}, {EAcc, SA}) ->
                                               {blob, _, V, _} = block_at(SA, element(1, B),
                                                                          element(2, B)),
-                                              {R, SA1} = put_block(SA, {blob, Ty, V, nonce(SA)}),
+                                              {R, SA1} = put_block(SA, {blob, Ty, V, maps:get(mark, SA)}),
                                               {EAcc#{K => {Ty, R}}, SA1}
                                       end, {#{}, S}, leaf(S, L)),
                          {R, S2} = put_leaf(S1, Es),
@@ -384,14 +397,14 @@ put_blob(St, Type, V) ->
     St1 = put_object(St, Type, V),
     case erlang:external_size(V) =< ?INLINE of
         true -> {{v, V}, St1};
-        false -> put_block(St1, {blob, Type, V, nonce(St)})
+        false -> put_block(St1, {blob, Type, V, maps:get(mark, St)})
     end.
 
 %% A new leaf of this step (`Es' with absolute references).
 put_leaf(St, Es) ->
     put_block(St, {leaf, maps:map(fun(_, {_, {v, _}} = E) -> E;
                                      (_, {T, R}) -> {T, rel(R)}
-                                  end, Es), nonce(St)}).
+                                  end, Es), maps:get(mark, St)}).
 
 %% A tree of this step from a bucket map with absolute references.
 new_tree(Bs) when map_size(Bs) =:= 0 -> empty;
