@@ -165,6 +165,7 @@ set_nonce(St, N) -> St#{nonce := N, mark := mark(N)}.
 %% as small. A publish's nonce names every session of the group commit, about 40 bytes
 %% each, and every block the step creates would carry it all (a third of a commit's bytes
 %% under load); the hash is as unique a name.
+mark(none) -> none;
 mark(N) ->
     case erlang:external_size(N) =< 40 of
         true -> N;
