@@ -18,7 +18,8 @@
 %% and blobs `{blob, Type, Value, Nonce}' made by the step that made the commit). Inside a
 %% commit's tree or leaves a reference is a hash alone for a block of the same pack, or
 %% `{Home, Hash}' for one of commit `Home''s pack (a leaf or blob shared with an older
-%% commit). The commit's hash covers all of it. A value of at most 256 bytes (external
+%% commit). The commit's hash covers all of it (its pack through the hashes of the pack's
+%% blocks, which are its keys). A value of at most 256 bytes (external
 %% format) is kept in its leaf (`{v, Value}'), a larger one in a blob. Keys are spread over
 %% 64 buckets, so a commit that changes a few keys creates a few small leaves and shares the
 %% others with its parent. A publish or a merge is thus one record, whatever it changed.</li>
@@ -234,8 +235,11 @@ commit(St, Parents, Tree) ->
                  {pending, M} -> M;
                  {Ctx, M} -> abs_refs(Ctx, M)
              end,
-    Block = {commit, lists:sort(Parents), Stored, Height, maps:get(pending, St)},
-    C = hm_mrdt:hash(Block),
+    Pack = maps:get(pending, St),
+    Block = {commit, lists:sort(Parents), Stored, Height, Pack},
+    %% the pack's keys are the hashes of its blocks: hashing them rather than the blocks
+    %% covers the same content (a tenth of a group commit's time went to hashing its bytes)
+    C = hm_mrdt:hash({commit, lists:sort(Parents), Stored, Height, lists:sort(maps:keys(Pack))}),
     {C, (put(St, {block, C}, Block))#{pending := #{}}}.
 
 height(St, C) ->
