@@ -113,8 +113,9 @@ merge_shares_leaves_test() ->
     {M2, B} = commit(M1, Base, #{K2 => {hm_mrdt_counter, 2}}, b),
     NewBlocks = fun(Map, X, Y) ->
                         {ok, M, St} = hm_mrdt_history:merge_commits(map_store(Map), X, Y),
-                        [{{block, M}, {commit, _, _, _, Pack}}] =
+                        [{{block, M}, Rec}] =
                             [W || {{block, _}, _} = W <- hm_mrdt_history:writes(St)],
+                        {commit, _, _, _, Pack} = hm_mrdt_history:open_commit(Rec),
                         {M, lists:sort([element(1, Blk) || Blk <- maps:values(Pack)])}
                 end,
     {AB, Written} = NewBlocks(M2, A, B),
@@ -126,6 +127,41 @@ merge_shares_leaves_test() ->
     ?assertEqual([leaf], Written2),
     {M5, _} = merge(M4, A, C),
     ?assertEqual([{K1, 1}, {K2, 0}, {K3, 3}], [{K, value(M5, AC, K)} || K <- [K1, K2, K3]]).
+
+%% A new leaf or blob carries a short mark of its step's nonce, whatever the nonce's size (a
+%% group commit's nonce names every session of the group): two steps with large nonces
+%% that differ still make blocks of different names, and a leaf of one small entry stays
+%% small.
+nonce_mark_test() ->
+    Big = fun(Tag) -> {publish, node(), Tag, [make_ref() || _ <- lists:seq(1, 100)]} end,
+    Leaf = fun(Nonce) ->
+                   {_, C} = commit(#{}, none, #{k => {hm_mrdt_counter, 1},
+                                                b => {hm_mrdt_blob_log, [{I, <<0:2048>>} || I <- [1, 2]]}},
+                                   Nonce),
+                   C
+           end,
+    {M, C1} = commit(#{}, none, #{k => {hm_mrdt_counter, 1}}, Big(a)),
+    {commit, _, _, _, Pack} = hm_mrdt_history:open_commit(maps:get({block, C1}, M)),
+    [L] = maps:values(Pack),
+    ?assert(erlang:external_size(L) < 100),
+    ?assertNotEqual(Leaf(Big(a)), Leaf(Big(a))),
+    N = {merge, [<<1:256>>, <<2:256>>]},
+    ?assertEqual(Leaf(N), Leaf(N)).
+
+%% A commit's record is written with its tree and pack as binaries: a record of 64 leaves
+%% is a few words of heap (the EC table copies it by reference), and opens to the tree and
+%% pack the step made.
+stored_commit_test() ->
+    W = maps:from_list([{K, {hm_mrdt_blob_log, [{K, <<0:1024>>}]}} || K <- lists:seq(1, 500)]),
+    {M, C} = commit(#{}, none, W, n),
+    Rec = maps:get({block, C}, M),
+    ?assertMatch({commit, [], T, 0, P} when is_binary(T) andalso is_binary(P), Rec),
+    ?assert(erts_debug:flat_size(Rec) < 40),
+    {commit, [], Tree, 0, Pack} = hm_mrdt_history:open_commit(Rec),
+    ?assertEqual(64, map_size(Tree)),
+    ?assertEqual(64, map_size(Pack)),               % a leaf per bucket, values inline
+    ?assertEqual([{K, V} || {K, {_, V}} <- lists:sort(maps:to_list(W))],
+                 [{K, value(M, C, K)} || K <- lists:seq(1, 500)]).
 
 %% Writes made over one tree carried onto a newer one: an unchanged key keeps the written
 %% value, a changed counter merges (LCA the old value), a key of another type conflicts,
@@ -156,7 +192,7 @@ equal_values_merge_test() ->
     Big = binary:copy(<<1>>, 1000),
     {M5, C} = commit(M4, AB, #{y => {hm_mrdt_set, [Big]}}, c),
     ?assertEqual([Big], value(M5, C, y)),
-    {commit, _, _, _, Pack} = maps:get({block, C}, M5),
+    {commit, _, _, _, Pack} = hm_mrdt_history:open_commit(maps:get({block, C}, M5)),
     ?assertMatch([_], [Blob || {blob, hm_mrdt_set, _, _} = Blob <- maps:values(Pack)]).
 
 %% Two merges whose result equals what both their sides show (a counter at 0 reached two
@@ -345,7 +381,7 @@ unpacked_store_test() ->
     try
         true = ets:insert(Tab, [{Tab, K, V} || {K, V} <- maps:to_list(M1)]),
         Fetch = hm_mrdt_store:fetch(Tab),
-        {commit, Ps, T, H, Pack} = maps:get({block, A}, M1),
+        {commit, Ps, T, H, Pack} = hm_mrdt_history:open_commit(maps:get({block, A}, M1)),
         [{L, Leaf}] = maps:to_list(Pack),
         ?assertEqual({ok, Leaf}, Fetch({block, A, L})),
         ?assertEqual({ok, {commit, Ps, T, H}}, Fetch({head, A})),

@@ -12,13 +12,15 @@
 %% and an overlay of what this step added. {@link writes/1} gives the step's effects, to be
 %% written in order. Keys and values:
 %% <ul>
-%% <li>`{block, Hash}': a commit, `{commit, Parents, Tree, Height, Pack}', one record holding
+%% <li>`{block, Hash}': a commit, `{commit, Parents, Tree, Height, Pack}' (stored with `Tree'
+%% and `Pack' in external format, see {@link open_commit/1}), one record holding
 %% everything the commit created: `Tree' (`empty' or `#{Bucket => LeafRef}') and `Pack'
 %% (`#{Hash => Block}': the leaves `{leaf, #{Key => {Type, BlobRef | {v, Value}}}, Nonce}'
 %% and blobs `{blob, Type, Value, Nonce}' made by the step that made the commit). Inside a
 %% commit's tree or leaves a reference is a hash alone for a block of the same pack, or
 %% `{Home, Hash}' for one of commit `Home''s pack (a leaf or blob shared with an older
-%% commit). The commit's hash covers all of it. A value of at most 256 bytes (external
+%% commit). The commit's hash covers all of it (its pack through the hashes of the pack's
+%% blocks, which are its keys). A value of at most 256 bytes (external
 %% format) is kept in its leaf (`{v, Value}'), a larger one in a blob. Keys are spread over
 %% 64 buckets, so a commit that changes a few keys creates a few small leaves and shares the
 %% others with its parent. A publish or a merge is thus one record, whatever it changed.</li>
@@ -33,9 +35,10 @@
 %% == Invariants ==
 %% <ul>
 %% <li>Blocks are immutable and named by the hash of their content. Every leaf and blob a
-%% step creates carries the step's nonce, so a new commit never has the name of an old one
-%% that history collection may be deleting at the same time; merges use a nonce derived from
-%% the merged commits, so two nodes that merge the same two commits create the same commit.
+%% step creates carries the step's nonce (its hash when the nonce is larger than 40 bytes),
+%% so a new commit never has the name of an old one that history collection may be deleting
+%% at the same time; merges use a nonce derived from the merged commits, so two nodes that
+%% merge the same two commits create the same commit.
 %% Blocks of a step wait aside (`pending') until {@link commit/3} packs them.</li>
 %% <li>A commit's height is one more than its highest parent's (0 without parents): an
 %% ancestor is always lower than its descendants.</li>
@@ -51,8 +54,8 @@
 %% </ul>
 -module(hm_mrdt_history).
 
--export([store/1, store/2, get/2, put/3, writes/1, nonce/1, set_nonce/2, set_max_graft/2,
-         known/2, with_known/2]).
+-export([store/1, store/2, get/2, put/3, writes/1, new_commits/1, open_commit/1, nonce/1,
+         set_nonce/2, set_max_graft/2, known/2, with_known/2]).
 -export([commit/3, commit_info/2, tree_of/2, packs/2, lookup/3, read/3, write_tree/3,
          repack/2, put_objects/2, entries/2]).
 -export([lcas/3, is_ancestor/3, merge_commits/3, merge_writes/4, merge_writes/5, merge_trees/4,
@@ -83,6 +86,7 @@
                      pending := #{hash() => term()},
                      order := [key()],
                      nonce := term(),
+                     mark := term(),
                      max_graft := integer()}.
 -type gc_plan() :: #{floor := hash() | none, delete := [key()], graft := [key()]}.
 
@@ -96,6 +100,7 @@ store(Fetch) -> store(Fetch, none).
 -spec store(fun((fetch_key()) -> {ok, term()} | not_found), term()) -> store().
 store(Fetch, Nonce) ->
     #{fetch => Fetch, new => #{}, known => #{}, pending => #{}, order => [], nonce => Nonce,
+      mark => mark(Nonce),
       max_graft => -1}.
 
 %% @doc Tell the store the height of the highest `{graft, _}' it holds (the caller finds it
@@ -148,15 +153,53 @@ put(St = #{new := New, order := Order}, K, V) ->
         _ -> St#{new := New#{K => V}, order := [K | Order]}
     end.
 
-%% @doc What this step added, in the order it was added.
+%% @doc What this step added, in the order it was added; commits in their stored form.
 -spec writes(store()) -> [{key(), term()}].
-writes(#{new := New, order := Order}) -> [{K, maps:get(K, New)} || K <- lists:reverse(Order)].
+writes(#{new := New, order := Order}) ->
+    [{K, stored(K, maps:get(K, New))} || K <- lists:reverse(Order)].
+
+%% A commit's record is stored with its tree and its pack in external format: the record's
+%% bulk is then two binaries, which the EC table copies by reference (into its process, its
+%% storage and its metadata) where it copied every term of a tree and a pack several times;
+%% only the wire copies the bytes. An EC write of a 20 KB record cost about 6x less CPU on
+%% three nodes.
+stored({block, _}, {commit, Ps, T, H, P}) when not is_binary(T) ->
+    {commit, Ps, term_to_binary(T), H, term_to_binary(P)};
+stored(_, V) -> V.
+
+%% @doc The commits this step made, `{Hash, Record}', each record opened
+%% ({@link open_commit/1}).
+-spec new_commits(store()) -> [{hash(), tuple()}].
+new_commits(#{new := New}) -> [{C, R} || {{block, C}, {commit, _, _, _, _} = R} <- maps:to_list(New)].
+
+%% @doc A commit's record with its tree and its pack as terms, `{commit, Parents, Tree,
+%% Height, Pack}', from its stored form (or a record already open, such as one written
+%% before records were stored so).
+-spec open_commit(tuple()) -> tuple().
+open_commit({commit, Ps, T, H, P}) when is_binary(T) ->
+    {commit, Ps, binary_to_term(T), H, binary_to_term(P)};
+open_commit({commit, _, _, _, _} = R) -> R.
+
+%% A commit's record without its pack, `{commit, Parents, Tree, Height}'.
+head_of({commit, Ps, T, H, _}) when is_binary(T) -> {commit, Ps, binary_to_term(T), H};
+head_of({commit, Ps, T, H, _}) -> {commit, Ps, T, H}.
 
 -spec nonce(store()) -> term().
 nonce(#{nonce := N}) -> N.
 
 -spec set_nonce(store(), term()) -> store().
-set_nonce(St, N) -> St#{nonce := N}.
+set_nonce(St, N) -> St#{nonce := N, mark := mark(N)}.
+
+%% What each new leaf and blob carries of the step's nonce: its hash, unless the nonce is
+%% as small. A publish's nonce names every session of the group commit, about 40 bytes
+%% each, and every block the step creates would carry it all (a third of a commit's bytes
+%% under load); the hash is as unique a name.
+mark(none) -> none;
+mark(N) ->
+    case erlang:external_size(N) =< 40 of
+        true -> N;
+        false -> hm_mrdt:hash(N)
+    end.
 
 %% A block of this step's commit-to-be: kept aside until {@link commit/3} packs it into the
 %% commit's record. Its reference is `{pending, Hash}' until then.
@@ -187,7 +230,8 @@ block_at(St = #{fetch := Fetch}, Home, H) ->
             end
     end.
 
-in_pack({commit, _, _, _, Pack}, Home, H) ->
+in_pack(Rec, Home, H) ->
+    {commit, _, _, _, Pack} = open_commit(Rec),
     case Pack of
         #{H := B} -> B;
         _ -> throw({missing, {block, Home}})
@@ -205,10 +249,7 @@ has(St = #{new := New, known := Known, fetch := Fetch}, K) ->
 %% `{Home, Hash}' one of commit `Home''s pack. Read, every reference is made absolute.
 abs(Ctx, H) when is_binary(H) -> {Ctx, H};
 abs(_, {_, _} = R) -> R.
-
-%% Stored form of an absolute reference inside this step's pack.
-rel({pending, H}) -> H;
-rel(R) -> R.
+%% Stored, a reference `{pending, Hash}' to this step's pack is the hash alone (rel_refs/1).
 
 %%% ------------------------------------------------------------------ commits and trees
 
@@ -221,10 +262,13 @@ commit(St, Parents, Tree) ->
     Stored = case Tree of
                  empty -> empty;
                  {pending, M} -> M;
-                 {Ctx, M} -> maps:map(fun(_, R) -> abs(Ctx, R) end, M)
+                 {Ctx, M} -> abs_refs(Ctx, M)
              end,
-    Block = {commit, lists:sort(Parents), Stored, Height, maps:get(pending, St)},
-    C = hm_mrdt:hash(Block),
+    Pack = maps:get(pending, St),
+    Block = {commit, lists:sort(Parents), Stored, Height, Pack},
+    %% the pack's keys are the hashes of its blocks: hashing them rather than the blocks
+    %% covers the same content (a tenth of a group commit's time went to hashing its bytes)
+    C = hm_mrdt:hash({commit, lists:sort(Parents), Stored, Height, lists:sort(maps:keys(Pack))}),
     {C, (put(St, {block, C}, Block))#{pending := #{}}}.
 
 height(St, C) ->
@@ -245,7 +289,7 @@ header(#{new := New, known := Known, fetch := Fetch}, C) ->
                         {ok, Hd} -> {ok, Hd};
                         not_found ->
                             case Fetch({block, C}) of
-                                {ok, {commit, Ps, T, H, _}} -> {ok, {commit, Ps, T, H}};
+                                {ok, {commit, _, _, _, _} = R} -> {ok, head_of(R)};
                                 _ -> not_found
                             end
                     end
@@ -283,7 +327,18 @@ bucket(Key) -> erlang:phash2(Key, ?BUCKETS).
 
 %% The bucket map with absolute references.
 buckets(empty) -> #{};
-buckets({Ctx, M}) -> maps:map(fun(_, R) -> abs(Ctx, R) end, M).
+buckets({Ctx, M}) -> abs_refs(Ctx, M).
+
+%% Making references absolute or relative changes few of a map's values (in a tree, the
+%% leaves of its own pack; in a leaf, its blobs; values kept in the leaf never): those are
+%% found in the map's list and only they are replaced. Rebuilding the whole map with
+%% maps:map/2 was a third of a group commit's time.
+abs_refs(Ctx, M) -> replace(M, [{K, {Ctx, H}} || {K, H} <- maps:to_list(M), is_binary(H)]).
+
+rel_refs(M) -> replace(M, [{K, H} || {K, {pending, H}} <- maps:to_list(M)]).
+
+replace(M, []) -> M;
+replace(M, Changed) -> maps:merge(M, maps:from_list(Changed)).
 
 bucket_leaf(empty, _) -> error;
 bucket_leaf({Ctx, M}, Bk) ->
@@ -296,9 +351,7 @@ bucket_leaf({Ctx, M}, Bk) ->
 leaf(_, none) -> #{};
 leaf(St, {Home, L}) ->
     {leaf, Es, _} = block_at(St, Home, L),
-    maps:map(fun(_, {_, {v, _}} = E) -> E;
-                (_, {T, R}) -> {T, abs(Home, R)}
-             end, Es).
+    replace(Es, [{K, {T, {Home, H}}} || {K, {T, H}} <- maps:to_list(Es), is_binary(H)]).
 
 %% @doc The entry `{Type, BlobRef | {v, Value}}' of `Key' in a tree.
 -spec lookup(store(), tree(), term()) -> {ok, entry()} | not_found.
@@ -358,7 +411,7 @@ repack(St0, T) ->
                                          (K, {Ty, B}, {EAcc, SA}) ->
                                               {blob, _, V, _} = block_at(SA, element(1, B),
                                                                          element(2, B)),
-                                              {R, SA1} = put_block(SA, {blob, Ty, V, nonce(SA)}),
+                                              {R, SA1} = put_block(SA, {blob, Ty, V, maps:get(mark, SA)}),
                                               {EAcc#{K => {Ty, R}}, SA1}
                                       end, {#{}, S}, leaf(S, L)),
                          {R, S2} = put_leaf(S1, Es),
@@ -384,18 +437,17 @@ put_blob(St, Type, V) ->
     St1 = put_object(St, Type, V),
     case erlang:external_size(V) =< ?INLINE of
         true -> {{v, V}, St1};
-        false -> put_block(St1, {blob, Type, V, nonce(St)})
+        false -> put_block(St1, {blob, Type, V, maps:get(mark, St)})
     end.
 
 %% A new leaf of this step (`Es' with absolute references).
 put_leaf(St, Es) ->
-    put_block(St, {leaf, maps:map(fun(_, {_, {v, _}} = E) -> E;
-                                     (_, {T, R}) -> {T, rel(R)}
-                                  end, Es), nonce(St)}).
+    put_block(St, {leaf, replace(Es, [{K, {T, H}} || {K, {T, {pending, H}}} <- maps:to_list(Es)]),
+                   maps:get(mark, St)}).
 
 %% A tree of this step from a bucket map with absolute references.
 new_tree(Bs) when map_size(Bs) =:= 0 -> empty;
-new_tree(Bs) -> {pending, maps:map(fun(_, R) -> rel(R) end, Bs)}.
+new_tree(Bs) -> {pending, rel_refs(Bs)}.
 
 %% Base with these entries set (`none' entries removed).
 set_entries(St0, Base, Entries) ->

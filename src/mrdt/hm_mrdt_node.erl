@@ -69,10 +69,13 @@ publish_many(N = #{node := Me, head := H, sessions := Ss}, St0, Batch) ->
     Nonce = hm_mrdt_history:nonce(St0),
     St1 = hm_mrdt_history:set_nonce(St0, {publish, Me, H, [Id || {Id, _} <- Batch]}),
     HeadTree = hm_mrdt_history:tree_of(St1, H),
+    %% the sessions of a group share few bases: each base's tree is read once
+    Trees = maps:from_list([{B, hm_mrdt_history:tree_of(St1, B)}
+                            || B <- lists:usort([maps:get(Id, Ss, none) || {Id, _} <- Batch])]),
     {Writes, Results, St2} =
         lists:foldl(
           fun({Id, P}, {W, Rs, S}) ->
-                  Base = hm_mrdt_history:tree_of(S, maps:get(Id, Ss, none)),
+                  Base = maps:get(maps:get(Id, Ss, none), Trees),
                   case hm_mrdt_history:merge_writes(S, Base, HeadTree, W, P) of
                       %% a merged linked value refers by hash to the pending one and to
                       %% the group's value before it (a merge no commit holds): store both

@@ -203,7 +203,10 @@ save(S = #{tab := Tab, node := N, written := Old}, St) ->
                [] -> [];
                _ -> hm_mrdt_history:writes(St)
            end,
-    ok = hm_mrdt_store:keep_unpacked(Tab, Puts),
+    ok = hm_mrdt_store:keep_unpacked(Tab, case St of
+                                              [] -> [];
+                                              _ -> hm_mrdt_history:new_commits(St)
+                                          end),
     ok = hm_mrdt_store:write(Tab, Puts, []),
     Head = hm_mrdt_node:head(N),
     S1 = case {St, S} of

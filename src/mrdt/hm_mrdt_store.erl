@@ -78,7 +78,8 @@ unpacked(Tab, C, H) ->
 
 unpack(Tab, C, H, Keep) ->
     case lookup(Tab, {block, C}) of
-        [{_, _, {commit, Ps, T, Ht, Pack} = Rec} | _] ->
+        [{_, _, {commit, _, _, _, _} = Stored} | _] ->
+            {commit, Ps, T, Ht, Pack} = Rec = hm_mrdt_history:open_commit(Stored),
             _ = Keep andalso keep_unpacked(Tab, C, Rec),
             case {H, Pack} of
                 {head, _} -> {ok, {commit, Ps, T, Ht}};
@@ -92,13 +93,13 @@ keep_unpacked(Tab, C, {commit, Ps, T, Ht, Pack}) ->
     ets:insert(?UNPACKED, [{{Tab, C, head}, {commit, Ps, T, Ht}} |
                            [{{Tab, C, Hi}, Bi} || {Hi, Bi} <- maps:to_list(Pack)]]).
 
-%% @doc Unpack commit records this node writes (`{{block, C}, Record}' among `Puts') into
-%% the node's table of unpacked blocks, so that its readers need not copy them out of the
-%% repository's table.
--spec keep_unpacked(atom(), [{term(), term()}]) -> ok.
-keep_unpacked(Tab, Puts) ->
+%% @doc Unpack the commits this node writes (`{Commit, Record}', records opened, from
+%% {@link hm_mrdt_history:new_commits/1}) into the node's table of unpacked blocks, so that
+%% its readers need not decode them out of the repository's table.
+-spec keep_unpacked(atom(), [{hm_mrdt:hash(), tuple()}]) -> ok.
+keep_unpacked(Tab, Commits) ->
     try
-        _ = [keep_unpacked(Tab, C, Rec) || {{block, C}, {commit, _, _, _, _} = Rec} <- Puts],
+        _ = [keep_unpacked(Tab, C, Rec) || {C, {commit, _, _, _, _} = Rec} <- Commits],
         ok
     catch error:badarg -> ok
     end.
@@ -165,7 +166,13 @@ records(Tab, Nodes) ->
 cache(Tab) ->
     mnesia:dirty_select(Tab, [{{'_', {cache, '$1'}, '$2'}, [], [{{'$1', '$2'}}]}]).
 
-%% @doc Records and words of memory of the local copy.
+%% @doc Records and words of memory of the local copy, counting the bytes of the binaries
+%% that hold commits' trees and packs (kept outside the table's own memory).
 -spec size(atom()) -> #{records := non_neg_integer(), words := non_neg_integer()}.
 size(Tab) ->
-    #{records => mnesia:table_info(Tab, size), words => mnesia:table_info(Tab, memory)}.
+    Bytes = ets:foldl(fun({_, _, {commit, _, T, _, P}}, A) when is_binary(T), is_binary(P) ->
+                              A + byte_size(T) + byte_size(P);
+                         (_, A) -> A
+                      end, 0, Tab),
+    #{records => mnesia:table_info(Tab, size),
+      words => mnesia:table_info(Tab, memory) + Bytes div erlang:system_info(wordsize)}.
