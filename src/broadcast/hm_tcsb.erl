@@ -449,23 +449,16 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
         false -> {[], S0};
         true ->
             Has = reported(Peer, S0),
-            %% whether `Peer' advanced on origin `O' within RESEND_AGE ticks, with no round of
-            %% retransmission in flight to it (a member never seen before is not taken to
-            %% advance; rounds go on as their acknowledgements allow)
-            Advancing = case {S0#tcsb.moved, maps:get(Peer, F, {Has, [], W0})} of
-                            {#{Peer := Old}, {_, [], _}} ->
-                                fun(O) -> case Old of
-                                              #{O := {Seq0, At0}} ->
-                                                  hm_vv:get(O, Has) =/= Seq0
-                                                      orelse T - At0 < ?RESEND_AGE;
-                                              _ -> false
-                                          end
-                                end;
-                            _ -> fun(_) -> false end
-                        end,
+            Seen = maps:get(Peer, S0#tcsb.moved, #{}),
             S = #tcsb{moved = Mv} = note_moves(Peer, Has, S0),
             Since = fun(O) -> element(2, maps:get(O, maps:get(Peer, Mv), {0, T})) end,
             {Front0, Rounds0, W1} = maps:get(Peer, F, {Has, [], W0}),
+            %% whether `Peer' advanced on origin `O' within RESEND_AGE ticks, with no round of
+            %% retransmission in flight to it (a member never seen before on `O' is not taken
+            %% to advance; rounds go on as their acknowledgements allow)
+            Advancing = fun(O) -> Rounds0 =:= [] andalso is_map_key(O, Seen)
+                                      andalso T - Since(O) < ?RESEND_AGE
+                        end,
             {Rounds1, Done} = lists:partition(fun({_, V}) -> not hm_vv:leq(V, Has) end, Rounds0),
             {Front, Rounds, W} =
                 case Rounds1 of
