@@ -39,7 +39,7 @@
 %% </ol>
 -module(hm_sim_mrdt).
 
--export([main/1, run/1, check_seeds/1, final_state/1, check_end/1]).
+-export([main/1, run/1, check_seeds/1, final_state/1, check_end/1, reached/4]).
 
 %% @doc `["seeds", N]': run seeds 1..N, print failures and the summary line
 %% `sim sessions: P passed, F failed (...)'; `["seed", S]': run one seed and print its result.
@@ -423,6 +423,12 @@ log_of(S, N) ->
         not_found -> {[], #{}}
     end.
 
+%% @doc The objects that the values of type `T' with hashes `Hashes' reach through their
+%% references, fetched by `Fetch', added to `Acc' (`#{Hash => true}'; an object missing from
+%% the store counts as reached, without references): the checkers' own walk, kept apart from
+%% the one history collection runs (the Common Test suite's copy checks use it too).
+-spec reached(module(), [hm_mrdt:hash()], hm_mrdt:fetch(), #{hm_mrdt:hash() => true}) ->
+          #{hm_mrdt:hash() => true}.
 reached(_, [], _, Acc) -> Acc;
 reached(T, [H | Hs], Fetch, Acc) when is_map_key(H, Acc) -> reached(T, Hs, Fetch, Acc);
 reached(T, [H | Hs], Fetch, Acc) ->

@@ -31,7 +31,7 @@ suite() -> [{timetrap, {minutes, 3}}].
 all() -> [atomic_visibility, partition_publish_heal, gc_bounded, gc_linked_log, errors].
 
 init_per_suite(Config) ->
-    C = hm_cluster:start(#{nodes => 3, prefix => "sessk", modules => [?MODULE],
+    C = hm_cluster:start(#{nodes => 3, prefix => "sessk", modules => [?MODULE, hm_sim_mrdt],
                            app_env => [{max_backoff_ms, 500}, {mrdt_interval_ms, 200}],
                            log_filter => {mrdt_netsplit, {fun hm_cluster:netsplit_filter/2, []}}}),
     [{cluster, C} | Config].
@@ -112,20 +112,11 @@ log_storage(Repo, Key) ->
     Head = maps:get(head, hm_session:info(Repo)),
     {ok, Type, V} = hm_mrdt_history:read(St, hm_mrdt_history:tree_of(St, Head), Key),
     Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
-    Reached = reach(Type, [hm_mrdt:hash(V)], Fetch, #{}),
+    Reached = hm_sim_mrdt:reached(Type, [hm_mrdt:hash(V)], Fetch, #{}),
     Keys = [K || {_, K, _} <- ets:tab2list(Tab)],
     Objs = [H || {obj, H} <- Keys],
     #{objects => length(Objs), reached => length([H || H <- Objs, is_map_key(H, Reached)]),
       other => length(Keys) - length(Objs)}.
-
-reach(_, [], _, Acc) -> Acc;
-reach(T, [H | Hs], Fetch, Acc) when is_map_key(H, Acc) -> reach(T, Hs, Fetch, Acc);
-reach(T, [H | Hs], Fetch, Acc) ->
-    Refs = case Fetch(H) of
-               {ok, V} -> hm_mrdt:refs(T, V);
-               not_found -> []
-           end,
-    reach(T, Refs ++ Hs, Fetch, Acc#{H => true}).
 
 same_everywhere(C, Repo, Keys, Expected) ->
     hm_cluster:wait_until(
