@@ -50,12 +50,15 @@
                  duration := pos_integer(), seed := integer(), skew := map(),
                  measure => boolean(), strip_interval => pos_integer(),
                  drop_replicate => float(), merkle => hm_merkle:shape(),
-                 sync_interval => pos_integer(), keys => [term()]}.
+                 sync_interval => pos_integer(), keys => [term()],
+                 start => ready | created}.
 
 %%% ================================================================ schedules
 
 %% @doc The configuration and trace of dotted seed `Seed'. Options override configuration
-%% fields (`n', `ae', `drop', `dup', `delay', `duration', `ops', `faults', `churn', `restart').
+%% fields (`n', `ae', `drop', `dup', `delay', `duration', `ops', `faults', `churn', `restart',
+%% and `start': `ready', every copy starting ready, or `created', the first one ready and
+%% each other one taking a handoff first, as the copies of a table just created start).
 -spec gen(integer(), map()) -> {cfg(), [hm_sim:action()]}.
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#d077, 16#ed}),
@@ -112,7 +115,13 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
            failures => [], faults => true, stats => #{}, samples => [], next_id => N + 1,
            max_entries => 0},
     try
-        S1 = lists:foldl(fun(Nd, Acc) -> start_copy(Nd, Nodes, false, Acc) end, S0, Nodes),
+        %% `start => created': as create_table starts a group's copies, one after another,
+        %% each later one finding a ready copy and so taking a handoff first
+        Boot = case maps:get(start, Cfg, ready) of
+                   ready -> fun(_) -> false end;
+                   created -> fun(Nd) -> Nd =/= hd(Nodes) end
+               end,
+        S1 = lists:foldl(fun(Nd, Acc) -> start_copy(Nd, Nodes, Boot(Nd), Acc) end, S0, Nodes),
         S2 = lists:foldl(fun({T, A}, Acc) -> hm_sim:schedule_at(T, {action, A}, Acc) end,
                          S1, [{T, A} || {T, A} <- Trace, T < Dur]),
         S3 = hm_sim:run_until(Dur, S2),
@@ -195,8 +204,16 @@ event({action, A}, S) ->
     action(A, hm_sim:bump(actions, S)).
 
 step(Nd, F, S) ->
-    {R1, Effs} = F(rep(Nd, S)),
-    effects(Nd, Effs, put_rep(Nd, R1, S)).
+    R0 = rep(Nd, S),
+    {R1, Effs} = F(R0),
+    effects(Nd, Effs, put_rep(Nd, R1, note_ready(R0, R1, S))).
+
+%% stat `ready_ms': when a copy last became ready (a handoff taken)
+note_ready(R0, R1, S = #{now := Now, stats := St}) ->
+    case {hm_dotted:status(R0), hm_dotted:status(R1)} of
+        {syncing, ready} -> S#{stats := St#{ready_ms => max(Now, maps:get(ready_ms, St, 0))}};
+        _ -> S
+    end.
 
 %% @doc A heal or a restart: anti-entropy repairs what was missed, nothing to do at once.
 -spec nodeup(node(), node(), map()) -> map().

@@ -51,8 +51,9 @@
 %% A copy replaced by a new node id: {@link set_peers/2} on every copy. The old id leaves the
 %% watermark; a new copy (option `bootstrap') first asks a peer for all its objects and node
 %% clock and dot-key map (a handoff; a key it holds that the peer does not is one the peer
-%% deleted, and is merged as such), and is `syncing' until it has them. A retired id's dots
-%% may stay in contexts with gaps no copy can fill (a write it made that reached nobody):
+%% deleted, and is merged as such), and is `syncing' until it has them. A copy asked that is
+%% syncing itself refuses, and the new copy asks another one at once (or, when every other
+%% copy refused, at its next anti-entropy tick). A retired id's dots may stay in contexts with gaps no copy can fill (a write it made that reached nobody):
 %% once every remaining copy, having retired the id too, has shown in an exchange that it
 %% holds no dot of it this copy lacks, no dot of it can still arrive, and strip drops its
 %% entries. A context
@@ -134,6 +135,7 @@
                 {resolved, hm_node_clock:clock(), [{dot(), term()}]}
                 | {full, [{dot(), term()}]}}
              | {transfer_req, id()}
+             | {transfer_refused, id()}
              | {merkle, id(), [id()], hm_node_clock:clock(), hm_merkle:msg()}
              | {merkle_repair, id(), [id()], hm_node_clock:clock(), [{term(), obj() | none}],
                 [term()]}.
@@ -162,6 +164,7 @@
             ready = true :: boolean(),
             waited = 0 :: non_neg_integer(),           % anti-entropy ticks since the ask
             ask_gap = 2 :: pos_integer(),               % ticks before asking again
+            refused = [] :: [id()],                     % copies that refused since the ask
             events = false :: boolean()}).
 -opaque state() :: #d{}.
 
@@ -390,7 +393,7 @@ timeout(anti_entropy, S = #d{ready = false, waited = W, ask_gap = G}) when W + 1
     %% again while the first is still on its way or being merged; the gap doubles
     {S#d{waited = W + 1}, [{timer, S#d.sync_ms, anti_entropy}]};
 timeout(anti_entropy, S = #d{ready = false, ask_gap = G}) ->
-    {S1, Effs} = ask_handoff(S#d{waited = 0, ask_gap = min(2 * G, ?MAX_ASK_GAP)}),
+    {S1, Effs} = ask_handoff(S#d{waited = 0, ask_gap = min(2 * G, ?MAX_ASK_GAP), refused = []}),
     {S1, Effs ++ [{timer, S#d.sync_ms, anti_entropy}]};
 timeout(anti_entropy, S) ->
     {S1, Effs} = case random_peer(S) of
@@ -404,19 +407,27 @@ timeout(anti_entropy, S) ->
     {S1, Effs ++ [{timer, S#d.sync_ms, anti_entropy}]};
 timeout(_, S) -> {S, []}.
 
-random_peer(S = #d{rand = R}) ->
+random_peer(S) ->
     case others(S) of
         [] -> {none, S};
-        Ps -> {I, R1} = rand:uniform_s(length(Ps), R), {lists:nth(I, Ps), S#d{rand = R1}}
+        Ps -> random_of(Ps, S)
     end.
 
 others(#d{id = Id, peers = Ps}) -> Ps -- [Id].
 
-ask_handoff(S) ->
-    case random_peer(S) of
-        {none, S1} -> {S1#d{ready = true}, []};
-        {P, S1} -> {S1, [{send, P, {transfer_req, S1#d.id}}]}
+%% A handoff is asked of a random other copy, among those that have not refused since the
+%% last timed ask.
+ask_handoff(S = #d{refused = Refused}) ->
+    case others(S) of
+        [] -> {S#d{ready = true}, []};
+        Os ->
+            {P, S1} = random_of(case Os -- Refused of [] -> Os; Left -> Left end, S),
+            {S1, [{send, P, {transfer_req, S1#d.id}}]}
     end.
+
+random_of(Ps, S = #d{rand = R}) ->
+    {I, R1} = rand:uniform_s(length(Ps), R),
+    {lists:nth(I, Ps), S#d{rand = R1}}.
 
 %%% ================================================================ peers' messages
 
@@ -456,8 +467,20 @@ remote({transfer_req, From}, S = #d{ready = true, st = St}) ->
     %% able to answer for the dots it takes on)
     {S, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, maps:to_list(St),
                        {full, maps:to_list(S#d.dkm)}}}]};
-remote({transfer_req, _From}, S) ->
-    %% not caught up itself: the asking copy asks another one at its next anti-entropy round
+remote({transfer_req, From}, S) ->
+    %% not caught up itself: the asking copy asks another one
+    {S, [{send, From, {transfer_refused, S#d.id}}]};
+remote({transfer_refused, From}, S = #d{ready = false, refused = Refused0, ask_gap = G}) ->
+    %% the copy asked waits for its handoff too (the copies of a table just created start
+    %% one after another): ask another one now, or, when every other copy refused, at the
+    %% next anti-entropy tick. Waiting out the gap instead kept a copy syncing, refusing
+    %% reads and writes, for up to 30 ticks.
+    Refused = lists:usort([From | Refused0]),
+    case others(S) -- Refused of
+        [] -> {S#d{refused = [], waited = G - 1}, []};
+        _ -> ask_handoff(S#d{refused = Refused})
+    end;
+remote({transfer_refused, _From}, S) ->
     {S, []};
 remote({sync_repair, From, PPeers, NCp, Objs0, Mode}, S) when is_list(Objs0) ->
     Objs = case Mode of
