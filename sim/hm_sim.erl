@@ -509,7 +509,11 @@ event({tick, Nd}, S) ->
         true ->
             R = maps:get(Nd, maps:get(reps, S1)),
             {R1, Effs} = hm_ec_table:tick(reachable(Nd, S1), R),
-            S2 = sample(Nd, R1, put_rep(Nd, R1, S1)),
+            %% stat `buffered_ticks': operations received and waiting in a causal buffer for
+            %% one they depend on, summed over ticks and replicas
+            S2 = sample(Nd, R1, put_rep(Nd, R1, bump(buffered_ticks,
+                                                     hm_tcsb:pending(hm_ec_table:tcsb(R1)),
+                                                     S1))),
             effects(Nd, Effs, S2)
     end;
 event({deliver, From, To, Msg, Epoch}, S) ->

@@ -488,6 +488,36 @@ tcsb_relay_by_one_member_test() ->
     {R3, _} = hm_tcsb:resend_due(c, AtB(false)),
     ?assertEqual([1, 2, 3], Seqs(R3)).
 
+%% An origin silent for 2 ticks (cut off, or down) cannot resend its operations: the first
+%% member that has what another lacks of it relays them 2 ticks after logging them, as the
+%% origin would, not 8 (a member lacking one of them cannot deliver what depends on it, from
+%% any origin: under full load, the side of a cut that had it buffered the other members'
+%% operations for 2 s). While the origin acknowledges, it is left to resend them itself.
+tcsb_relay_for_silent_origin_test() ->
+    B = {b, 1}, C = {c, 1}, Ms = [a, b, c],
+    Seqs = fun(L) -> [maps:get(C, Ts) || {_, Ts, _} <- L] end,
+    {Ops, _} = lists:mapfoldl(fun(I, X) -> {M, _, X1} = hm_tcsb:broadcast(I, X), {M, X1} end,
+                              hm_tcsb:new(C, Ms), lists:seq(1, 3)),
+    %% b has c's 3 operations, logged at tick 0; a lacks them and acknowledges every tick;
+    %% c acknowledges every tick, or only at tick 0 (then it is cut off)
+    AtB = fun(CAlive, Ticks) ->
+                  Acks = fun(T, X) ->
+                                 lists:foldl(fun({R, V}, Y) -> hm_tcsb:receive_ack(R, V, #{}, Y)
+                                             end, X, [{{a, 1}, #{}}]
+                                             ++ [{C, #{C => 3}} || CAlive orelse T =:= 0])
+                         end,
+                  Bx = lists:foldl(fun(M, X) -> element(2, hm_tcsb:receive_op(M, X)) end,
+                                   hm_tcsb:new(B, Ms), Ops),
+                  Acks(Ticks, lists:foldl(fun(T, X) -> hm_tcsb:tick(Acks(T, X)) end, Bx,
+                                          lists:seq(0, Ticks - 1)))
+          end,
+    %% c acknowledges: b leaves its operations to it
+    ?assertEqual([], Seqs(element(1, hm_tcsb:resend_due(a, AtB(true, 4))))),
+    %% c silent for 2 ticks: not yet
+    ?assertEqual([], Seqs(element(1, hm_tcsb:resend_due(a, AtB(false, 2))))),
+    %% c silent for 3 ticks: b relays them, 4 ticks before it would have for any origin
+    ?assertEqual([1, 2, 3], Seqs(element(1, hm_tcsb:resend_due(a, AtB(false, 4))))).
+
 %% The member that relays at once to a member lacking operations is the first of those that
 %% had some of them 8 ticks ago (what a member relays is what it logged that long ago): one
 %% that lacks them too (restarted, behind like it) cannot relay them, nor one that got them

@@ -122,6 +122,11 @@
 %% a member catching up itself be the relay, with nothing old enough to relay, while those
 %% that had everything waited for it: the member behind got a few operations a tick, from
 %% origins each waiting for another's (hm_faults_SUITE, and the simulator's slow receivers).
+%% An origin silent for RESEND_AGE ticks (cut off, or down) cannot resend: the first member
+%% alive that has what a member lacks of it relays those operations as their origin would,
+%% at RESEND_AGE (quick_relays/3). A member lacking one cannot deliver what depends on it,
+%% from any origin: in the simulator's full-load family, what waited in causal buffers
+%% during the cut fell by 57 % (at no service time; 24 % at 3 ms a member operation).
 %% With no retransmission round in flight to a member, an origin resends its own operation
 %% to it only once the member has not advanced on the origin for RESEND_AGE ticks, or once
 %% the operation is 2 * RTO_TICKS old: a member busy with a backlog holds operations it
@@ -479,7 +484,11 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
                 end,
             InFlight = maps:fold(fun(O, C, N) -> N + C - hm_vv:get(O, Has) end, 0, Front),
             Relay = relays(Peer, Has, S),
+            Quick = quick_relays(Peer, Has, S),
             Due = fun(O = {N, _}, At) when N =:= Node ->
+                          At =< T - ?RESEND_AGE andalso
+                              (not Advancing(O) orelse At =< T - 2 * ?RTO_TICKS);
+                     (O, At) when is_map_key(O, Quick) ->
                           At =< T - ?RESEND_AGE andalso
                               (not Advancing(O) orelse At =< T - 2 * ?RTO_TICKS);
                      (O, At) -> At =< T - ?RELAY_AGE andalso
@@ -511,6 +520,25 @@ relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms}) ->
                 not hm_vv:leq(reported_before(M, S), Has)],
     %% none: what `Peer' lacks is younger than RELAY_AGE everywhere (its origin resends it)
     Can =/= [] andalso Node =:= lists:min(Can).
+
+%% The logged origins whose node has been silent for RESEND_AGE ticks (cut off, or down) and
+%% of which `Peer' lacks an operation that this replica is the first member to have: the
+%% origin cannot resend them, so this replica relays them as their origin would, without
+%% waiting RELAY_AGE ticks (a member that lacks one of them cannot deliver what depends on
+%% it, from any origin).
+quick_relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms, log = L, cb = CB}) ->
+    Alive = [{M, case M of
+                     Node -> hm_causal_buffer:delivered(CB);
+                     _ -> reported(M, S)
+                 end} || M <- Ms, M =/= Peer, M =:= Node orelse acked_lately(M, S)],
+    maps:from_list(
+      [{O, true} || O = {N, _} <- maps:keys(L), N =/= Node, N =/= Peer,
+                    silent(N, ?RESEND_AGE, S),
+                    begin
+                        Lacks = hm_vv:get(O, Has),
+                        Can = [M || {M, V} <- Alive, M =/= N, hm_vv:get(O, V) > Lacks],
+                        Can =/= [] andalso Node =:= lists:min(Can)
+                    end]).
 
 %% What member `M' reported at least RELAY_AGE ticks ago (as far as this replica heard then):
 %% it logged those operations at least that long ago, so they are due for relaying there.
