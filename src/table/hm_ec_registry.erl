@@ -224,7 +224,10 @@ del_copy(Tab, Node) ->
         {ok, Opts} ->
             case writable(Tab, fun() -> mnesia:del_table_copy(Tab, Node) end) of
                 {atomic, ok} -> _ = [mnesia:del_table_copy(H, Node) || H <- helpers(Opts)],
-                                refresh_servers(Tab),
+                                %% `Node' too, no longer a copy holder: its process stops now
+                                %% (at its next refresh, a copy added back meanwhile kept
+                                %% the process of the removed one, and its state)
+                                refresh_servers_on(lists:usort([Node | copy_nodes(Tab)])),
                                 {atomic, ok};
                 Aborted -> Aborted
             end;
