@@ -75,13 +75,13 @@ converged(Config, Tab, Expected) ->
                          lists:sublist(Extra, 5)]),
                  [ct:pal("  ~p: owners ~p, holders' copies ~p",
                          [K, Os, [{O, catch call(id_of(Config, O), Config, mnesia, dirty_read,
-                                                 [call(1, Config, hm_ec_frag, fragment_table,
-                                                       [Tab, K]), K]),
+                                                 [Frag, K]),
                                    catch maps:with([status, size, id],
                                                    copy_info(id_of(Config, O), Config, Tab, K))}
                                   || O <- Os]])
                   || {_, K, _} <- lists:sublist(Lacks ++ Extra, 3),
-                     Os <- [call(1, Config, hypermnesia, owners, [Tab, K])]]
+                     Os <- [call(1, Config, hypermnesia, owners, [Tab, K])],
+                     Frag <- [call(1, Config, hm_ec_frag, fragment_table, [Tab, K])]]
              end || I <- ids(Config)],
             erlang:raise(error, Why, Stack)
     end.
@@ -365,11 +365,10 @@ copy_removed_and_added_back(Config) ->
     %% removed and added by another holder of the fragment, as a move does
     [O, By | _] = call(1, Config, hm_ec_server, copy_holders, [Frag]),
     I = id_of(Config, O),
-    Name = hm_ec_table_server:name(Frag),
-    #{id := OldId} = call(I, Config, gen_server, call, [Name, info]),
+    #{id := OldId} = copy_info(I, Config, Tab, 1),
     {atomic, ok} = call(id_of(Config, By), Config, hm_ec_registry, del_copy, [Frag, O]),
     %% the process of the removed copy is gone as the removal returns
-    undefined = call(I, Config, erlang, whereis, [Name]),
+    undefined = call(I, Config, erlang, whereis, [hm_ec_table_server:name(Frag)]),
     {atomic, ok} = call(id_of(Config, By), Config, hm_ec_registry, add_copy,
                         [Frag, O, ram_copies]),
     converged(Config, Tab, Rows),
@@ -377,7 +376,7 @@ copy_removed_and_added_back(Config) ->
                             call(1, Config, hm_ec_frag, fragment_table, [Tab, K]) =:= Frag]),
     wait_until(fun() ->
                        lists:sort(call(I, Config, ets, tab2list, [Frag])) =:= Here andalso
-                           maps:get(id, call(I, Config, gen_server, call, [Name, info])) =/= OldId
+                           maps:get(id, copy_info(I, Config, Tab, 1)) =/= OldId
                end).
 
 %% Nodes leave and join the pool while two nodes write: the fragments that move are copied

@@ -485,10 +485,9 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
             InFlight = maps:fold(fun(O, C, N) -> N + C - hm_vv:get(O, Has) end, 0, Front),
             Relay = relays(Peer, Has, S),
             Quick = quick_relays(Peer, Has, S),
-            Due = fun(O = {N, _}, At) when N =:= Node ->
-                          At =< T - ?RESEND_AGE andalso
-                              (not Advancing(O) orelse At =< T - 2 * ?RTO_TICKS);
-                     (O, At) when is_map_key(O, Quick) ->
+            %% this replica's own operations, and those it relays for a silent origin, as
+            %% their origin resends them
+            Due = fun(O = {N, _}, At) when N =:= Node; is_map_key(O, Quick) ->
                           At =< T - ?RESEND_AGE andalso
                               (not Advancing(O) orelse At =< T - 2 * ?RTO_TICKS);
                      (O, At) -> At =< T - ?RELAY_AGE andalso

@@ -53,10 +53,10 @@
 %% clock and dot-key map (a handoff; a key it holds that the peer does not is one the peer
 %% deleted, and is merged as such), and is `syncing' until it has them. A copy asked that is
 %% syncing itself refuses, and the new copy asks another one at once (or, when every other
-%% copy refused, at its next anti-entropy tick). A retired id's dots may stay in contexts with gaps no copy can fill (a write it made that reached nobody):
-%% once every remaining copy, having retired the id too, has shown in an exchange that it
-%% holds no dot of it this copy lacks, no dot of it can still arrive, and strip drops its
-%% entries. A context
+%% copy refused, at its next anti-entropy tick). A retired id's dots may stay in contexts
+%% with gaps no copy can fill (a write it made that reached nobody): once every remaining
+%% copy, having retired the id too, has shown in an exchange that it holds no dot of it this
+%% copy lacks, no dot of it can still arrive, and strip drops its entries. A context
 %% naming an id that is neither in the group nor retired (a copy that joined after the id
 %% left) retires it the same way. An id back in the group (a node holding a copy of the group
 %% again: it starts with `bootstrap', so its dots continue after its old ones) is live again
