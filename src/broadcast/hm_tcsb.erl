@@ -513,10 +513,8 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
 %% yet and is passed over. One member relays every origin, in one causal walk: with a relay
 %% per origin, an operation of one origin waited for another member to send the operation
 %% of another origin it depends on, then for the acknowledgement, a few operations a tick.
-relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms}) ->
-    Can = [M || M <- Ms, M =/= Peer,
-                M =:= Node orelse acked_lately(M, S),
-                not hm_vv:leq(reported_before(M, S), Has)],
+relays(Peer, Has, S = #tcsb{self = {Node, _}}) ->
+    Can = [M || M <- may_relay(Peer, S), not hm_vv:leq(reported_before(M, S), Has)],
     %% none: what `Peer' lacks is younger than RELAY_AGE everywhere (its origin resends it)
     Can =/= [] andalso Node =:= lists:min(Can).
 
@@ -525,11 +523,11 @@ relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms}) ->
 %% origin cannot resend them, so this replica relays them as their origin would, without
 %% waiting RELAY_AGE ticks (a member that lacks one of them cannot deliver what depends on
 %% it, from any origin).
-quick_relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms, log = L, cb = CB}) ->
+quick_relays(Peer, Has, S = #tcsb{self = {Node, _}, log = L, cb = CB}) ->
     Alive = [{M, case M of
                      Node -> hm_causal_buffer:delivered(CB);
                      _ -> reported(M, S)
-                 end} || M <- Ms, M =/= Peer, M =:= Node orelse acked_lately(M, S)],
+                 end} || M <- may_relay(Peer, S)],
     maps:from_list(
       [{O, true} || O = {N, _} <- maps:keys(L), N =/= Node, N =/= Peer,
                     silent(N, ?RESEND_AGE, S),
@@ -538,6 +536,11 @@ quick_relays(Peer, Has, S = #tcsb{self = {Node, _}, members = Ms, log = L, cb = 
                         Can = [M || {M, V} <- Alive, M =/= N, hm_vv:get(O, V) > Lacks],
                         Can =/= [] andalso Node =:= lists:min(Can)
                     end]).
+
+%% The members that may relay to `Peer': this replica, and the others alive (acknowledging
+%% within SILENT_TICKS) but `Peer'.
+may_relay(Peer, S = #tcsb{self = {Node, _}, members = Ms}) ->
+    [M || M <- Ms, M =/= Peer, M =:= Node orelse acked_lately(M, S)].
 
 %% What member `M' reported at least RELAY_AGE ticks ago (as far as this replica heard then):
 %% it logged those operations at least that long ago, so they are due for relaying there.
