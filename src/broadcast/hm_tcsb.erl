@@ -263,14 +263,16 @@ receive_current_ack(From = {Node, Inc}, V, New, S = #tcsb{early_acks = E, acked 
 settle_acks(S = #tcsb{early_acks = E}) when map_size(E) =:= 0 -> S;
 settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
     D = hm_causal_buffer:delivered(CB),
-    {Ready, Early} = maps:fold(fun(From, Ack = {V, _}, {R, Er}) ->
-                                       case hm_vv:get(From, V) =< hm_vv:get(From, D) of
-                                           true -> {R#{From => Ack}, Er};
-                                           false -> {R, Er#{From => Ack}}
-                                       end
-                               end, {#{}, #{}}, E),
-    K1 = maps:fold(fun(Replica, V, Acc) -> learn(Replica, V, Acc) end, K, Ready),
-    S#tcsb{early_acks = Early, known = K1}.
+    %% called after every delivery: while an acknowledgement waits (a member's own
+    %% operations still on their way, as after a heal) this is the common answer, so it
+    %% builds nothing
+    case [FA || FA = {From, {V, _}} <- maps:to_list(E),
+                hm_vv:get(From, V) =< hm_vv:get(From, D)] of
+        [] -> S;
+        Ready ->
+            K1 = lists:foldl(fun({Replica, Ack}, Acc) -> learn(Replica, Ack, Acc) end, K, Ready),
+            S#tcsb{early_acks = maps:without([R || {R, _} <- Ready], E), known = K1}
+    end.
 
 %% @doc Algorithm 1 "check stability": every operation whose dot is in the returned vector
 %% is causally stable here. Nothing is while a superseded incarnation is not settled

@@ -133,10 +133,17 @@ is_ready(Msg, D) ->
     Origin = element(1, Msg),
     Next = hm_vv:get(Origin, D) + 1,
     first_seq(Msg) =< Next andalso Next =< last_seq(Msg) andalso
-        maps:fold(fun(_, _, false) -> false;
-                     (R, _, true) when R =:= Origin -> true;
-                     (R, C, true) -> C =< hm_vv:get(R, D)
-                  end, true, ts(Msg)).
+        deps_delivered(maps:to_list(ts(Msg)), Origin, D).
+
+%% Every entry of a timestamp but its origin's is delivered (a loop over the list: a
+%% `maps:fold/3' of a timestamp of a few entries cost more than the rest of the check).
+deps_delivered([], _, _) -> true;
+deps_delivered([{Origin, _} | Rest], Origin, D) -> deps_delivered(Rest, Origin, D);
+deps_delivered([{R, C} | Rest], Origin, D) ->
+    case D of
+        #{R := Have} -> C =< Have andalso deps_delivered(Rest, Origin, D);
+        _ -> C =< 0 andalso deps_delivered(Rest, Origin, D)
+    end.
 
 ts({_, Ts, _}) -> Ts;
 ts({_, _, Ts, _}) -> Ts.
@@ -155,8 +162,11 @@ is_message({Origin, First, Ts, _}) when is_integer(First), First > 0, is_map(Ts)
 is_message(_) -> false.
 
 is_ts(Origin, Ts) ->
-    maps:fold(fun(_, C, Ok) -> Ok andalso is_integer(C) andalso C > 0 end, true, Ts)
-        andalso hm_vv:get(Origin, Ts) > 0.
+    positive(maps:to_list(Ts)) andalso hm_vv:get(Origin, Ts) > 0.
+
+positive([]) -> true;
+positive([{_, C} | Rest]) when is_integer(C), C > 0 -> positive(Rest);
+positive(_) -> false.
 
 %% @doc Everything delivered, as a version vector.
 -spec delivered(buffer()) -> hm_vv:vv().

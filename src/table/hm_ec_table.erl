@@ -648,7 +648,11 @@ stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev, ticks = N}, V
            end,
     {T1a = #t{store = St1}, Dots} = stabilize_keys(T, V, Keys, GoneOps),
     Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
-    St2 = lists:foldl(fun hm_ec_store:log_del/2, St1, Gone),
+    %% a ram copy logs no operation (persist/3)
+    St2 = case hm_ec_store:is_disc(St1) of
+              true -> lists:foldl(fun hm_ec_store:log_del/2, St1, Gone);
+              false -> St1
+          end,
     T1 = persist_clears(T1a#t{store = St2, tcsb = B1, clears = Clears}, Cs),
     Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
     {T1, [{event, {stabilized, Folded}} || Ev, Folded =/= []]}.
