@@ -140,10 +140,7 @@ is_ready(Msg, D) ->
 deps_delivered([], _, _) -> true;
 deps_delivered([{Origin, _} | Rest], Origin, D) -> deps_delivered(Rest, Origin, D);
 deps_delivered([{R, C} | Rest], Origin, D) ->
-    case D of
-        #{R := Have} -> C =< Have andalso deps_delivered(Rest, Origin, D);
-        _ -> C =< 0 andalso deps_delivered(Rest, Origin, D)
-    end.
+    C =< hm_vv:get(R, D) andalso deps_delivered(Rest, Origin, D).
 
 ts({_, Ts, _}) -> Ts;
 ts({_, _, Ts, _}) -> Ts.

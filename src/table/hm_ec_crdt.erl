@@ -15,7 +15,7 @@
 %% <li>`op': the pure operation ({@link hm_crdt:prepare/3}); every copy, the origin
 %% included, applies it with the broadcast's own dot and vector timestamp
 %% ({@link hm_crdt:effect/4}), so causal redundancy is judged on the table's causal order and
-%% the broadcast's stable vector compacts the key ({@link stabilize/2}): once every
+%% the broadcast's stable vector compacts the key ({@link stabilize/3}): once every
 %% operation on a key is stable it holds no timestamp.</li>
 %% <li>`state': the key's whole new state ({@link hm_crdt:mutate/3}), joined at every copy.</li>
 %% <li>`delta': the delta of the operation, joined at every copy.</li>
@@ -30,11 +30,11 @@
 %%
 %% Invariants: an operation is prepared only when it is an operation of the type (otherwise
 %% `{error, {bad_op, Type, Op}}' and nothing changes); applying the same operations in any
-%% causal order gives the same value at every copy; {@link stabilize/2} never changes the
+%% causal order gives the same value at every copy; {@link stabilize/3} never changes the
 %% value.
 -module(hm_ec_crdt).
 
--export([new/1, prepare/4, effect/4, stabilize/2, is_unstable/1, value/1, empty_value/1,
+-export([new/1, prepare/4, effect/4, is_unstable/1, value/1, empty_value/1,
          is_payload/2, is_spec/1, epoch_payloads/2, stabilize/3, stable_groups/2]).
 -export_type([spec/0, payload/0]).
 
@@ -137,12 +137,9 @@ key_payloads(Ps) ->
     end.
 
 %% @doc Causal stability: compact what the broadcast's stable vector `V' covers (op flavor;
-%% the lattice flavors are unchanged).
--spec stabilize(hm_vv:vv(), hm_crdt:crdt()) -> hm_crdt:crdt().
-stabilize(V, C) -> hm_crdt:stable(V, C).
-
-%% @doc {@link stabilize/2} for the groups of the key's PO-log `Groups' (`all': every one),
-%% as {@link stable_groups/2} names them for the operations that just became stable.
+%% the lattice flavors are unchanged), in the groups of the key's PO-log `Groups' (`all':
+%% every one), as {@link stable_groups/2} names them for the operations that just became
+%% stable.
 -spec stabilize(hm_vv:vv(), [term()] | all, hm_crdt:crdt()) -> hm_crdt:crdt().
 stabilize(V, Groups, C) -> hm_crdt:stable(V, Groups, C).
 

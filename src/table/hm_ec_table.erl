@@ -689,16 +689,12 @@ stabilize_keys(T0 = #t{crdt = Spec, record = {Name, _}, store = St0, unwritten =
               _ -> [K || K <- Keys, is_map_key(K, U0)]
           end,
     Marked = [K || {K, _} <- meta_rows(Keys, St0)],
+    %% a key none of them named (every key, on a full scan) is looked at whole (`all')
     Groups = case Keys of
                  all -> #{};
                  _ -> hm_ec_crdt:stable_groups(Spec, stable_payloads(GoneOps))
              end,
-    Stabilize = fun(Key, C) ->
-                        case Keys of
-                            all -> hm_ec_crdt:stabilize(V, C);
-                            _ -> hm_ec_crdt:stabilize(V, maps:get(Key, Groups, all), C)
-                        end
-                end,
+    Stabilize = fun(Key, C) -> hm_ec_crdt:stabilize(V, maps:get(Key, Groups, all), C) end,
     T1 = lists:foldl(fun(Key, T = #t{unwritten = U, store = St}) ->
                              case U of
                                  #{Key := C} ->

@@ -150,8 +150,6 @@ handle_call({submit_after, After, KeyOp, Mode}, From, S = #{t := T}) ->
     end;
 handle_call({crdt_value_parts, Key}, _From, S = #{t := T}) ->
     {reply, hm_ec_table:crdt_value_parts(Key, T), S};
-handle_call({crdt_value, Key}, _From, S = #{t := T}) ->
-    {reply, hm_ec_table:crdt_value(Key, T), S};
 handle_call(info, _From, S = #{t := T}) ->
     {reply, hm_ec_table:info(nodes(), T), S};
 handle_call(status, _From, S = #{t := T, watch := W, inq := Q}) ->
