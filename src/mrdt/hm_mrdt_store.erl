@@ -11,7 +11,7 @@
 %% once applied locally and reach the other copies by causal broadcast, in the order written.
 -module(hm_mrdt_store).
 
--export([table/1, create/2, exists/1, nodes/1, fetch/1, store/2, reader/1, write/3, records/2,
+-export([table/1, new_unpacked/0, create/2, exists/1, nodes/1, fetch/1, store/2, reader/1, write/3, records/2,
          cache/1, size/1, unpacked/0, keep_unpacked/2, purge_unpacked/1]).
 
 -define(UNPACKED, hm_mrdt_unpacked).
@@ -113,6 +113,14 @@ has_commit(Tab, C) ->
 %% Block}', and `{{Tab, Commit, head}, {commit, Parents, Tree, Height}}'.
 -spec unpacked() -> atom().
 unpacked() -> ?UNPACKED.
+
+%% @doc Create the node's table of unpacked blocks ({@link unpacked/0}); the calling process
+%% owns it. An ordered set: a repository's blocks, and a commit's, are one range of keys,
+%% which {@link purge_unpacked/1} visits without scanning the other repositories' blocks or
+%% the other commits'.
+-spec new_unpacked() -> ets:tid() | atom().
+new_unpacked() ->
+    ets:new(?UNPACKED, [ordered_set, public, named_table, {read_concurrency, true}]).
 
 %% @doc Drop the unpacked blocks of `Tab' whose commit's record is gone (collected), or all
 %% of them if `Tab' is gone.

@@ -32,7 +32,7 @@ catch_tables() ->
 init([]) ->
     %% the leaves and blobs unpacked from commit records, shared by the node's readers
     %% (hm_mrdt_store:fetch/1); owned here so that it outlives any one repository's server
-    _ = ets:new(hm_mrdt_store:unpacked(), [set, public, named_table, {read_concurrency, true}]),
+    _ = hm_mrdt_store:new_unpacked(),
     {ok, {#{strategy => simple_one_for_one, intensity => 10, period => 10},
           [#{id => hm_mrdt_server, start => {hm_mrdt_server, start_link, []},
              restart => transient}]}}.
