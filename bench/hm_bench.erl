@@ -658,6 +658,8 @@ timeline(C, P, Ctx, Tot, From, To) ->
     Samples = pcall(C, ?MODULE, node_sample_stop, [StartAt]),
     QPerSec = [[maps:get(S, maps:get(queue_max_per_sec, Sm, #{}), 0) || S <- lists:seq(0, Tot - 1)]
                || Sm <- Samples],
+    RPerSec = [[maps:get(S, maps:get(remote_queued_max_per_sec, Sm, #{}), 0) || S <- lists:seq(0, Tot - 1)]
+               || Sm <- Samples],
     Whole = wait_whole(C),
     Conv = wait_converged(C, conv_wait(P, Ctx, heal_conv_ms)),
     ConvAt = now_ms_sys(),
@@ -672,6 +674,7 @@ timeline(C, P, Ctx, Tot, From, To) ->
     Errs = lists:sum([maps:get(errors, R) || R <- Results]),
     #{context => ctx_name(Ctx), per_sec => PerSec, per_node_per_sec => PerNode,
       ec_server_queue_max_per_node_per_sec => QPerSec,
+      ec_remote_queued_max_per_node_per_sec => RPerSec,
       partition_s => [From, To], errors => Errs, rejoined => Whole,
       converged_ms_after_heal => ConvAfterHeal, converged_ms_after_stop => ConvAfterStop,
       before_ops_s => mean(sub(PerSec, 2, From - 1)),
@@ -1174,9 +1177,11 @@ ec_pids() ->
         _ -> [P || P <- [whereis(hm_ec_server) | hm_ec_server:table_pids()], is_pid(P)]
     end.
 
-%% @doc Sample the EC processes' longest message queue every 20 ms until stopped, and the
-%% memory of the EC table processes (erlang:process_info(P, memory): heap, stack, message
-%% queue and process overhead, in bytes): the peak of their sum and of the largest one.
+%% @doc Sample the EC processes' longest message queue every 20 ms until stopped, the
+%% other members' operations the EC table processes hold queued (their `inq': received, not
+%% applied yet; they wait there rather than in the mailbox), and the memory of the EC table
+%% processes (erlang:process_info(P, memory): heap, stack, message queue and process
+%% overhead, in bytes): the peak of their sum and of the largest one.
 -spec node_sample_start() -> ok.
 node_sample_start() ->
     catch unregister(hm_bench_sampler),
@@ -1190,8 +1195,10 @@ sampler(Acc, {MemSum, MemOne}) ->
             TPs = table_pids(),
             Q = lists:max([0 | [L || P <- [whereis(hm_ec_server) | TPs], is_pid(P),
                                      {message_queue_len, L} <- [erlang:process_info(P, message_queue_len)]]]),
+            B = lists:sum([N || P <- TPs, N <- [catch gen_server:call(P, queued, 1000)],
+                                is_integer(N)]),
             Ms = [M || P <- TPs, {memory, M} <- [erlang:process_info(P, memory)]],
-            sampler([{erlang:system_time(millisecond), Q} | Acc],
+            sampler([{erlang:system_time(millisecond), Q, B} | Acc],
                     {max(MemSum, lists:sum(Ms)), lists:max([MemOne | Ms])})
     end.
 
@@ -1199,19 +1206,26 @@ sampler(Acc, {MemSum, MemOne}) ->
 -spec node_sample_stop() -> map().
 node_sample_stop() -> node_sample_stop(0).
 
-%% @doc The same, plus the maximum per second counted from `StartAt' (ms, system time).
+%% @doc The same, plus the maximum per second counted from `StartAt' (ms, system time) of
+%% that queue and of the queued operations of other members.
 -spec node_sample_stop(integer()) -> map().
 node_sample_stop(StartAt) ->
     hm_bench_sampler ! {stop, self()},
     receive {samples, TS, Mem} ->
-            S = [Q || {_, Q} <- TS],
-            PerSec = lists:foldl(fun({T, Q}, A) when T >= StartAt ->
-                                         Sec = (T - StartAt) div 1000,
-                                         maps:update_with(Sec, fun(X) -> max(X, Q) end, Q, A);
-                                    (_, A) -> A
-                                 end, #{}, TS),
+            S = [Q || {_, Q, _} <- TS],
+            PerSec = fun(Pos) ->
+                             lists:foldl(fun(X, A) when element(1, X) >= StartAt ->
+                                                 Sec = (element(1, X) - StartAt) div 1000,
+                                                 V = element(Pos, X),
+                                                 maps:update_with(Sec, fun(Y) -> max(Y, V) end,
+                                                                  V, A);
+                                            (_, A) -> A
+                                         end, #{}, TS)
+                     end,
             Mem#{queue_max => lists:max([0 | S]), queue_mean => mean(S), samples => length(S),
-                 queue_max_per_sec => PerSec}
+                 queue_max_per_sec => PerSec(2),
+                 remote_queued_max => lists:max([0 | [B || {_, _, B} <- TS]]),
+                 remote_queued_max_per_sec => PerSec(3)}
     after 5000 -> #{}
     end.
 
@@ -1387,7 +1401,7 @@ summarize(Ctx, P, Results, MeasMs, ConvMs, QuietMs, Mem, Samples, Before, After)
           lists:max([0 | [maps:get(table_procs_memory_max_bytes, S, 0) || S <- Samples]]),
       table_proc_memory_peak_bytes =>
           lists:max([0 | [maps:get(table_proc_memory_max_bytes, S, 0) || S <- Samples]]),
-      ec_server_queue => [maps:without([queue_max_per_sec], S) || S <- Samples],
+      ec_server_queue => [maps:without([queue_max_per_sec, remote_queued_max_per_sec], S) || S <- Samples],
       ec_server_reduction_share => [case R of 0 -> 0; _ -> S / R end
                                     || {S, R} <- lists:zip(SrvRed, Red)],
       runtime_ms => Delta(runtime_ms)}.
@@ -1574,7 +1588,23 @@ diagnostics_md(Out) ->
          || #{context := N, gens_per_node := G, ec_server_queue := Sm,
               ec_server_reduction_share := Sh} <- maps:get(points, Out),
             binary:match(N, <<"ec">>) =/= nomatch],
-    ["\n### Diagnostics\n\nPartition timeline, ops/s per second:\n", PerSecT,
+    %% per node: whether one node falls behind on the others' operations while they run
+    PerNodeT = [[io_lib:format("~n~s, per node (1 / 2 / ... ; the last one is cut off from "
+                               "second ~w to ~w): operations per second, and the most "
+                               "operations of other members queued in the node's EC table "
+                               "processes (received, not applied yet) in that second:~n~n"
+                               "| second | ops/s per node | queued per node |~n|---|---|---|~n",
+                               [N, From, To]),
+                 [io_lib:format("| ~w | ~s | ~s |~n",
+                                [Sec, lists:join(" / ", [integer_to_list(lists:nth(Sec + 1, P))
+                                                         || P <- PN]),
+                                 lists:join(" / ", [integer_to_list(lists:nth(Sec + 1, R))
+                                                    || R <- RQ])])
+                  || Sec <- lists:seq(0, length(hd(PN)) - 1)]]
+                || #{context := N, per_node_per_sec := PN, partition_s := [From, To],
+                     ec_remote_queued_max_per_node_per_sec := RQ} <- Good,
+                   binary:match(N, <<"ec">>) =/= nomatch, PN =/= [], RQ =/= []],
+    ["\n### Diagnostics\n\nPartition timeline, ops/s per second:\n", PerSecT, PerNodeT,
      "\n| EC write step (node 1, idle) | us per call |\n|---|---|\n", Costs,
      "\n| context | gens/node | EC processes: longest queue, max per node | mean per node | EC processes' share of node reductions % |\n",
      "|---|---|---|---|---|\n", Q,
