@@ -656,10 +656,9 @@ timeline(C, P, Ctx, Tot, From, To) ->
     HealAt = now_ms_sys(),
     Results = pcall(C, ?MODULE, node_collect, [Tot * 1000 + 60000]),
     Samples = pcall(C, ?MODULE, node_sample_stop, [StartAt]),
-    QPerSec = [[maps:get(S, maps:get(queue_max_per_sec, Sm, #{}), 0) || S <- lists:seq(0, Tot - 1)]
-               || Sm <- Samples],
-    RPerSec = [[maps:get(S, maps:get(remote_queued_max_per_sec, Sm, #{}), 0) || S <- lists:seq(0, Tot - 1)]
-               || Sm <- Samples],
+    PerNodeSampled = fun(Key) -> [[maps:get(S, maps:get(Key, Sm, #{}), 0)
+                                   || S <- lists:seq(0, Tot - 1)] || Sm <- Samples]
+                     end,
     Whole = wait_whole(C),
     Conv = wait_converged(C, conv_wait(P, Ctx, heal_conv_ms)),
     ConvAt = now_ms_sys(),
@@ -673,8 +672,8 @@ timeline(C, P, Ctx, Tot, From, To) ->
                || R <- Results],
     Errs = lists:sum([maps:get(errors, R) || R <- Results]),
     #{context => ctx_name(Ctx), per_sec => PerSec, per_node_per_sec => PerNode,
-      ec_server_queue_max_per_node_per_sec => QPerSec,
-      ec_remote_queued_max_per_node_per_sec => RPerSec,
+      ec_server_queue_max_per_node_per_sec => PerNodeSampled(queue_max_per_sec),
+      ec_remote_queued_max_per_node_per_sec => PerNodeSampled(remote_queued_max_per_sec),
       partition_s => [From, To], errors => Errs, rejoined => Whole,
       converged_ms_after_heal => ConvAfterHeal, converged_ms_after_stop => ConvAfterStop,
       before_ops_s => mean(sub(PerSec, 2, From - 1)),

@@ -5,7 +5,8 @@
 %%
 %% <ul>
 %% <li><b>Overhead against plain EC tables</b> (Fig. 8): C clients (1 to 128) on node 1 share
-%% 32,000 operations (as in the paper, in both profiles), 80 % reads and 20 % writes of 128-byte values over 1000 keys of 8 bytes.
+%% 32,000 operations (as in the paper, in both profiles), 80 % reads and 20 % writes of
+%% 128-byte values over 1000 keys of 8 bytes.
 %% Client I draws its operations from a generator seeded with I, so the EC run and every
 %% session run perform the same reads and writes of the same keys, in the same order per
 %% client. EC: each operation is one `async_ec' read or write. Sessions: one session per

@@ -199,14 +199,11 @@ remote_refresh(S = #{tab := Tab, node := N}) ->
 
 %% Write the step's blocks, then this node's branch record if it changed.
 save(S = #{tab := Tab, node := N, written := Old}, St) ->
-    Puts = case St of
-               [] -> [];
-               _ -> hm_mrdt_history:writes(St)
-           end,
-    ok = hm_mrdt_store:keep_unpacked(Tab, case St of
-                                              [] -> [];
-                                              _ -> hm_mrdt_history:new_commits(St)
-                                          end),
+    {Puts, Commits} = case St of
+                          [] -> {[], []};
+                          _ -> {hm_mrdt_history:writes(St), hm_mrdt_history:new_commits(St)}
+                      end,
+    ok = hm_mrdt_store:keep_unpacked(Tab, Commits),
     ok = hm_mrdt_store:write(Tab, Puts, []),
     Head = hm_mrdt_node:head(N),
     S1 = case {St, S} of

@@ -11,8 +11,8 @@
 %% once applied locally and reach the other copies by causal broadcast, in the order written.
 -module(hm_mrdt_store).
 
--export([table/1, new_unpacked/0, create/2, exists/1, nodes/1, fetch/1, store/2, reader/1, write/3, records/2,
-         cache/1, size/1, unpacked/0, keep_unpacked/2, purge_unpacked/1]).
+-export([table/1, create/2, exists/1, nodes/1, fetch/1, store/2, reader/1, write/3, records/2,
+         cache/1, size/1, unpacked/0, new_unpacked/0, keep_unpacked/2, purge_unpacked/1]).
 
 -define(UNPACKED, hm_mrdt_unpacked).
 
