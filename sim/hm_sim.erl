@@ -82,6 +82,13 @@
 -export_type([cfg/0, action/0, result/0]).
 
 -define(TICK, 250).
+%% a busy copy's stability step between ticks, as the runtime's table process runs it
+-define(ACK_MS, 20).
+%% the load family's flow-control limit (hm_ec_table option `flow'), small enough that its
+%% bursts reach it
+-define(LOAD_FLOW, 32).
+%% a node whose writer waits for a held answer looks again this much later
+-define(HELD_RETRY_MS, 10).
 -define(KEYS, [k1, k2, k3]).
 -define(VALUES, [a, b, c]).
 -define(QUIESCE_CAP, 60000).
@@ -90,7 +97,7 @@
                  policy := hm_ec_key:policy(), storage := ram | disc | mixed,
                  drop := float(), dup := float(), delay := pos_integer(),
                  duration := pos_integer(), seed := integer(), skew := #{node() => integer()},
-                 keys => [term()], drop_replicate => float(),
+                 keys => [term()], drop_replicate => float(), flow => pos_integer() | infinity,
                  probe => {fun((non_neg_integer(), node(), [hm_ec_table:effect()],
                                 hm_ec_table:state(), term()) -> term()), term()}}.
 -type action() :: {non_neg_integer(), term()}.
@@ -179,7 +186,7 @@ gen_load(Seed, Opts) ->
              policy => element(PI, {term_order, lww, siblings}),
              storage => element(SI, {ram, disc, mixed}),
              drop => 0.0, dup => 0.0, delay => Delay, duration => 4000, seed => Seed,
-             keys => Keys, link_cap => Cap, window => Win},
+             keys => Keys, link_cap => Cap, window => Win, flow => ?LOAD_FLOW},
     Cfg1 = maps:merge(Cfg0, maps:remove(faults, Opts)),
     #{n := N1, duration := Dur} = Cfg1,
     Nodes = nodes_of(N1),
@@ -378,11 +385,13 @@ new_replica(Nd, Inc, Members, Durable, S) ->
                                             Storage);
                 St -> St
             end,
+    Cfg = maps:get(cfg, S),
+    Flow = maps:with([flow], Cfg),
     hm_ec_table:new(maps:merge(#{tab => sim, type => Type, policy => Policy, record => {r, 3},
                                  cookie => sim, node => Nd, incarnation => Inc,
                                  members => Members, store => Store, events => true,
                                  tcsb => TOpts},
-                               hm_sim_crdt_table:replica_opts(maps:get(cfg, S)))).
+                               maps:merge(Flow, hm_sim_crdt_table:replica_opts(Cfg)))).
 
 %% Carry out a replica's effects: its sends go through the network, its events to the
 %% checkers; replies, timers, log lines need nothing here; dropped messages are counted.
@@ -528,8 +537,33 @@ event({apply, From, To, Msg, Inc}, S = #{inc := Incs}) ->
         false -> bump(dropped_queued, S);
         true -> handle_msg(From, To, Msg, S)
     end;
+event({action, A = {op, Nd, _, _}}, S) ->
+    %% flow control: the node's writer waits while the answer to a write is held back (a
+    %% member lags on its operations); its operations wait in order behind it
+    Waiting = maps:get(writer_waits, S, #{}),
+    case is_map_key(Nd, Waiting) orelse held(Nd, S) of
+        true ->
+            W = maps:get(Nd, Waiting, []),
+            S1 = S#{writer_waits => Waiting#{Nd => W ++ [A]}},
+            bump(ops_held, case W of
+                               [] -> schedule(?HELD_RETRY_MS, {resume, Nd}, S1);
+                               _ -> S1
+                           end);
+        false -> action(A, bump(actions, S))
+    end;
+event({resume, Nd}, S = #{writer_waits := Waiting}) ->
+    resume(Nd, maps:get(Nd, Waiting), S#{writer_waits := maps:remove(Nd, Waiting)});
 event({action, A}, S) ->
     action(A, bump(actions, S));
+event({ack, Nd, Inc}, S = #{inc := Incs}) ->
+    S1 = S#{acks_armed => maps:remove({Nd, Inc}, maps:get(acks_armed, S, #{}))},
+    case up(Nd, S1) andalso maps:get(Nd, Incs) =:= Inc of
+        false -> S1;
+        true ->
+            {R1, Effs} = hm_ec_table:acknowledge(reachable(Nd, S1),
+                                                 maps:get(Nd, maps:get(reps, S1))),
+            effects(Nd, Effs, put_rep(Nd, R1, S1))
+    end;
 event({timer, Nd, Inc, Msg}, S = #{inc := Incs}) ->
     case up(Nd, S) andalso maps:get(Nd, Incs) =:= Inc of
         false -> S;
@@ -539,6 +573,21 @@ event({timer, Nd, Inc, Msg}, S = #{inc := Incs}) ->
     end.
 
 put_rep(Nd, R, S = #{reps := Reps}) -> S#{reps := Reps#{Nd => R}}.
+
+%% Whether copy `Nd' holds back the answer to one of its writes (flow control).
+held(Nd, S = #{reps := Reps}) ->
+    up(Nd, S) andalso hm_ec_table:held(maps:get(Nd, Reps)) > 0.
+
+%% The writer of `Nd' goes on with the operations that waited, in order, while no answer is
+%% held back; it checks again ?HELD_RETRY_MS later when one is.
+resume(_, [], S) -> S;
+resume(Nd, As = [A | Rest], S) ->
+    case held(Nd, S) of
+        true ->
+            schedule(?HELD_RETRY_MS, {resume, Nd},
+                     S#{writer_waits := (maps:get(writer_waits, S))#{Nd => As}});
+        false -> resume(Nd, Rest, action(A, bump(actions, S)))
+    end.
 
 %% A message arrives at `To'. With option `service' (µs a member's operation costs the
 %% receiver), members' operations wait in the receiver's queue and are applied one after the
@@ -570,7 +619,17 @@ chunks(L, N) -> {H, T} = lists:split(N, L), [H | chunks(T, N)].
 
 handle_msg(From, To, Msg, S) ->
     {R1, Effs} = hm_ec_table:handle(From, sim, Msg, maps:get(To, maps:get(reps, S))),
-    effects(To, Effs, put_rep(To, R1, S)).
+    effects(To, Effs, put_rep(To, R1, arm_ack(To, S))).
+
+%% A copy that took a write, a member's operations or an acknowledgement runs its stability
+%% step (hm_ec_table:acknowledge/2) ?ACK_MS later, as the runtime's table process does.
+arm_ack(Nd, S = #{inc := Incs}) ->
+    Armed = maps:get(acks_armed, S, #{}),
+    Key = {Nd, maps:get(Nd, Incs, 0)},
+    case Armed of
+        #{Key := _} -> S;
+        _ -> schedule(?ACK_MS, {ack, Nd, element(2, Key)}, S#{acks_armed => Armed#{Key => true}})
+    end.
 
 %% @doc Whether a message sent from `From' to `To' on connection `Epoch' arrives now: Erlang
 %% distribution, a message lives only as long as the connection it was sent on.
@@ -586,7 +645,7 @@ action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
             %% a CRDT table's update (hm_sim_crdt_table)
             {R1, Effs, S1} = hm_sim_crdt_table:update(Nd, Key, element(2, Spec),
                                                       maps:get(Nd, maps:get(reps, S)), S),
-            effects(Nd, Effs, put_rep(Nd, R1, S1));
+            effects(Nd, Effs, put_rep(Nd, R1, arm_ack(Nd, S1)));
         ready ->
             Rec = fun(V) -> {r, Key, V} end,
             KeyOp = case Spec of
@@ -603,7 +662,7 @@ action({op, Nd, Key, Spec}, S = #{now := Now, cfg := #{skew := Skew}}) ->
             Info = #{dot => Dot, ts => Ts, key => element(1, KeyOp), op => Op,
                      holders => [], lost => false, msg => Msg},
             S1 = put_rep(Nd, R1, S#{ops := (maps:get(ops, S))#{Dot => Info}}),
-            effects(Nd, Effs, bump(ops, S1))
+            effects(Nd, Effs, bump(ops, arm_ack(Nd, S1)))
     end;
 action({add, Nd}, S = #{nodes := Nodes, inc := Incs}) ->
     case lists:member(Nd, Nodes) of
@@ -973,11 +1032,13 @@ converged(S) ->
         andalso length(lists:usort([rows(R) || R <- Rs])) =:= 1.
 
 quiescent(S) ->
-    converged(S) andalso
+    %% no writer waits for a held answer with operations still to make
+    maps:get(writer_waits, S, #{}) =:= #{} andalso converged(S) andalso
         lists:all(fun(R) ->
                           B = hm_ec_table:tcsb(R),
                           hm_tcsb:log_size(B) =:= 0 andalso hm_tcsb:pending(B) =:= 0
                               andalso hm_ec_table:clears(R) =:= []
+                              andalso hm_ec_table:held(R) =:= 0
                               andalso lists:all(fun(KS) -> hm_ec_key:timestamps(KS) =:= 0 end,
                                                 maps:values(meta(R)))
                   end, reps(S)).
@@ -1008,9 +1069,14 @@ finish(S0 = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St}) ->
                               [] -> Acc;
                               _ -> fail({metadata_bound, Nd, Big}, Acc)
                           end,
-                   case {hm_tcsb:log_size(B), hm_tcsb:pending(B)} of
-                       {0, 0} -> Acc1;
-                       LP -> fail({log_not_empty, Nd, LP}, Acc1)
+                   Acc2 = case {hm_tcsb:log_size(B), hm_tcsb:pending(B)} of
+                              {0, 0} -> Acc1;
+                              LP -> fail({log_not_empty, Nd, LP}, Acc1)
+                          end,
+                   %% every write was answered (flow control holds answers back a while)
+                   case hm_ec_table:held(R) of
+                       0 -> Acc2;
+                       H -> fail({answers_held, Nd, H}, Acc2)
                    end
            end, S2, lists:zip(Nodes, Rs)),
     MaxTs = lists:max([0 | [hm_ec_key:timestamps(KS) || R <- Rs,
@@ -1176,10 +1242,11 @@ main(["seeds", N]) ->
     [print_failure(Seed, #{load => true}, Res) || {Seed, Res} <- LBad],
     io:format("~p table schedules under full load (~p client ops, ~p messages, ~p dropped by "
               "a busy link, ~p lost in a cut, ~p operations received again after they were "
-              "applied; converged ~s after the work phase)~n",
+              "applied, ~p writes put off while a member lagged; converged ~s after the work "
+              "phase)~n",
               [LP + LF, maps:get(ops, LTot, 0), maps:get(msgs, LTot, 0),
                maps:get(dropped_busy, LTot, 0), maps:get(dropped_cut, LTot, 0),
-               maps:get(duplicates, LTot, 0),
+               maps:get(duplicates, LTot, 0), maps:get(ops_held, LTot, 0),
                converge_line(LTot, LP + LF)]),
     io:format("sim load: ~p passed, ~p failed~n", [LP, LF]),
     Slow = slow_load(),

@@ -71,3 +71,101 @@ sync_waiter_released_by_ack_test() ->
                      lists:seq(1, 20)),
     {_, E10} = hm_ec_table:tick([n1, n2, n3], T9),
     ?assertEqual([], Replies(E10)).
+
+%%% Flow control: a member that lags on this copy's operations holds its writers back
+
+flow_table(Limit) ->
+    {T, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                               record => {t, 3}, cookie => c, node => n1, incarnation => 1,
+                               members => [n1], store => hm_ec_store_map:new(set, ram),
+                               flow => Limit}),
+    hm_ec_table:set_members([n1, n2, n3], T).
+
+flow_ack(N, Seq, T) ->
+    element(1, hm_ec_table:handle(N, c, {ack, {N, 1}, #{{n1, 1} => Seq}, #{}}, T)).
+
+flow_write(I, Up, T) ->
+    {T1, Effs} = hm_ec_table:submit({I, {write, {t, I, I}}}, async, {w, I}, {0, Up}, T),
+    {T1, [R || {reply, _, _} = R <- Effs]}.
+
+flow_writes(Is, Up, T) ->
+    lists:foldl(fun(I, {Tx, Rs}) -> {Ty, R} = flow_write(I, Up, Tx), {Ty, Rs ++ R} end,
+                {T, []}, Is).
+
+%% Writes are answered while every member is within the limit of this copy's operations
+%% (beyond the least it lagged by: here 1, at the first write); past it the answer (the
+%% write is applied and sent) waits until the members' next acknowledgements say they
+%% caught up, then the held answers go in order.
+flow_holds_writers_while_a_member_lags_test() ->
+    Up = [n2, n3],
+    {T0, _} = hm_ec_table:tick([n1 | Up], flow_ack(n3, 0, flow_ack(n2, 0, flow_table(3)))),
+    {T1, R1} = flow_writes([1, 2, 3, 4], Up, T0),
+    ?assertEqual([{reply, {w, I}, ok} || I <- [1, 2, 3, 4]], R1),
+    {T2, R2} = flow_writes([5, 6], Up, T1),
+    ?assertEqual([], R2),
+    ?assertEqual(2, hm_ec_table:held(T2)),
+    {T3, E3} = hm_ec_table:handle(n2, c, {ack, {n2, 1}, #{{n1, 1} => 6}, #{}}, T2),
+    ?assertEqual([], [R || {reply, _, _} = R <- E3]),        % n3 still 6 behind
+    {T4, E4} = hm_ec_table:handle(n3, c, {ack, {n3, 1}, #{{n1, 1} => 3}, #{}}, T3),
+    ?assertEqual([{reply, {w, 5}, ok}, {reply, {w, 6}, ok}], [R || {reply, _, _} = R <- E4]),
+    ?assertEqual(0, hm_ec_table:held(T4)),
+    %% the stop of the copy answers what it holds
+    {T5, [_]} = flow_writes([7, 8, 9, 10], Up, flow_ack(n2, 10, T4)),
+    ?assertEqual(3, hm_ec_table:held(T5)),
+    {_, E6} = hm_ec_table:stop(T5),
+    ?assertEqual([{reply, {w, I}, ok} || I <- [8, 9, 10]], E6).
+
+%% A member cut off, silent for more than 2 ticks, or not heard from is not waited for, and
+%% an answer is held for 2 ticks at most.
+flow_waits_only_for_members_heard_lately_test() ->
+    %% never heard from
+    {_, R0} = flow_writes(lists:seq(1, 10), [n2, n3], flow_table(3)),
+    ?assertEqual(10, length(R0)),
+    %% n2 keeps up (it acknowledges ahead)
+    {T1, _} = hm_ec_table:tick([n1, n2, n3], flow_ack(n3, 0, flow_ack(n2, 100, flow_table(3)))),
+    %% n3 unreachable
+    {_, R1} = flow_writes(lists:seq(1, 10), [n2], T1),
+    ?assertEqual(10, length(R1)),
+    %% n3 silent for 3 ticks
+    Tick = fun(X) -> element(1, hm_ec_table:tick([n1, n2, n3], flow_ack(n2, 100, X))) end,
+    {_, R2} = flow_writes(lists:seq(1, 10), [n2, n3], Tick(Tick(Tick(T1)))),
+    ?assertEqual(10, length(R2)),
+    %% n3 acknowledging but behind: held, and answered by the third tick (2 ticks after
+    %% the one it was held in)
+    {T3, R3} = flow_writes(lists:seq(1, 5), [n2, n3], T1),
+    ?assertEqual(4, length(R3)),
+    Tick3 = fun(X) -> hm_ec_table:tick([n1, n2, n3], flow_ack(n3, 0, X)) end,
+    {T4, E4} = Tick3(T3),
+    {T5, E5} = Tick3(T4),
+    {_, E6} = Tick3(T5),
+    ?assertEqual({[], [], [{reply, {w, 5}, ok}]},
+                 {[R || {reply, _, _} = R <- E4], [R || {reply, _, _} = R <- E5],
+                  [R || {reply, _, _} = R <- E6]}).
+
+%% A member heard from anew more than the limit behind (back from a partition) is not
+%% waited for while it catches up, nor is any other member; once it is within the limit,
+%% both are, from the least they lag.
+flow_waits_for_a_member_back_once_caught_up_test() ->
+    {T0, _} = hm_ec_table:tick([n1, n2, n3], flow_ack(n3, 0, flow_ack(n2, 0, flow_table(3)))),
+    {T1, R1} = flow_writes(lists:seq(1, 10), [], T0),
+    ?assertEqual(10, length(R1)),
+    %% both are back: n3 10 behind, n2 caught up; n2 falls behind meanwhile
+    {T2, R2} = flow_writes(lists:seq(11, 25), [n2, n3], flow_ack(n2, 10, flow_ack(n3, 0, T1))),
+    ?assertEqual(15, length(R2)),
+    %% n3 catches up to 1 behind: 2 at the next write, and it may fall 3 further behind;
+    %% n2 too
+    {T4, R4} = flow_writes(lists:seq(26, 30), [n2, n3], flow_ack(n2, 25, flow_ack(n3, 24, T2))),
+    ?assertEqual([{reply, {w, I}, ok} || I <- lists:seq(26, 29)], R4),
+    ?assertEqual(1, hm_ec_table:held(T4)).
+
+%% A write passed on by another node (submit_after/6) learns its dot when its held answer
+%% goes.
+flow_held_answer_keeps_the_dot_test() ->
+    Up = [n2, n3],
+    {T0, _} = hm_ec_table:tick([n1 | Up], flow_ack(n3, 0, flow_ack(n2, 0, flow_table(1)))),
+    {T1, [_, _]} = flow_writes([1, 2], Up, T0),
+    {T2, E2} = hm_ec_table:submit_after(#{}, {3, {write, {t, 3, 3}}}, async, via, {0, Up}, T1),
+    ?assertEqual([], [R || {reply, _, _} = R <- E2]),
+    {_, E3} = hm_ec_table:handle(n3, c, {ack, {n3, 1}, #{{n1, 1} => 3}, #{}},
+                                 flow_ack(n2, 3, T2)),
+    ?assertEqual([{reply, via, {ok, {{n1, 1}, 3}}}], [R || {reply, _, _} = R <- E3]).

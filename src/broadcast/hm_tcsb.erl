@@ -47,8 +47,9 @@
 -export([new/2, new/3, new/4, broadcast/2, receive_op/2, acks/1, receive_ack/4,
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
-         gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1, pending/1,
-         known/1, reported/2, silent/3, superseded/2, retransmission/1]).
+         gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1,
+         pending/1, known/1, reported/2, silent/3, acked_within/3, lag/2, superseded/2,
+         retransmission/1]).
 -export_type([state/0, message/0, opts/0]).
 
 -define(RESEND_MAX, 1000).
@@ -607,10 +608,28 @@ note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
 
 %% Whether member `M' acknowledged within the last SILENT_TICKS ticks: only such a member is
 %% sent retransmissions, or relays. Unlike silent/3, a member never heard from is not.
-acked_lately(M, #tcsb{acked = A, ticks = T}) ->
+acked_lately(M, S) -> acked_within(M, ?SILENT_TICKS, S).
+
+%% @doc Whether member `M' acknowledged within the last `Ticks' ticks (false when it was
+%% never heard from).
+-spec acked_within(node(), non_neg_integer(), state()) -> boolean().
+acked_within(M, Ticks, #tcsb{acked = A, ticks = T}) ->
     case A of
-        #{M := At} -> T - At =< ?SILENT_TICKS;
+        #{M := At} -> T - At =< Ticks;
         _ -> false
+    end.
+
+%% @doc How many of this replica's own operations member `M' has not delivered, as far as its
+%% acknowledgements tell: `unknown' when none was heard since what it had was last
+%% forgotten ({@link forget_member/2}).
+-spec lag(node(), state()) -> non_neg_integer() | unknown.
+lag(M, #tcsb{self = Self, has = H, known = K, cb = CB}) ->
+    Own = hm_vv:get(Self, hm_causal_buffer:delivered(CB)),
+    case {H, K} of
+        {#{M := {_, V}}, _} ->
+            max(0, Own - max(hm_vv:get(Self, V), hm_vv:get(Self, known_vv(M, K))));
+        {_, #{M := {_, V, _}}} -> max(0, Own - hm_vv:get(Self, V));
+        _ -> unknown
     end.
 
 %% @doc Whether member `Node' has been silent for more than `Ticks' ticks: its last

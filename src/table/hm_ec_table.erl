@@ -31,6 +31,12 @@
 %% Only the keys of the operations that just became stable are looked at (a key's entries
 %% are stable once its last unstable operation is), so a tick costs what became stable, not
 %% the number of unstable keys.</li>
+%% <li>{@link acknowledge/2}: the acknowledgements and stabilization of a tick, run between
+%% ticks while the table is busy, so that stability follows the load closely.</li>
+%% <li>Flow control: the answer to an `async' write waits while a member that keeps up
+%% lags on this copy's operations by more than the option `flow' (operations, default
+%% 5,000) beyond the least it lagged by, and goes when its acknowledgements say it caught
+%% up (or after 2 ticks); see {@link held/1}.</li>
 %% <li>State transfer: a copy without state (new, or restarted without its disc state) is
 %% `syncing': it refuses writes (it has no causal context: a delete would remove records it
 %% never saw), asks members for a snapshot, installs the first one and delivers what arrived
@@ -69,12 +75,13 @@
 %% durable delivered vector counts (rows are written before the log forgets any).
 -module(hm_ec_table).
 
--export([new/1, submit/5, submit_after/6, covers/2, handle/4, tick/2, nodeup/2, nodedown/2,
+-export([new/1, submit/5, submit_after/6, covers/2, handle/4, tick/2, acknowledge/2, nodeup/2,
+         nodedown/2,
          set_members/2, timeout/2, stop/1,
          info/2]).
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
 -export([read/2, rows/1, crdt_value/2, crdt_value_parts/2]).
--export([sync_timeout_ms/0, work_batch/0]).
+-export([sync_timeout_ms/0, work_batch/0, held/1]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -define(SYNC_TIMEOUT_MS, 30000).
@@ -82,6 +89,13 @@
 %% a sync_ec caller stops waiting for a member silent this long (release_waiters/2)
 -define(WAITER_SILENT_TICKS, 2 * ?ACK_EVERY).
 -define(FULL_SCAN_TICKS, 240).
+%% flow control (see flow/1): how many of its own operations a copy lets a member fall
+%% behind by, beyond the least it was behind since it was last heard from anew
+-define(FLOW_LIMIT, 5000).
+%% a member not acknowledging for this long is not waited for
+-define(FLOW_SILENT_TICKS, 2).
+%% an answer held back goes after this many ticks at most
+-define(FLOW_HOLD_TICKS, 2).
 
 -type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear
             | {update, term()}.                 % a CRDT table's operation (hm_ec_crdt)
@@ -94,7 +108,8 @@
                   record := {atom(), pos_integer()}, cookie := term(), node := node(),
                   incarnation := term(), members := [node()], store := hm_ec_store:store(),
                   events => boolean(), tcsb => hm_tcsb:opts(),
-                  crdt => none | hm_ec_crdt:spec(), epoch => pos_integer()}.
+                  crdt => none | hm_ec_crdt:spec(), epoch => pos_integer(),
+                  flow => pos_integer() | infinity}.
 
 -record(t, {tab :: atom(),
             type :: hm_ec_key:ec_type(),
@@ -132,7 +147,15 @@
             %% (marked in the store as such), written when the epoch ends
             unwritten = #{} :: #{term() => hm_crdt:crdt()},
             %% a `crdt_epoch' timer is set
-            epoch_set = false :: boolean()}).
+            epoch_set = false :: boolean(),
+            %% flow control (flow/1): the limit, per member the least it lagged on this
+            %% copy's operations since it was last heard from anew, the answers held back
+            %% (newest first: caller, dot, tick held at), the members reachable at the last
+            %% write or tick
+            flow = ?FLOW_LIMIT :: pos_integer() | infinity,
+            flow_base = #{} :: #{node() => non_neg_integer()},
+            held = [] :: [{term(), hm_vv:dot(), non_neg_integer()}],
+            up = [] :: [node()]}).
 -opaque state() :: #t{}.
 
 %%% ================================================================ starting
@@ -148,7 +171,8 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
     T0 = #t{tab = Tab, type = maps:get(type, O), policy = maps:get(policy, O),
             record = maps:get(record, O), cookie = maps:get(cookie, O), store = St,
             tcsb_opts = TOpts, events = maps:get(events, O, false),
-            crdt = maps:get(crdt, O, none), epoch = maps:get(epoch, O, 100)},
+            crdt = maps:get(crdt, O, none), epoch = maps:get(epoch, O, 100),
+            flow = maps:get(flow, O, ?FLOW_LIMIT)},
     Log = hm_ec_store:log_read(St),
     case restorable(Log) of
         {state, {Old, Delivered}} ->
@@ -304,9 +328,77 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
             W = T1#t.waiters,
             {T1#t{waiters = W#{Dot => {From, Reachable}}},
              Evs ++ Sends ++ [{timer, ?SYNC_TIMEOUT_MS, {sync_timeout, Dot}}]};
+        {async, _} when From =/= crdt_epoch ->
+            case flow(T1#t{up = Up}) of
+                {T2 = #t{held = Held, ticks = N}, true} ->
+                    {T2#t{held = [{From, {Self, maps:get(Self, Ts)}, N} | Held]}, Evs ++ Sends};
+                {T2, false} ->
+                    {T3, Released} = release_held(all, T2),
+                    {T3, Evs ++ Sends ++ Released ++ [{reply, From, ok}]}
+            end;
         _ ->
             {T1, Evs ++ Sends ++ [{reply, From, ok}]}
     end.
+
+%% Flow control between members (as RabbitMQ's credit flow between processes): a copy
+%% whose writers outrun a member, which falls ever further behind on their operations
+%% (bench/REPORT.md: its queue grew to tens of thousands of operations while the others ran
+%% on), holds back the answer to its writers' `async' writes, already applied and sent,
+%% while a member lags on its operations by more than `flow' (default ?FLOW_LIMIT) beyond
+%% the least it lagged since it was last heard from anew. The log, the metadata of unstable
+%% keys and the member's queue stay bounded, and so does the time to stability. Only a
+%% member reachable, acknowledging (within ?FLOW_SILENT_TICKS ticks) and caught up is
+%% waited for: one cut off, silent or not heard from since it came back is not, so writes
+%% stay available in a partition. Nor is any member while one heard from anew is more than
+%% `flow' behind (back from a partition, or restarted), until it is within `flow' once:
+%% after a partition every copy applies the other side's backlog, and the operations made
+%% meanwhile come after it; waiting for them stopped writers on both sides until every
+%% copy had applied it (run quick-20261124-0605). An answer is held for ?FLOW_HOLD_TICKS
+%% ticks at most. Returns the state with the members' baselines updated, and whether a
+%% member holds writers back.
+flow(T = #t{flow = infinity}) -> {T, false};
+flow(T = #t{flow = Limit, flow_base = Base0, up = Up, tcsb = B}) ->
+    Self = node_of(B),
+    {Base, Blocked, CatchingUp} =
+        lists:foldl(fun(M, Acc) when M =:= Self -> Acc;
+                       (M, {Bs, Bl, C}) ->
+                            case lists:member(M, Up) andalso
+                                hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B) andalso
+                                hm_tcsb:lag(M, B) of
+                                Lag when is_integer(Lag) ->
+                                    case Bs of
+                                        #{M := Least} when Least =< Lag ->
+                                            {Bs, Bl orelse Lag > Least + Limit, C};
+                                        #{M := _} -> {Bs#{M := Lag}, Bl, C};
+                                        _ when Lag =< Limit -> {Bs#{M => Lag}, Bl, C};
+                                        _ -> {Bs, Bl, true}
+                                    end;
+                                _ -> {maps:remove(M, Bs), Bl, C}
+                            end
+                    end, {Base0, false, false}, hm_tcsb:members(B)),
+    {T#t{flow_base = Base}, Blocked andalso not CatchingUp}.
+
+%% The answers held back that may go: `all', or those held ?FLOW_HOLD_TICKS ticks (`old').
+release_held(_, T = #t{held = []}) -> {T, []};
+release_held(all, T = #t{held = Held}) ->
+    {T#t{held = []}, [reply(From, Dot, ok) || {From, Dot, _} <- lists:reverse(Held)]};
+release_held(old, T = #t{held = Held, ticks = N}) ->
+    {Go, Stay} = lists:partition(fun({_, _, At}) -> N - At >= ?FLOW_HOLD_TICKS end, Held),
+    {T#t{held = Stay}, [reply(From, Dot, ok) || {From, Dot, _} <- lists:reverse(Go)]}.
+
+%% After what may let a member catch up (its acknowledgement, a tick, a node down): the
+%% answers held back go when no member holds writers back any more.
+flow_release(T = #t{held = []}) -> {T, []};
+flow_release(T0) ->
+    case flow(T0) of
+        {T, false} -> release_held(all, T);
+        {T, true} -> {T, []}
+    end.
+
+%% @doc How many answers to this copy's writers are held back (flow control: a member
+%% lags on its operations).
+-spec held(state()) -> non_neg_integer().
+held(#t{held = Held}) -> length(Held).
 
 %% @doc {@link submit/5} for a write that a node without a ready copy of its own passes to
 %% this copy, `After' the dots of the writes that node passed on before (its session, kept
@@ -417,10 +509,11 @@ timeout(_, T) -> {T, []}.
 %% write is applied here and was sent, but is not known to be applied by every member.
 -spec stop(state()) -> {state(), [effect()]}.
 stop(T = #t{waiters = W}) ->
+    {Tr, Released} = release_held(all, T),
     lists:foldl(fun(Dot, {T0, Effs}) ->
                         {T1, More} = timeout({sync_timeout, Dot}, T0),
                         {T1, Effs ++ More}
-                end, {T, []}, lists:sort(maps:keys(W))).
+                end, {Tr, Released}, lists:sort(maps:keys(W))).
 
 %%% ================================================================ members' messages
 
@@ -504,7 +597,7 @@ remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
     end;
 remote(From, Ack = {ack, Replica, V, Newest}, T = #t{tcsb = B, tab = Tab}) ->
     case hm_ec_wire:is_ack(Ack) of
-        true -> {T#t{tcsb = hm_tcsb:receive_ack(Replica, V, Newest, B)}, []};
+        true -> flow_release(T#t{tcsb = hm_tcsb:receive_ack(Replica, V, Newest, B)});
         false -> {T, [{drop, {bad_message, Tab, From, Ack}}]}
     end;
 remote(From, {applied, Dot}, T = #t{waiters = W}) ->
@@ -551,7 +644,9 @@ nodedown(N, T = #t{tcsb = B, waiters = W}) ->
                                           Rest -> {Acc#{Dot => {Caller, Rest}}, R}
                                       end
                               end, {#{}, []}, W),
-    {T#t{tcsb = hm_tcsb:forget_member(N, B), waiters = W1}, Replies}.
+    {T1, Released} = flow_release(T#t{tcsb = hm_tcsb:forget_member(N, B), waiters = W1,
+                                      up = lists:delete(N, T#t.up)}),
+    {T1, Replies ++ Released}.
 
 %% @doc The table's copy holders changed: a removed member no longer holds stability back.
 -spec set_members([node()], state()) -> state().
@@ -572,17 +667,36 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
     %% acknowledged as stable and forgets it, so an operation this copy lost in a crash
     %% could come back from nobody
     T0 = sync_store(Tx),
-    {Acks, T} = acks_due([{M, Ack} || {M, Ack} <- hm_tcsb:acks(B0), lists:member(M, Up)], T0),
+    {Acks, T = #t{ticks = N}} = acks_due(Up, T0),
     Reach = [M || M <- hm_tcsb:members(B0), lists:member(M, Up)],
     {Resends, B} = lists:foldl(fun(M, {Acc, Bx}) ->
                                        {Msgs, By} = hm_tcsb:resend_due(M, Bx),
                                        {[{send, M, {ops, Msgs}} || Msgs =/= []] ++ Acc, By}
                                end, {[], B0}, Reach),
     Snap = [{send, M, {snapshot_req}} || syncing(T), M <- Reach],
-    {T1, Evs} = stabilize(T#t{tcsb = B}),
+    %% every ?FULL_SCAN_TICKS ticks every key is looked at, as a safety net
+    {T1, Evs} = stabilize(T#t{tcsb = B}, N rem ?FULL_SCAN_TICKS =:= 0),
     {T2, Replies} = release_waiters(Up, T1),
-    {T2#t{tcsb = hm_tcsb:tick(T2#t.tcsb)},
-     Acks ++ lists:reverse(Resends) ++ Snap ++ Evs ++ Replies}.
+    {T3, Released} = case flow_release(T2#t{up = Up}) of
+                         {Tf = #t{held = []}, Rel} -> {Tf, Rel};
+                         {Tf, []} -> release_held(old, Tf)
+                     end,
+    {T3#t{tcsb = hm_tcsb:tick(T3#t.tcsb), ticks = N + 1},
+     Acks ++ lists:reverse(Resends) ++ Snap ++ Evs ++ Replies ++ Released}.
+
+%% @doc The stability step, run between ticks while the table is busy (every few ms at run
+%% time): acknowledgements that say something new to the reachable members `Up', and
+%% stabilization of what became stable. Under load an operation then leaves the log, and
+%% its key its timestamps, within a few of these steps of its last member delivering it, not
+%% within two ticks: the log and the metadata a busy table holds stay small, and flow
+%% control (flow/1) learns soon how far behind each member is. A `disc_copies' copy syncs
+%% its store first: it acknowledges only what is on disc.
+-spec acknowledge([node()], state()) -> {state(), [effect()]}.
+acknowledge(_Up, T = #t{status = {syncing, _, _}}) -> {T, []};
+acknowledge(Up, T0 = #t{tcsb = B}) ->
+    {Acks, T} = acks_due(Up -- [node_of(B)], sync_store(T0), new),
+    {T1, Evs} = stabilize(T, false),
+    {T1, Acks ++ Evs}.
 
 %% A sync_ec caller stops waiting for a member that acknowledged the write (its `applied'
 %% answer was lost: it goes once, without waiting for room on a busy connection), that is no
@@ -612,25 +726,29 @@ syncing(_) -> false.
 %% delivered, or the incarnations it heard of, changed since the last one sent), and at least
 %% every ?ACK_EVERY ticks otherwise: an idle table costs no message per tick, and a member
 %% whose acknowledgement was lost hears it again (its retransmissions stop) within 2 s.
-acks_due(Acks, T = #t{acks_sent = Sent, ticks = N}) ->
-    Due = [{M, Ack} || {M, Ack} <- Acks,
+%% `new': only those that say something new (the stability step between ticks).
+acks_due(Up, T) -> acks_due(Up, T, tick).
+
+acks_due(Up, T = #t{acks_sent = Sent, ticks = N, tcsb = B}, When) ->
+    Due = [{M, Ack} || {M, Ack} <- hm_tcsb:acks(B), lists:member(M, Up),
                        case maps:get(M, Sent, none) of
-                           {Ack, At} -> N - At >= ?ACK_EVERY;
+                           {Ack, At} -> When =:= tick andalso N - At >= ?ACK_EVERY;
                            _ -> true
                        end],
     Sent1 = lists:foldl(fun({M, Ack}, Acc) -> Acc#{M => {Ack, N}} end, Sent, Due),
-    {[{send, M, Ack} || {M, Ack} <- Due], T#t{acks_sent = Sent1, ticks = N + 1}}.
+    {[{send, M, Ack} || {M, Ack} <- Due], T#t{acks_sent = Sent1}}.
 
 %% Causal stability (§4.7): keys whose entries are all stable lose their timestamps, and
 %% their metadata row when storage alone says it all; stable logged operations and clears
 %% are forgotten. Only when the stable vector moved: otherwise there is nothing to fold.
-stabilize(T = #t{tcsb = B, stable_seen = Seen}) ->
+%% `Full': every key is looked at, not only those of the operations that just became stable.
+stabilize(T = #t{tcsb = B, stable_seen = Seen}, Full) ->
     case hm_tcsb:stable(B) of
         Seen -> {T, []};
-        V -> stabilize(T#t{stable_seen = V}, V)
+        V -> stabilize(T#t{stable_seen = V}, V, Full)
     end.
 
-stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev, ticks = N}, V) ->
+stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev}, V, Full) ->
     {GoneOps, B1} = hm_tcsb:gc_ops(B),
     Gone = [{O, maps:get(O, Ts)} || {O, Ts, _} <- GoneOps],
     %% a disc CRDT table writes its rows before its log forgets operations: a restart
@@ -641,10 +759,10 @@ stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev, ticks = N}, V
         end,
     %% only the keys of the operations that just became stable can have become stable
     %% (a key is, once its last unstable entry's operation is); every key after a clear,
-    %% and every ?FULL_SCAN_TICKS ticks as a safety net
-    Keys = case N rem ?FULL_SCAN_TICKS of
-               0 -> all;
-               _ -> stable_keys(GoneOps, [])
+    %% and on a full scan
+    Keys = case Full of
+               true -> all;
+               false -> stable_keys(GoneOps, [])
            end,
     {T1a = #t{store = St1}, Dots} = stabilize_keys(T, V, Keys, GoneOps),
     Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],

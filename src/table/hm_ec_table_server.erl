@@ -11,8 +11,10 @@
 %% It is registered as {@link name/1} of the table on every copy holder, and members' messages
 %% go to that name. It takes Mnesia's `mnesia_down' of a copy holder as that member going
 %% down: when Mnesia alone restarts on a node there is no `nodedown', and what the node's
-%% old copy acknowledged must stop counting for stability before its new copy exists. Every `tick' (250 ms) the table acknowledges, retransmits what members
-%% reported they lack and folds what became stable ({@link hm_ec_table:tick/2}). Other
+%% old copy acknowledged must stop counting for stability before its new copy exists. Every
+%% `tick' (250 ms) the table acknowledges, retransmits what members reported they lack and
+%% folds what became stable ({@link hm_ec_table:tick/2}); while it is busy it acknowledges
+%% and folds every 20 ms between ticks as well ({@link hm_ec_table:acknowledge/2}). Other
 %% members' operations wait in a queue of this process and are applied a few at a time
 %% behind whatever else arrives (local calls, acks, ticks), so a heal's backlog never stalls
 %% local writers. The process stops when its table is gone from this node (deleted, copy
@@ -34,6 +36,8 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(TICK_MS, 250).
+%% how often a busy table acknowledges and stabilizes between ticks (hm_ec_table:acknowledge/2)
+-define(ACK_MS, 20).
 %% how long an async operation waits in the outbox for others bound for the same member
 -define(OUTBOX_MS, 1).
 
@@ -126,7 +130,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
     Ref = make_ref(),
     erlang:send_after(?TICK_MS, self(), {tick, Ref}),
     {ok, run(Effs, #{tab => Tab, t => T, tick_ref => Ref, ticks => 0, inq => queue:new(),
-                     work_posted => false, drops => #{},
+                     work_posted => false, ack_timer => false, drops => #{},
                      outbox => hm_ec_outbox:new(), outbox_timer => false,
                      watch => hm_ec_watch:new(clock(), T, Tab)})}.
 
@@ -140,7 +144,7 @@ handle_call({submit_after, After, KeyOp, Mode}, From, S = #{t := T}) ->
             none -> hm_ec_table:submit(KeyOp, Mode, From, {Now, nodes()}, T);
             _ -> hm_ec_table:submit_after(After, KeyOp, Mode, From, {Now, nodes()}, T)
         end of
-        {T1, Effs} -> {noreply, run(Effs, S#{t := T1})}
+        {T1, Effs} -> {noreply, arm_ack(run(Effs, S#{t := T1}))}
     catch Class:Reason:Stack ->
             Reply = {error, {not_applied, Reason}},
             case failed(S, Class, Reason, Stack) of
@@ -179,7 +183,8 @@ handle_info(Env, S = #{tab := Tab, inq := Q}) when element(1, Env) =:= hm_ec ->
                              Msgs),
             {noreply, post_work(S#{inq := Q1})};
         {ok, Tab, FromNode, Msg, Cookie} ->
-            step(fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end, S);
+            %% an acknowledgement may make operations stable
+            step(fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end, arm_ack(S));
         {ok, Other, FromNode, _, _} ->
             {noreply, drop({other_table, Other, FromNode}, S)};
         {error, Why} ->
@@ -189,6 +194,9 @@ handle_info(hm_outbox, S) ->
     {noreply, flush_outbox(S#{outbox_timer := false})};
 handle_info(hm_work, S) ->
     work(S#{work_posted := false});
+handle_info(hm_ack, S) ->
+    Up = nodes(),
+    step(fun(T) -> hm_ec_table:acknowledge(Up, T) end, S#{ack_timer := false});
 handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
     %% only this process's own timer ticks (a stray `tick' must not start another chain)
     erlang:send_after(?TICK_MS, self(), {tick, Ref}),
@@ -242,6 +250,14 @@ step(Step, S = #{t := T}) ->
             end
     end.
 
+%% A busy table acknowledges and stabilizes every ?ACK_MS between its ticks: a write, a
+%% member's operations or an acknowledgement arm the timer, so an idle table has none
+%% running (and sends no acknowledgement: only new ones go between ticks).
+arm_ack(S = #{ack_timer := true}) -> S;
+arm_ack(S) ->
+    _ = erlang:send_after(?ACK_MS, self(), hm_ack),
+    S#{ack_timer := true}.
+
 failed(S = #{tab := Tab}, _Class, {aborted, {no_exists, _}}, _Stack) ->
     logger:notice("hypermnesia: ~p is gone from this node", [Tab]),
     {stop, S};
@@ -274,7 +290,7 @@ work(N, S = #{inq := Q}) ->
             %% step
             {Ms, Q2} = take_same(Cookie, From, N - 1, Q1, [M]),
             case step(fun(T) -> hm_ec_table:handle(From, Cookie, {ops, Ms}, T) end,
-                      S#{inq := Q2}) of
+                      arm_ack(S#{inq := Q2})) of
                 {noreply, S1} -> work(N - length(Ms), S1);
                 Stop -> Stop
             end
