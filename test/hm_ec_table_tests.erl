@@ -169,3 +169,21 @@ flow_held_answer_keeps_the_dot_test() ->
     {_, E3} = hm_ec_table:handle(n3, c, {ack, {n3, 1}, #{{n1, 1} => 3}, #{}},
                                  flow_ack(n2, 3, T2)),
     ?assertEqual([{reply, via, {ok, {{n1, 1}, 3}}}], [R || {reply, _, _} = R <- E3]).
+
+%% The limit comes from the application environment; anything but a positive integer or
+%% `infinity' counts as the default.
+flow_limit_from_environment_test() ->
+    Old = application:get_env(hypermnesia, flow_limit),
+    Limit = fun(V) -> application:set_env(hypermnesia, flow_limit, V),
+                      hm_ec_table_server:flow_limit() end,
+    try
+        application:unset_env(hypermnesia, flow_limit),
+        ?assertEqual(5000, hm_ec_table_server:flow_limit()),
+        ?assertEqual([100, infinity, 5000, 5000, 5000],
+                     [Limit(V) || V <- [100, infinity, 0, -3, "many"]])
+    after
+        case Old of
+            {ok, V} -> application:set_env(hypermnesia, flow_limit, V);
+            undefined -> application:unset_env(hypermnesia, flow_limit)
+        end
+    end.

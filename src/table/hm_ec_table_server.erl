@@ -32,7 +32,7 @@
 
 -export([start_link/2, name/1, submit/4, submit/5, info/1, set_members/2, queued/1, log_drop/2,
          crdt_value/3]).
--export([status/2]).
+-export([status/2, flow_limit/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(TICK_MS, 250).
@@ -124,7 +124,8 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
              members => hm_ec_server:copy_holders(Tab),
              store => hm_ec_store_mnesia:new(Tab, Meta, Log, Storage),
              crdt => maps:get(crdt, EcOpts, none),
-             epoch => maps:get(crdt_epoch, EcOpts, 100)},
+             epoch => maps:get(crdt_epoch, EcOpts, 100),
+             flow => flow_limit()},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     {T, Effs} = hm_ec_table:new(Opts),
     Ref = make_ref(),
@@ -301,6 +302,21 @@ take_same(Cookie, From, N, Q, Acc) ->
     case queue:peek(Q) of
         {value, {Cookie, From, {op, M}}} -> take_same(Cookie, From, N - 1, queue:drop(Q), [M | Acc]);
         _ -> {lists:reverse(Acc), Q}
+    end.
+
+%% @doc The flow-control limit of a table's copy (option `flow' of {@link hm_ec_table}):
+%% the application environment's `flow_limit' (operations, or `infinity': off; default
+%% 5000), read when the table's process starts. Any other value logs a warning and counts
+%% as the default.
+-spec flow_limit() -> pos_integer() | infinity.
+flow_limit() ->
+    case application:get_env(hypermnesia, flow_limit, 5000) of
+        N when is_integer(N), N > 0 -> N;
+        infinity -> infinity;
+        Bad ->
+            logger:warning("hypermnesia: flow_limit ~0p is not a positive integer or "
+                           "infinity; 5000 is used", [Bad]),
+            5000
     end.
 
 %% The watch of the copy: links, and what a step of the core completed (events published).
