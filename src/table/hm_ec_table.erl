@@ -76,9 +76,7 @@
 -module(hm_ec_table).
 
 -export([new/1, submit/5, submit_after/6, covers/2, handle/4, tick/2, acknowledge/2, nodeup/2,
-         nodedown/2,
-         set_members/2, timeout/2, stop/1,
-         info/2]).
+         nodedown/2, set_members/2, timeout/2, stop/1, info/2]).
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
 -export([read/2, rows/1, crdt_value/2, crdt_value_parts/2]).
 -export([sync_timeout_ms/0, work_batch/0, held/1]).
