@@ -665,7 +665,7 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
     %% acknowledged as stable and forgets it, so an operation this copy lost in a crash
     %% could come back from nobody
     T0 = sync_store(Tx),
-    {Acks, T = #t{ticks = N}} = acks_due(Up, T0),
+    {Acks, T = #t{ticks = N}} = acks_due(Up, T0, tick),
     Reach = [M || M <- hm_tcsb:members(B0), lists:member(M, Up)],
     {Resends, B} = lists:foldl(fun(M, {Acc, Bx}) ->
                                        {Msgs, By} = hm_tcsb:resend_due(M, Bx),
@@ -675,12 +675,11 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
     %% every ?FULL_SCAN_TICKS ticks every key is looked at, as a safety net
     {T1, Evs} = stabilize(T#t{tcsb = B}, N rem ?FULL_SCAN_TICKS =:= 0),
     {T2, Replies} = release_waiters(Up, T1),
-    {T3, Released} = case flow_release(T2#t{up = Up}) of
-                         {Tf = #t{held = []}, Rel} -> {Tf, Rel};
-                         {Tf, []} -> release_held(old, Tf)
-                     end,
-    {T3#t{tcsb = hm_tcsb:tick(T3#t.tcsb), ticks = N + 1},
-     Acks ++ lists:reverse(Resends) ++ Snap ++ Evs ++ Replies ++ Released}.
+    %% what is still held after that goes once held ?FLOW_HOLD_TICKS ticks
+    {T3, Released} = flow_release(T2#t{up = Up}),
+    {T4, Old} = release_held(old, T3),
+    {T4#t{tcsb = hm_tcsb:tick(T4#t.tcsb), ticks = N + 1},
+     Acks ++ lists:reverse(Resends) ++ Snap ++ Evs ++ Replies ++ Released ++ Old}.
 
 %% @doc The stability step, run between ticks while the table is busy (every few ms at run
 %% time): acknowledgements that say something new to the reachable members `Up', and
@@ -724,9 +723,8 @@ syncing(_) -> false.
 %% delivered, or the incarnations it heard of, changed since the last one sent), and at least
 %% every ?ACK_EVERY ticks otherwise: an idle table costs no message per tick, and a member
 %% whose acknowledgement was lost hears it again (its retransmissions stop) within 2 s.
-%% `new': only those that say something new (the stability step between ticks).
-acks_due(Up, T) -> acks_due(Up, T, tick).
-
+%% `When': `tick', or `new' for only those that say something new (the stability step
+%% between ticks).
 acks_due(Up, T = #t{acks_sent = Sent, ticks = N, tcsb = B}, When) ->
     Due = [{M, Ack} || {M, Ack} <- hm_tcsb:acks(B), lists:member(M, Up),
                        case maps:get(M, Sent, none) of
