@@ -83,7 +83,8 @@ ec_step() ->
                {1, {catch_up, range(1, 4)}},
                {1, gossip},
                {1, {settle, vector(4, boolean())}},
-               {2, {stabilize, range(1, 4)}}]).
+               {2, {stabilize, range(1, 4)}},
+               {1, {merge, range(1, 4), range(1, 4)}}]).
 
 %% A burst of operations before any delivery (so they are concurrent: payload conflicts),
 %% then a long random schedule.
@@ -112,7 +113,8 @@ run_ec(Type, Policy, N, Steps, Seed) ->
     S0 = #{type => Type, policy => Policy, n => N, evs => [], next => 1,
            reps => maps:from_list([{I, Rep} || I <- lists:seq(1, N)]),
            rand => rand:seed_s(exsss, {Seed, 7, 11}),
-           st => #{stable => 0, lossy => 0, unstable => 0, early_ack => 0, ack => 0, drained => 0}},
+           st => #{stable => 0, lossy => 0, unstable => 0, early_ack => 0, ack => 0, drained => 0,
+                   merge => 0}},
     try
         S1 = lists:foldl(fun ec_exec/2, S0, Steps),
         S2 = ec_drain(S1),
@@ -145,6 +147,7 @@ ec_tags(#{evs := Evs, st := St}, Final) ->
      {stabilize_stable, bucket(maps:get(stable, St))},
      {stabilize_unstable, bucket(maps:get(unstable, St))},
      {stabilize_dropping_versions, bucket(maps:get(lossy, St))},
+     {merges, bucket(maps:get(merge, St))},
      {final_view_size, length(Final)}].
 
 ec_exec({op, I0, Op0}, S = #{n := N, reps := Reps, evs := Evs, next := Id}) ->
@@ -199,6 +202,26 @@ ec_exec({settle, Which}, S = #{n := N}) ->
     lists:foldl(fun({J, true}, Acc) -> ec_exec({stabilize, J}, Acc);
                    (_, Acc) -> Acc
                 end, S2, lists:zip(lists:seq(1, N), lists:sublist(Which, N)));
+ec_exec({merge, I0, J0}, S = #{n := N, reps := Reps, st := St}) ->
+    %% catching up by state: replica I joins replica J's key state (hm_ec_key:join/2) and
+    %% counts as delivered what J delivered; the table then keeps no metadata when storage
+    %% says it all, as after an effect
+    I = (I0 - 1) rem N + 1,
+    J = (J0 - 1) rem N + 1,
+    RI = #{ks := KSI, dl := DlI, hlc := HI} = maps:get(I, Reps),
+    #{ks := KSJ, dl := DlJ, hlc := HJ} = maps:get(J, Reps),
+    case I =:= J orelse hm_vv:leq(DlJ, DlI) of
+        true -> S;
+        false ->
+            KS = hm_ec_key:join({DlI, KSI}, {DlJ, KSJ}),
+            KS1 = case hm_ec_key:compact(maps:get(type, S), maps:get(policy, S), KS) of
+                      none -> hm_ec_key:new(view_of(S, KS));
+                      _ -> KS
+                  end,
+            check_view(I, S#{reps := Reps#{I := RI#{ks := KS1, dl := hm_vv:join(DlI, DlJ),
+                                                     hlc := max(HI, HJ)}},
+                             st := bump(merge, St)})
+    end;
 ec_exec({stabilize, I0}, S = #{n := N, type := Type, policy := Policy, reps := Reps, st := St}) ->
     I = (I0 - 1) rem N + 1,
     V = stable_vv(I, S),

@@ -24,12 +24,17 @@
 %% unless it holds concurrent versions the policy does not show; those stay, timestamp-free,
 %% until the next write or delete of the key.
 %%
+%% {@link join/2}: catching up by state. The key's state at a replica that has delivered what
+%% two replicas delivered, from their two states and delivered vectors, without their
+%% operations (the join of a dot store with its causal context, as the causal CRDTs of *Delta
+%% State Replicated Data Types* join).
+%%
 %% Invariants: after an effect, `Seq' and the stored entries never contradict (every entry
 %% delivered after a version became stable causally follows it and pruned it).
 -module(hm_ec_key).
 
 -export([concurrent/2, new/0, new/1, effect/5, stabilize/3, compact/3, live/2, view/3, timestamps/1,
-         is_empty/1]).
+         is_empty/1, join/2]).
 -export_type([key_state/0, op/0, ec_type/0, policy/0]).
 
 -type ec_type() :: pawset | prwset.
@@ -141,3 +146,39 @@ timestamps({_, Log}) -> length(Log).
 -spec is_empty(key_state()) -> boolean().
 is_empty({[], []}) -> true;
 is_empty(_) -> false.
+
+%% @doc Catching up by state: the key's state at a replica that has delivered both `V1' and
+%% `V2' (downward closed), from the key's state `S1' at a replica that delivered `V1' and
+%% `S2' at one that delivered `V2'. It shows what applying the operations of `V2' that `V1'
+%% lacks to `S1' would show, and so on from there (it may keep, as an entry, a version the
+%% other side holds as stable: the next stabilization folds it).
+%%
+%% An entry survives when the other side has not delivered its dot (its operation is new
+%% there), or has it still, as an entry or, for a write, as a stable version of the same
+%% record and clock; otherwise an operation there superseded it. A stable version survives
+%% when the other side holds it as stable too. Stable versions carry no dot, but their dots
+%% are stable, so both sides delivered them; and an operation one side has not delivered
+%% causally follows every operation the other side holds stable (causal stability, §4.7),
+%% so it cannot be concurrent with a stable version.
+-spec join({hm_vv:vv(), key_state()}, {hm_vv:vv(), key_state()}) -> key_state().
+join({V1, {Seq1, Log1}}, {V2, {Seq2, Log2}}) ->
+    Dots1 = maps:from_list([{D, true} || {D, _, _} <- Log1]),
+    Dots2 = maps:from_list([{D, true} || {D, _, _} <- Log2]),
+    Log = [E || E <- Log1, survives(E, V2, Dots2, Seq2)]
+        ++ [E || E = {D, _, _} <- Log2, not is_map_key(D, Dots1), survives(E, V1, Dots1, Seq1)],
+    Both = [S || S <- Seq1, held(S, Seq2)] ++ [S || S <- Seq2, held(S, Seq1)],
+    %% one version per record and clock; a version read back from storage (`stable') only
+    %% where no clocked one of its record is kept
+    Clocked = [R || {R, H} <- Both, H =/= stable],
+    {lists:usort([V || V = {R, H} <- Both, H =/= stable orelse not lists:member(R, Clocked)]),
+     Log}.
+
+survives({D, Kind, P}, V, Dots, Seq) ->
+    not hm_vv:contains(D, V) orelse is_map_key(D, Dots)
+        orelse (Kind =:= write andalso held(P, Seq)).
+
+%% Whether a version (or a write's `{Record, Clock}') is among `Seq': the same record, with
+%% the same clock unless one was read back from storage.
+held({R, H}, Seq) ->
+    lists:any(fun({R2, H2}) -> R2 =:= R andalso (H2 =:= H orelse H2 =:= stable orelse H =:= stable)
+              end, Seq).
