@@ -187,3 +187,115 @@ flow_limit_from_environment_test() ->
             undefined -> application:unset_env(hypermnesia, flow_limit)
         end
     end.
+
+%%% Catching up by state: a copy far behind a member takes the member's state
+
+copy(Node, Type, CatchUp) ->
+    {T, _} = hm_ec_table:new(#{tab => t, type => Type, policy => term_order,
+                               record => {t, 3}, cookie => c, node => Node, incarnation => 1,
+                               members => [Node], store => hm_ec_store_map:new(set, ram),
+                               catch_up => CatchUp}),
+    hm_ec_table:set_members([n1, n2], T).
+
+%% `Ops' on a copy, each {Key, Op}; returns the copy and the operations it sent.
+writes(Ops, T) ->
+    lists:foldl(fun(KeyOp, {Tx, Sent}) ->
+                        {Ty, E} = hm_ec_table:submit(KeyOp, async, w, {0, []}, Tx),
+                        {Ty, Sent ++ [M || {send, _, {op, M}} <- E]}
+                end, {T, []}, Ops).
+
+ack_from(N, T, To) ->
+    B = hm_ec_table:tcsb(T),
+    element(1, hm_ec_table:handle(N, c, {ack, hm_tcsb:self(B), hm_tcsb:delivered(B), #{}}, To)).
+
+%% Two copies cut off from each other write on both sides; the one behind by more than
+%% `catch_up' operations (and more than its rows) asks the other for its state at a tick,
+%% and joining it shows what applying the other's operations shows; those operations, when
+%% they arrive, are duplicates.
+catch_up_by_state_test_() ->
+    [{atom_to_list(Type), fun() -> catch_up_by_state(Type) end} || Type <- [pawset, prwset]].
+
+catch_up_by_state(Type) ->
+    %% a clear on each side (prwset: it beats the other side's writes, on keys it never saw
+    %% too), then more writes
+    Ops1 = [{K rem 4, {write, {t, K rem 4, K}}} || K <- lists:seq(1, 12)]
+        ++ [{2, delete}, {x, clear}, {3, {write, {t, 3, 33}}}],
+    Ops2 = [{K rem 6, {write, {t, K rem 6, -K}}} || K <- lists:seq(1, 9)]
+        ++ [{1, delete}, {5, {delete_object, {t, 5, -5}}}, {x, clear}]
+        ++ [{K, {write, {t, K, -K}}} || K <- [0, 7, 8]],
+    {A1, _} = writes(Ops1, copy(n1, Type, 5)),
+    {B1, SentB} = writes(Ops2, copy(n2, Type, 5)),
+    %% what applying n2's operations would show
+    {Replayed, _} = hm_ec_table:handle(n2, c, {ops, SentB}, A1),
+    %% n1 hears n2 is 11 operations ahead: it asks at its next tick
+    {A2, E2} = hm_ec_table:tick([n1, n2], ack_from(n2, B1, A1)),
+    [Req] = [R || {send, n2, R = {merge_req, _}} <- E2],
+    {_, [{send, n1, State = {merge, _}}]} = hm_ec_table:handle(n1, c, Req, B1),
+    {A3, E3} = hm_ec_table:handle(n2, c, State, A2),
+    ?assertMatch([{info, _, _}], E3),
+    ?assertEqual(lists:sort(hm_ec_table:rows(Replayed)), lists:sort(hm_ec_table:rows(A3))),
+    ?assertEqual(hm_tcsb:delivered(hm_ec_table:tcsb(Replayed)),
+                 hm_tcsb:delivered(hm_ec_table:tcsb(A3))),
+    ?assertEqual(1, maps:get(state_catch_ups, hm_ec_table:info([n2], A3))),
+    {A4, _} = hm_ec_table:handle(n2, c, {ops, SentB}, A3),
+    ?assertEqual(hm_ec_table:rows(A3), hm_ec_table:rows(A4)),
+    ?assertEqual(length(SentB), hm_ec_table:duplicates(A4)),
+    %% n2 takes n1's state in turn: both show the same
+    {B2, E5} = hm_ec_table:tick([n1, n2], ack_from(n1, A4, B1)),
+    [Req2] = [R || {send, n1, R = {merge_req, _}} <- E5],
+    {_, [{send, n2, State2}]} = hm_ec_table:handle(n2, c, Req2, A4),
+    {B3, _} = hm_ec_table:handle(n1, c, State2, B2),
+    ?assertEqual(lists:sort(hm_ec_table:rows(A4)), lists:sort(hm_ec_table:rows(B3))).
+
+%% No state is asked for while the lag is within `catch_up' or within the table's rows, nor
+%% with `catch_up' `infinity'; but a copy that lacks for 24 ticks what a member reported
+%% takes its state whatever the lag (the member may be the only one left with it).
+catch_up_when_far_or_stuck_test() ->
+    Reqs = fun(E) -> [R || {send, _, R = {merge_req, _}} <- E] end,
+    {B1, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, pawset, 5)),
+    {_, E1} = hm_ec_table:tick([n1, n2], ack_from(n2, B1, copy(n1, pawset, 2))),
+    ?assertMatch([_], Reqs(E1)),
+    {_, E2} = hm_ec_table:tick([n1, n2], ack_from(n2, B1, copy(n1, pawset, infinity))),
+    ?assertEqual([], Reqs(E2)),
+    %% n1 holds 4 rows: 3 operations behind is not worth its state
+    {A0, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(11, 14)], copy(n1, pawset, 2)),
+    Tick = fun(T) -> hm_ec_table:tick([n1, n2], ack_from(n2, B1, T)) end,
+    {A1, E3} = Tick(A0),
+    ?assertEqual([], Reqs(E3)),
+    {A24, E24} = lists:foldl(fun(_, {T, _}) -> Tick(T) end, {A1, []}, lists:seq(1, 23)),
+    ?assertEqual([], Reqs(E24)),
+    {_, E25} = Tick(A24),
+    ?assertMatch([{merge_req, _}], Reqs(E25)).
+
+%% A copy that may not catch up by state (`catch_up' `infinity', as for a table with a copy
+%% on disc) ignores a state it is sent; a copy still syncing answers `merge_none'; a state
+%% of a bad shape is dropped.
+catch_up_refused_test() ->
+    {B1, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, prwset, 5)),
+    {_, [{send, n1, State}]} = hm_ec_table:handle(n1, c, {merge_req, #{}}, B1),
+    A0 = copy(n1, prwset, infinity),
+    ?assertEqual({A0, []}, hm_ec_table:handle(n2, c, State, A0)),
+    {Syncing, _} = hm_ec_table:new(#{tab => t, type => prwset, policy => term_order,
+                                     record => {t, 3}, cookie => c, node => n1,
+                                     incarnation => 1, members => [n1, n2],
+                                     store => hm_ec_store_map:new(set, ram), catch_up => 5}),
+    ?assertMatch({_, [{send, n2, {merge_none}}]},
+                 hm_ec_table:handle(n2, c, {merge_req, #{}}, Syncing)),
+    ?assertMatch({_, [{drop, _}]}, hm_ec_table:handle(n2, c, {merge, #{rows => x}}, A0)).
+
+%% The lag comes from the application environment, and is `infinity' for a table with a
+%% copy on disc (outside Mnesia: none).
+catch_up_lag_from_environment_test() ->
+    Old = application:get_env(hypermnesia, catch_up_lag),
+    Lag = fun(V) -> application:set_env(hypermnesia, catch_up_lag, V),
+                    hm_ec_table_server:catch_up_lag(no_such_table) end,
+    try
+        application:unset_env(hypermnesia, catch_up_lag),
+        ?assertEqual(10000, hm_ec_table_server:catch_up_lag(no_such_table)),
+        ?assertEqual([100, infinity, 10000, 10000], [Lag(V) || V <- [100, infinity, 0, "x"]])
+    after
+        case Old of
+            {ok, V} -> application:set_env(hypermnesia, catch_up_lag, V);
+            undefined -> application:unset_env(hypermnesia, catch_up_lag)
+        end
+    end.

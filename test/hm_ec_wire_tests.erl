@@ -30,7 +30,13 @@ message_shapes_test() ->
     Snap = #{rows => [], meta => [], delivered => #{}, log => [], clears => []},
     ?assert(hm_ec_wire:is_snapshot({snapshot, Snap})),
     ?assertNot(hm_ec_wire:is_snapshot({snapshot, Snap#{rows := not_a_list}})),
-    ?assertNot(hm_ec_wire:is_snapshot({snapshot, maps:remove(clears, Snap)})).
+    ?assertNot(hm_ec_wire:is_snapshot({snapshot, maps:remove(clears, Snap)})),
+    State = #{rows => [{t, k, v}], meta => [{k, {[], []}}], delivered => #{O => 1},
+              clears => [{{O, 1}, #{O => 1}, #{k => true}}]},
+    ?assert(hm_ec_wire:is_merge({merge, State})),
+    ?assertNot(hm_ec_wire:is_merge({merge, State#{rows := [k]}})),
+    ?assertNot(hm_ec_wire:is_merge({merge, State#{meta := [{k}]}})),
+    ?assertNot(hm_ec_wire:is_merge({merge, maps:remove(delivered, State)})).
 
 table(Store, Members) ->
     hm_ec_table:new(#{tab => t, type => pawset, policy => term_order, record => {t, 3},

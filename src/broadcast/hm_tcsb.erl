@@ -28,6 +28,11 @@
 %% acknowledgements instead deadlocks after a partition under load: each side's
 %% acknowledgements wait for the very operations the other side would resend, and resends
 %% that start at the beginning of the log and are capped never reach the gap.</li>
+%% <li>{@link behind/2}, {@link merge/2}: catching up by state. A replica far behind a member
+%% takes that member's state (its table's keys, joined into its own by the layer above) and
+%% counts as delivered what the member delivered, without those operations: it cannot
+%% relay them (the log holds every operation delivered here as an operation and not
+%% stable).</li>
 %% </ul>
 %% Replica ids are `{Node, Incarnation}': a node that restarts without its state starts a new
 %% incarnation, so it never reuses a sequence number. Membership, acks and `known' are per
@@ -37,7 +42,8 @@
 %% stability can wait until every member has caught up on them (sim/REPORT.md tells the
 %% schedules that showed why).
 %%
-%% Invariants: a logged operation is delivered here; the log holds no stable operation after
+%% Invariants: a logged operation is delivered here; every operation delivered here as an
+%% operation (not by state) is logged until stable; the log holds no stable operation after
 %% {@link gc/1}; `known' only grows for a member incarnation; what a member reported only
 %% grows for a member incarnation, and every operation retransmitted is ready at the member
 %% once those retransmitted before it arrived; no operation of a gone incarnation stays
@@ -49,7 +55,7 @@
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
          gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1,
          pending/1, known/1, reported/2, silent/3, acked_within/3, lag/2, superseded/2,
-         retransmission/1]).
+         retransmission/1, behind/2, merge/2]).
 -export_type([state/0, message/0, opts/0]).
 
 -define(RESEND_MAX, 1000).
@@ -631,6 +637,27 @@ lag(M, #tcsb{self = Self, has = H, known = K, cb = CB}) ->
         {_, #{M := {_, V, _}}} -> max(0, Own - hm_vv:get(Self, V));
         _ -> unknown
     end.
+
+%% @doc How many operations member `M' reported (in its acknowledgements) it has delivered
+%% that this replica has not: how far this replica is behind it.
+-spec behind(node(), state()) -> non_neg_integer().
+behind(M, S = #tcsb{cb = CB}) ->
+    D = hm_causal_buffer:delivered(CB),
+    maps:fold(fun(O, C, N) -> N + max(0, C - hm_vv:get(O, D)) end, 0, reported(M, S)).
+
+%% @doc Catching up by state: count as delivered what a member delivered, `V', whose state
+%% the layer above joined into this replica's. Returns the buffered operations that became
+%% deliverable on top of that, in causal order (to be applied as received ones are). The
+%% operations `V' brings are not logged here: their origin logs them, and so does every
+%% replica that received them as operations, until they are stable; a replica that lacks
+%% one that only replicas caught up by state still have takes their state in turn (the
+%% layer above: hm_ec_table).
+-spec merge(hm_vv:vv(), state()) -> {[message()], state()}.
+merge(V, S0) ->
+    S = #tcsb{cb = CB} = see(maps:keys(V), S0),
+    {Ready, CB1} = hm_causal_buffer:advance(V, CB),
+    S1 = lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready),
+    {Ready, settle_acks(S1)}.
 
 %% @doc Whether member `Node' has been silent for more than `Ticks' ticks: its last
 %% acknowledgement heard here is older (a member whose copy runs acknowledges at least every

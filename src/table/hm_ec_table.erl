@@ -37,6 +37,9 @@
 %% lags on this copy's operations by more than the option `flow' (operations, default
 %% 5,000) beyond the least it lagged by, and goes when its acknowledgements say it caught
 %% up (or after 2 ticks); see {@link held/1}.</li>
+%% <li>Catching up by state: a copy far behind a member (option `catch_up') takes the
+%% member's state and joins it into its own key by key ({@link hm_ec_key:join/2}) instead of
+%% applying the member's operations one by one; see `merge_request/2' in the source.</li>
 %% <li>State transfer: a copy without state (new, or restarted without its disc state) is
 %% `syncing': it refuses writes (it has no causal context: a delete would remove records it
 %% never saw), asks members for a snapshot, installs the first one and delivers what arrived
@@ -79,7 +82,7 @@
          nodedown/2, set_members/2, timeout/2, stop/1, info/2]).
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1, cookie/1]).
 -export([read/2, rows/1, crdt_value/2, crdt_value_parts/2]).
--export([sync_timeout_ms/0, work_batch/0, held/1]).
+-export([sync_timeout_ms/0, work_batch/0, held/1, set_catch_up/2]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -define(SYNC_TIMEOUT_MS, 30000).
@@ -94,6 +97,13 @@
 -define(FLOW_SILENT_TICKS, 2).
 %% an answer held back goes after this many ticks at most
 -define(FLOW_HOLD_TICKS, 2).
+%% catching up by state (merge_request/2): off unless the option `catch_up' says how many
+%% operations behind a member a copy takes its state; asked again after this many ticks
+%% without an answer
+-define(MERGE_RETRY_TICKS, 8).
+%% a copy still lacking after this many ticks what a member reported takes its state (the
+%% member may be the only one left with those operations, and unable to relay them)
+-define(STUCK_TICKS, 24).
 
 -type op() :: {write, tuple()} | delete | {delete_object, tuple()} | clear
             | {update, term()}.                 % a CRDT table's operation (hm_ec_crdt)
@@ -107,7 +117,7 @@
                   incarnation := term(), members := [node()], store := hm_ec_store:store(),
                   events => boolean(), tcsb => hm_tcsb:opts(),
                   crdt => none | hm_ec_crdt:spec(), epoch => pos_integer(),
-                  flow => pos_integer() | infinity}.
+                  flow => pos_integer() | infinity, catch_up => pos_integer() | infinity}.
 
 -record(t, {tab :: atom(),
             type :: hm_ec_key:ec_type(),
@@ -153,7 +163,16 @@
             flow = ?FLOW_LIMIT :: pos_integer() | infinity,
             flow_base = #{} :: #{node() => non_neg_integer()},
             held = [] :: [{term(), hm_vv:dot(), non_neg_integer()}],
-            up = [] :: [node()]}).
+            up = [] :: [node()],
+            %% catching up by state (merge_request/2): how far behind a member this copy
+            %% must be, the member asked and the tick it was asked at, how many times it
+            %% caught up so
+            catch_up = infinity :: pos_integer() | infinity,
+            merge_req = none :: none | {node(), non_neg_integer()},
+            behind = #{} :: #{node() => {non_neg_integer(), hm_vv:vv()}},
+            %% what the states caught up with delivered (stabilize/2)
+            fold_after = none :: none | hm_vv:vv(),
+            merges = 0 :: non_neg_integer()}).
 -opaque state() :: #t{}.
 
 %%% ================================================================ starting
@@ -170,7 +189,8 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
             record = maps:get(record, O), cookie = maps:get(cookie, O), store = St,
             tcsb_opts = TOpts, events = maps:get(events, O, false),
             crdt = maps:get(crdt, O, none), epoch = maps:get(epoch, O, 100),
-            flow = maps:get(flow, O, ?FLOW_LIMIT)},
+            flow = maps:get(flow, O, ?FLOW_LIMIT),
+            catch_up = maps:get(catch_up, O, infinity)},
     Log = hm_ec_store:log_read(St),
     case restorable(Log) of
         {state, {Old, Delivered}} ->
@@ -566,6 +586,22 @@ remote(_From, {snapshot_empty}, T) ->
     {T, []};
 remote(_From, {snapshot_none}, T) ->
     {T, []};                                    % that member cannot help yet
+remote(From, Msg = {merge_req, V}, T0 = #t{tab = Tab}) ->
+    case is_map(V) of
+        false -> {T0, [{drop, {bad_message, Tab, From, Msg}}]};
+        true ->
+            %% what the member joins is on disc here first, as for a snapshot
+            T = sync_store(T0),
+            {T, [{send, From, merge_state(T)}]}
+    end;
+remote(From, Msg = {merge, _}, T0 = #t{tab = Tab}) ->
+    T = T0#t{merge_req = none},
+    case hm_ec_wire:is_merge(Msg) of
+        false -> {T, [{drop, {bad_message, Tab, From, Msg}}]};
+        true -> merge(From, Msg, T)
+    end;
+remote(_From, {merge_none}, T) ->
+    {T#t{merge_req = none}, []};
 remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
     case hm_ec_wire:is_op_message(Msg) andalso fits(T, Msg) of
         false -> {T, [{drop, {bad_op_message, Tab, From}}]};
@@ -672,14 +708,15 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
                                        {[{send, M, {ops, Msgs}} || Msgs =/= []] ++ Acc, By}
                                end, {[], B0}, Reach),
     Snap = [{send, M, {snapshot_req}} || syncing(T), M <- Reach],
+    {Tm, Merge} = merge_request(Reach, T#t{tcsb = B}),
     %% every ?FULL_SCAN_TICKS ticks every key is looked at, as a safety net
-    {T1, Evs} = stabilize(T#t{tcsb = B}, N rem ?FULL_SCAN_TICKS =:= 0),
+    {T1, Evs} = stabilize(Tm, N rem ?FULL_SCAN_TICKS =:= 0),
     {T2, Replies} = release_waiters(Up, T1),
     %% what is still held after that goes once held ?FLOW_HOLD_TICKS ticks
     {T3, Released} = flow_release(T2#t{up = Up}),
     {T4, Old} = release_held(old, T3),
     {T4#t{tcsb = hm_tcsb:tick(T4#t.tcsb), ticks = N + 1},
-     Acks ++ lists:reverse(Resends) ++ Snap ++ Evs ++ Replies ++ Released ++ Old}.
+     Acks ++ lists:reverse(Resends) ++ Snap ++ Merge ++ Evs ++ Replies ++ Released ++ Old}.
 
 %% @doc The stability step, run between ticks while the table is busy (every few ms at run
 %% time): acknowledgements that say something new to the reachable members `Up', and
@@ -738,10 +775,17 @@ acks_due(Up, T = #t{acks_sent = Sent, ticks = N, tcsb = B}, When) ->
 %% their metadata row when storage alone says it all; stable logged operations and clears
 %% are forgotten. Only when the stable vector moved: otherwise there is nothing to fold.
 %% `Full': every key is looked at, not only those of the operations that just became stable.
-stabilize(T = #t{tcsb = B, stable_seen = Seen}, Full) ->
+stabilize(T = #t{tcsb = B, stable_seen = Seen, fold_after = FA}, Full) ->
     case hm_tcsb:stable(B) of
         Seen -> {T, []};
-        V -> stabilize(T#t{stable_seen = V}, V, Full)
+        V ->
+            %% the keys a state this copy caught up with brought unstable entries to: their
+            %% operations are not in this copy's log, so every key is looked at once they
+            %% are all stable
+            case FA =/= none andalso hm_vv:leq(FA, V) of
+                true -> stabilize(T#t{stable_seen = V, fold_after = none}, V, true);
+                false -> stabilize(T#t{stable_seen = V}, V, Full)
+            end
     end.
 
 stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev}, V, Full) ->
@@ -838,6 +882,165 @@ stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V
                     end, {St0, []}, meta_rows(Keys, St0)),
     {T#t{store = St1}, Dots}.
 
+%%% ================================================================ catching up by state
+
+%% A copy far behind a member (the other side's operations after a partition heals, a copy
+%% that could not keep up) takes the member's state instead of its operations: applying
+%% them one by one costs what the backlog holds, and under full load the backlog of a cut of
+%% a few seconds took longer to apply than both sides took to make it, while this copy's
+%% writers waited behind it (bench/REPORT.md). The state costs what the table holds.
+%%
+%% At a tick, a ready copy asks the reachable member it is furthest behind for its state
+%% (`{merge_req, Delivered}') when it is behind it by more than the option `catch_up'
+%% (operations; `infinity', the default, turns this off) and by more than its table's rows,
+%% or when it still
+%% lacks what the member reported ?STUCK_TICKS ticks ago. The member answers with every row,
+%% the metadata of its unstable keys and its delivered vector (`{merge, State}'), or
+%% `{merge_none}'. The copy joins each key (hm_ec_key:join/2) and counts the member's
+%% delivered vector as delivered (hm_tcsb:merge/2); the operations themselves then arrive
+%% as duplicates. It does not log them: their origin does, and every copy that received
+%% them as operations, until they are stable. A copy that lacks one that only copies caught
+%% up by state still have (its loggers crashed) is stuck behind those copies, and takes
+%% their state in turn.
+%%
+%% A `prwset' clear applies to keys that reach a copy after it: each side's unstable clears
+%% leave their delete on every key of its state they have not settled on before the join,
+%% and the copy keeps both sides' clears. Only tables of records whose copies are all
+%% `ram_copies' (the server sets `catch_up' to `infinity' otherwise: a disc copy would have
+%% to log the join for a restart, and cannot take a state when stuck); otherwise the copy
+%% catches up by operations.
+merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, store = St, ticks = N, merge_req = Req,
+                            behind = Behind0})
+  when Lag =/= infinity ->
+    D = hm_tcsb:delivered(B),
+    Alive = [M || M <- Reach, hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B)],
+    %% per member: the tick since which this copy lacks something it reported, and what it
+    %% reported then
+    Behind = maps:from_list(
+               [{M, case Behind0 of
+                        #{M := {At, Then}} -> case hm_vv:leq(Then, D) of
+                                                  true -> {N, Rep};
+                                                  false -> {At, Then}
+                                              end;
+                        _ -> {N, Rep}
+                    end} || M <- Alive, Rep <- [hm_tcsb:reported(M, B)],
+                            not hm_vv:leq(Rep, D)]),
+    T1 = T#t{behind = Behind},
+    Due = case Req of
+              {_, Asked} -> N - Asked >= ?MERGE_RETRY_TICKS;
+              none -> true
+          end,
+    case Due andalso can_merge(T1) of
+        false -> {T1, []};
+        true ->
+            Size = hm_ec_store:size(St),
+            Far = [{-L, M} || M <- maps:keys(Behind), L <- [hm_tcsb:behind(M, B)],
+                              L > Lag, L > Size],
+            Stuck = [{At, M} || {M, {At, _}} <- maps:to_list(Behind), N - At >= ?STUCK_TICKS],
+            case lists:sort(Far) ++ lists:sort(Stuck) of
+                [{_, M} | _] -> {T1#t{merge_req = {M, N}}, [{send, M, {merge_req, D}}]};
+                [] -> {T1#t{merge_req = none}, []}
+            end
+    end;
+merge_request(_, T) -> {T, []}.
+
+can_merge(#t{status = ready, crdt = none}) -> true;
+can_merge(_) -> false.
+
+%% What a member joins into its state: every row, the metadata of the unstable keys, the
+%% delivered vector and the unstable clears.
+merge_state(T = #t{store = St, tcsb = B, clears = Cs}) ->
+    case can_merge(T) of
+        true -> {merge, #{rows => hm_ec_store:rows(St), meta => hm_ec_store:meta_rows(St),
+                          delivered => hm_tcsb:delivered(B), clears => Cs}};
+        false -> {merge_none}
+    end.
+
+%% @doc Whether this copy may catch up by state (see the option `catch_up' of {@link new/1}):
+%% `infinity' turns it off, as for a table with a `disc_copies' copy.
+-spec set_catch_up(pos_integer() | infinity, state()) -> state().
+set_catch_up(Lag, T) -> T#t{catch_up = Lag}.
+
+%% Join member `From''s state into this copy's, key by key, then deliver what that made
+%% deliverable among the operations waiting here.
+merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears := CsP}},
+      T = #t{tcsb = B, store = St0, tab = Tab, events = Ev, catch_up = Lag, type = Type,
+             clears = CsR}) ->
+    VR = hm_tcsb:delivered(B),
+    case Lag =/= infinity andalso can_merge(T) andalso not hm_ec_store:is_disc(St0)
+        andalso not hm_vv:leq(VP, VR) of
+        false -> {T, []};
+        true ->
+            Meta = maps:from_list(MetaRows),
+            Theirs = lists:foldl(fun(R, Acc) ->
+                                         K = element(2, R),
+                                         Acc#{K => [R | maps:get(K, Acc, [])]}
+                                 end, #{}, Rows),
+            Keys = lists:usort(maps:keys(Meta) ++ maps:keys(Theirs) ++ hm_ec_store:all_keys(St0)
+                               ++ hm_ec_store:meta_keys(St0)),
+            {St, Hlc} =
+                lists:foldl(
+                  fun(K, {Acc, H}) ->
+                          %% each side's unstable prwset clears leave their delete on the
+                          %% key first, where they have not yet (see effect/2)
+                          Mine = unhandled_clears(Type, K, CsR, key_state(K, Acc)),
+                          Other = unhandled_clears(Type, K, CsP,
+                                                   case Meta of
+                                                       #{K := KSP} -> KSP;
+                                                       _ -> hm_ec_key:new(maps:get(K, Theirs, []))
+                                                   end),
+                          case Mine of
+                              Other -> {Acc, H};
+                              _ -> KS = hm_ec_key:join({VR, Mine}, {VP, Other}),
+                                   {store_meta(T, K, KS, show(T, K, KS, unknown, Acc)),
+                                    max(H, key_hlc(KS))}
+                          end
+                  end, {St0, T#t.hlc}, Keys),
+            {Ready, B1} = hm_tcsb:merge(VP, B),
+            FA = case T#t.fold_after of
+                     none -> VP;
+                     FA0 -> hm_vv:join(FA0, VP)
+                 end,
+            %% both sides' clears, each now settled on every key
+            All = maps:from_list([{K, true} || K <- Keys]),
+            Clears = [{D, Ts, All} || {D, Ts, _} <- CsR]
+                ++ [{D, Ts, All} || {D, Ts, _} <- CsP, not lists:keymember(D, 1, CsR)],
+            T1 = T#t{store = St, tcsb = B1, hlc = Hlc, merges = T#t.merges + 1,
+                     behind = #{}, fold_after = FA, clears = Clears},
+            {T2, Evs, _} = lists:foldl(fun(M = {O, Ts, _}, {Acc, E, V}) ->
+                                               V1 = V#{O => maps:get(O, Ts)},
+                                               {Acc1, E1} = apply_op(Acc, M, V1),
+                                               {Acc1, E ++ E1, V1}
+                                       end, {T1, [], hm_vv:join(VR, VP)}, Ready),
+            {T2, [{info, "hypermnesia: ~p caught up by state from ~p (~p keys)",
+                   [Tab, From, length(Keys)]}
+                  | [{event, {merged, VP}} || Ev] ++ Evs]}
+    end.
+
+%% A key's state with the delete of every unstable clear of `Cs' that has not settled on the
+%% key yet, oldest clear first (as effect/2 leaves them before an operation on the key).
+unhandled_clears(Type, K, Cs, KS) ->
+    lists:foldl(fun({CDot, CTs, Handled}, Acc) ->
+                        case maps:is_key(K, Handled) of
+                            true -> Acc;
+                            false -> hm_ec_key:effect(Type, delete, CDot, CTs, Acc)
+                        end
+                end, KS, lists:reverse(Cs)).
+
+%% The greatest hybrid clock of a key's versions (lww: this copy's clock stays ahead of every
+%% write it holds).
+key_hlc(KS) ->
+    lists:foldl(fun({_, {H, _}}, Acc) when is_integer(H) -> max(Acc, H);
+                   (_, Acc) -> Acc
+                end, 0, hm_ec_key:live(pawset, KS)).
+
+%% A key's state here: its metadata, or the versions storage shows.
+key_state(K, St) ->
+    case hm_ec_store:meta_get(K, St) of
+        {ok, KS} -> KS;
+        none -> hm_ec_key:new(hm_ec_store:read(K, St))
+    end.
+
 %%% ================================================================ state transfer
 
 %% What a member that is caught up sends to one that is not: everything reads show, the
@@ -867,8 +1070,10 @@ install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := 
     St4 = lists:foldl(fun({K, KS}, Acc) -> hm_ec_store:meta_put(K, KS, Acc) end, St3, MetaRows),
     B0 = hm_tcsb:restore_log(Log, hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V,
                                               TOpts)),
+    %% the member may have caught up by state: its unstable keys may hold entries of
+    %% operations its log (now this copy's) lacks, folded once all of `V' is stable
     T0 = persist_clears(T#t{store = St4, tcsb = B0, status = ready, clears = Clears,
-                            stable_seen = undefined}, undefined),
+                            stable_seen = undefined, fold_after = V}, undefined),
     T1 = lists:foldl(fun(M, Acc) -> persist(Acc, M, V) end, T0, Log),
     Effs = [{info, "hypermnesia: ~p caught up (~p rows)", [Tab, length(Rows)]}
             | [{event, {installed, V}} || Ev]],
@@ -1078,7 +1283,8 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       size => hm_ec_store:size(St),
       sync_waiting => map_size(W), crdt => T#t.crdt, unsent_updates => length(T#t.batch),
       unwritten_keys => map_size(T#t.unwritten),
-      conflicts => T#t.conflicts, duplicates => T#t.duplicates}.
+      conflicts => T#t.conflicts, duplicates => T#t.duplicates,
+      state_catch_ups => T#t.merges}.
 
 %% @doc What reads show for `Key' on this copy: for a CRDT table, the key's updates its row
 %% does not have yet included (`[{Name, Key, Crdt}]', or `[]').

@@ -32,7 +32,7 @@
 
 -export([start_link/2, name/1, submit/4, submit/5, info/1, set_members/2, queued/1, log_drop/2,
          crdt_value/3]).
--export([status/2, flow_limit/0]).
+-export([status/2, flow_limit/0, catch_up_lag/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(TICK_MS, 250).
@@ -116,6 +116,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
     %% Mnesia alone restarting on another copy holder gives no nodedown, only mnesia_down
     {ok, _} = mnesia:subscribe(system),
     Storage = mnesia:table_info(Tab, storage_type),
+    ok = check_catch_up_lag(),
     Opts = #{tab => Tab, type => Type, policy => Policy,
              record => {mnesia:table_info(Tab, record_name), mnesia:table_info(Tab, arity)},
              cookie => mnesia:table_info(Tab, cookie), node => node(),
@@ -125,7 +126,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
              store => hm_ec_store_mnesia:new(Tab, Meta, Log, Storage),
              crdt => maps:get(crdt, EcOpts, none),
              epoch => maps:get(crdt_epoch, EcOpts, 100),
-             flow => flow_limit()},
+             flow => flow_limit(), catch_up => catch_up_lag(Tab)},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     {T, Effs} = hm_ec_table:new(Opts),
     Ref = make_ref(),
@@ -205,7 +206,16 @@ handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
     _ = [logger:warning("hypermnesia: ~p was open to transactions; closed again", [Tab])
          || N rem 4 =:= 0, {reclosed, _} <- [catch hm_ec_mnesia:check(Tab)]],
     Up = nodes(),
-    step(fun(T) -> hm_ec_table:tick(Up, T) end, S#{ticks := N + 1});
+    %% a copy on disc may have been added, or a copy's type changed
+    Lag = case N rem 4 of
+              0 -> catch_up_lag(Tab);
+              _ -> keep
+          end,
+    step(fun(T) -> hm_ec_table:tick(Up, case Lag of
+                                            keep -> T;
+                                            _ -> hm_ec_table:set_catch_up(Lag, T)
+                                        end)
+         end, S#{ticks := N + 1});
 handle_info({hm_timer, Msg}, S) ->
     step(fun(T) -> hm_ec_table:timeout(Msg, T) end, S);
 handle_info({nodeup, N}, S) ->
@@ -317,6 +327,32 @@ flow_limit() ->
             logger:warning("hypermnesia: flow_limit ~0p is not a positive integer or "
                            "infinity; 5000 is used", [Bad]),
             5000
+    end.
+
+%% @doc How far behind a member a copy of `Tab' may fall before it catches up by state
+%% (option `catch_up' of {@link hm_ec_table}): the application environment's
+%% `catch_up_lag' (operations, or `infinity': off; default 10000), or `infinity' when the
+%% table has a copy on disc. Any other value counts as the default (and is logged when the
+%% table's process starts).
+-spec catch_up_lag(atom()) -> pos_integer() | infinity.
+catch_up_lag(Tab) ->
+    OnDisc = try mnesia:table_info(Tab, disc_copies) ++ mnesia:table_info(Tab, disc_only_copies)
+             catch exit:_ -> []
+             end,
+    case {OnDisc, application:get_env(hypermnesia, catch_up_lag, 10000)} of
+        {[_ | _], _} -> infinity;
+        {[], N} when is_integer(N), N > 0 -> N;
+        {[], infinity} -> infinity;
+        {[], _} -> 10000
+    end.
+
+%% A bad `catch_up_lag' is logged once, when the table's process starts.
+check_catch_up_lag() ->
+    case application:get_env(hypermnesia, catch_up_lag, 10000) of
+        N when is_integer(N), N > 0 -> ok;
+        infinity -> ok;
+        Bad -> logger:warning("hypermnesia: catch_up_lag ~0p is not a positive integer or "
+                              "infinity; 10000 is used", [Bad])
     end.
 
 %% The watch of the copy: links, and what a step of the core completed (events published).

@@ -16,13 +16,15 @@
 %% <li>`{applied, Dot}': a `sync' operation was applied;</li>
 %% <li>`{snapshot_req}', `{snapshot, Snapshot}', `{snapshot_empty}', `{snapshot_none}':
 %% state transfer.</li>
+%% <li>`{merge_req, Delivered}', `{merge, State}', `{merge_none}': catching up by state
+%% (see {@link is_merge/1}).</li>
 %% </ul>
 %% On disc (`disc_copies' only) the log table `hm_log_Tab' holds a row `format' with
 %% {@link disc_version/0}; a copy whose log carries another version is not restored from it.
 -module(hm_ec_wire).
 
 -export([version/0, disc_version/0, envelope/4, open/1, is_op_message/1, is_ack/1,
-         is_snapshot/1]).
+         is_snapshot/1, is_merge/1]).
 
 -define(VERSION, 1).
 -define(DISC_VERSION, 1).
@@ -75,3 +77,17 @@ is_ack(_) -> false.
 is_snapshot({snapshot, #{rows := Rows, meta := Meta, delivered := V, log := L, clears := Cs}}) ->
     is_list(Rows) andalso is_list(Meta) andalso is_map(V) andalso is_list(L) andalso is_list(Cs);
 is_snapshot(_) -> false.
+
+%% @doc Whether a term is the state a copy joins when it catches up by state: rows, metadata
+%% rows (`{Key, KeyState}'), the delivered vector and the unstable clears (`{Dot, Ts,
+%% HandledKeys}').
+-spec is_merge(term()) -> boolean().
+is_merge({merge, #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) ->
+    is_list(Rows) andalso lists:all(fun(R) -> is_tuple(R) andalso tuple_size(R) >= 2 end, Rows)
+        andalso is_list(Meta)
+        andalso lists:all(fun(M) -> is_tuple(M) andalso tuple_size(M) =:= 2 end, Meta)
+        andalso is_map(V) andalso is_list(Cs)
+        andalso lists:all(fun({{_, _}, Ts, H}) -> is_map(Ts) andalso is_map(H);
+                             (_) -> false
+                          end, Cs);
+is_merge(_) -> false.
