@@ -12,6 +12,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([catch_up_by_state/1]).
 -export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
          bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
@@ -26,7 +27,7 @@
 suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [write_everywhere_read_everywhere, queries, table_events, partition_add_wins,
-          partition_remove_wins,
+          partition_remove_wins, catch_up_by_state,
           quiescent_metadata, conflict_policies, sync_ec, bad_input, bad_records_as_mnesia,
           transactions_refused, transactions_refused_across_events, other_table_instance,
           without_application, copy_stopped_under_write, create_table_not_db_node,
@@ -209,6 +210,42 @@ partition_remove_wins(Config) ->
     ok = ec(2, Config, fun() -> mnesia:write({Tab, a, w, 4}) end),
     [{Tab, a, w, 4}, {Tab, b, z, 3}] = converged(Config, Tab),
     ok.
+
+%% After a cut, the copies behind by more than `catch_up_lag' operations take a member's
+%% state instead of applying its operations: node 3 clears the table (prwset: remove-wins,
+%% so the clear beats every write nodes 1 and 2 make meanwhile, on keys it never saw too)
+%% and writes 50 keys, node 1 writes 3,000 times over 50 other keys. After the heal every
+%% copy shows node 3's keys only, some copy caught up by state, and the metadata is folded.
+catch_up_by_state(Config) ->
+    [ok = call(I, Config, application, set_env, [hypermnesia, catch_up_lag, 20])
+     || I <- [1, 2, 3]],
+    try
+        Tab = create(Config, [{type, prwset}]),
+        ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, x, 0}) || K <- lists:seq(1, 50)], ok end),
+        [_ | _] = converged(Config, Tab),
+        partition([1, 2], [3], Config),
+        {atomic, ok} = ec(3, Config, fun() -> mnesia:clear_table(Tab) end),
+        ok = ec(3, Config, fun() -> [mnesia:write({Tab, K, z, 3}) || K <- lists:seq(100, 149)],
+                                    ok end),
+        ok = ec(1, Config, fun() -> [mnesia:write({Tab, K rem 50, y, K}) || K <- lists:seq(1, 3000)],
+                                    ok end),
+        heal(Config),
+        Expected = [{Tab, K, z, 3} || K <- lists:seq(100, 149)],
+        Expected = converged(Config, Tab),
+        CatchUps = [maps:get(state_catch_ups, call(I, Config, hypermnesia, info, [Tab]))
+                    || I <- [1, 2, 3]],
+        ct:log("catch-ups by state per node: ~p", [CatchUps]),
+        true = lists:sum(CatchUps) > 0,
+        wait_until(fun() ->
+                           lists:all(fun(I) ->
+                                             #{unstable_keys := K, unstable_ops := O} =
+                                                 call(I, Config, hypermnesia, info, [Tab]),
+                                             {K, O} =:= {0, 0}
+                                     end, [1, 2, 3])
+                   end)
+    after
+        [call(I, Config, application, unset_env, [hypermnesia, catch_up_lag]) || I <- [1, 2, 3]]
+    end.
 
 %% After quiescence no key carries metadata and no operation waits in a log (X3, X4: nodes 2
 %% and 3 never write, yet stability progresses thanks to eager acknowledgements).
