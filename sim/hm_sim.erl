@@ -940,22 +940,11 @@ ev(Nd, {applied, {O, Ts, _}}, S = #{applied := Ap, ops := Ops}) ->
            end,
     S1#{applied := Ap#{Nd := A#{O => max(Seq, hm_vv:get(O, A))}}, ops := Ops1};
 ev(Nd, {installed, V}, S = #{applied := Ap, ops := Ops}) ->
-    Ops1 = maps:map(fun(Dot, I = #{holders := H}) ->
-                            case hm_vv:contains(Dot, V) of
-                                true -> I#{holders := lists:usort([Nd | H])};
-                                false -> I
-                            end
-                    end, Ops),
-    bump(installs, S#{applied := Ap#{Nd := V}, ops := Ops1});
+    bump(installs, S#{applied := Ap#{Nd := V}, ops := holds(Nd, V, Ops)});
 ev(Nd, {merged, V}, S = #{applied := Ap, ops := Ops}) ->
     %% caught up by state: what the member delivered counts as delivered here too
-    Ops1 = maps:map(fun(Dot, I = #{holders := H}) ->
-                            case hm_vv:contains(Dot, V) of
-                                true -> I#{holders := lists:usort([Nd | H])};
-                                false -> I
-                            end
-                    end, Ops),
-    bump(merges, S#{applied := Ap#{Nd := hm_vv:join(maps:get(Nd, Ap), V)}, ops := Ops1});
+    bump(merges, S#{applied := Ap#{Nd := hm_vv:join(maps:get(Nd, Ap), V)},
+                    ops := holds(Nd, V, Ops)});
 ev(_Nd, {stabilized, []}, S) -> S;
 ev(Nd, {stabilized, Dots}, S = #{nodes := Nodes, reps := Reps, applied := Ap}) ->
     Judges = [M || M <- Nodes, M =/= Nd,
@@ -968,6 +957,15 @@ ev(Nd, {stabilized, Dots}, S = #{nodes := Nodes, reps := Reps, applied := Ap}) -
         [] -> bump(stabilized_dots, length(Dots), S);
         _ -> fail({unsafe_stability, Nd, {not_delivered_by, lists:sublist(Bad, 5)}}, S)
     end.
+
+%% Copy `Nd' holds every operation `V' covers (a state it installed or joined).
+holds(Nd, V, Ops) ->
+    maps:map(fun(Dot, I = #{holders := H}) ->
+                     case hm_vv:contains(Dot, V) of
+                         true -> I#{holders := lists:usort([Nd | H])};
+                         false -> I
+                     end
+             end, Ops).
 
 %% A replica that counts for checker 4: a table copy, or a CRDT driver's replica (a map).
 ready(#{status := St}) -> St =:= ready;

@@ -173,18 +173,21 @@ flow_held_answer_keeps_the_dot_test() ->
 %% The limit comes from the application environment; anything but a positive integer or
 %% `infinity' counts as the default.
 flow_limit_from_environment_test() ->
-    Old = application:get_env(hypermnesia, flow_limit),
-    Limit = fun(V) -> application:set_env(hypermnesia, flow_limit, V),
-                      hm_ec_table_server:flow_limit() end,
+    ?assertEqual([5000, 100, infinity, 5000, 5000, 5000],
+                 from_env(flow_limit, [100, infinity, 0, -3, "many"],
+                          fun hm_ec_table_server:flow_limit/0)).
+
+%% What `Read' gives with application variable `Key' unset, then set to each of `Values';
+%% the variable is restored afterwards.
+from_env(Key, Values, Read) ->
+    Old = application:get_env(hypermnesia, Key),
     try
-        application:unset_env(hypermnesia, flow_limit),
-        ?assertEqual(5000, hm_ec_table_server:flow_limit()),
-        ?assertEqual([100, infinity, 5000, 5000, 5000],
-                     [Limit(V) || V <- [100, infinity, 0, -3, "many"]])
+        application:unset_env(hypermnesia, Key),
+        [Read() | [begin application:set_env(hypermnesia, Key, V), Read() end || V <- Values]]
     after
         case Old of
-            {ok, V} -> application:set_env(hypermnesia, flow_limit, V);
-            undefined -> application:unset_env(hypermnesia, flow_limit)
+            {ok, V} -> application:set_env(hypermnesia, Key, V);
+            undefined -> application:unset_env(hypermnesia, Key)
         end
     end.
 
@@ -286,16 +289,6 @@ catch_up_refused_test() ->
 %% The lag comes from the application environment, and is `infinity' for a table with a
 %% copy on disc (outside Mnesia: none).
 catch_up_lag_from_environment_test() ->
-    Old = application:get_env(hypermnesia, catch_up_lag),
-    Lag = fun(V) -> application:set_env(hypermnesia, catch_up_lag, V),
-                    hm_ec_table_server:catch_up_lag(no_such_table) end,
-    try
-        application:unset_env(hypermnesia, catch_up_lag),
-        ?assertEqual(10000, hm_ec_table_server:catch_up_lag(no_such_table)),
-        ?assertEqual([100, infinity, 10000, 10000], [Lag(V) || V <- [100, infinity, 0, "x"]])
-    after
-        case Old of
-            {ok, V} -> application:set_env(hypermnesia, catch_up_lag, V);
-            undefined -> application:unset_env(hypermnesia, catch_up_lag)
-        end
-    end.
+    ?assertEqual([10000, 100, infinity, 10000, 10000],
+                 from_env(catch_up_lag, [100, infinity, 0, "x"],
+                          fun() -> hm_ec_table_server:catch_up_lag(no_such_table) end)).

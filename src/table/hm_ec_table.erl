@@ -930,7 +930,7 @@ merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, store = St, ticks = N, mer
               {_, Asked} -> N - Asked >= ?MERGE_RETRY_TICKS;
               none -> true
           end,
-    case Due andalso can_merge(T1) of
+    case Due andalso can_merge(T1) andalso not hm_ec_store:is_disc(St) of
         false -> {T1, []};
         true ->
             Size = hm_ec_store:size(St),
