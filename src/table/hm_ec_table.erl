@@ -166,7 +166,7 @@
             up = [] :: [node()],
             %% catching up by state (merge_request/2): how far behind a member this copy
             %% must be, the member asked and the tick it was asked at, how many times it
-            %% caught up so
+            %% caught up so far
             catch_up = infinity :: pos_integer() | infinity,
             merge_req = none :: none | {node(), non_neg_integer()},
             behind = #{} :: #{node() => {non_neg_integer(), hm_vv:vv()}},
