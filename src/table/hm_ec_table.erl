@@ -930,7 +930,7 @@ merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, store = St, ticks = N, mer
               {_, Asked} -> N - Asked >= ?MERGE_RETRY_TICKS;
               none -> true
           end,
-    case Due andalso can_merge(T1) andalso not hm_ec_store:is_disc(St) of
+    case Due andalso takes_state(T1) of
         false -> {T1, []};
         true ->
             Size = hm_ec_store:size(St),
@@ -946,6 +946,11 @@ merge_request(_, T) -> {T, []}.
 
 can_merge(#t{status = ready, crdt = none}) -> true;
 can_merge(_) -> false.
+
+%% Whether this copy may take a member's state: as a sender can, and a ram copy with
+%% `catch_up' on.
+takes_state(T = #t{catch_up = Lag, store = St}) ->
+    Lag =/= infinity andalso can_merge(T) andalso not hm_ec_store:is_disc(St).
 
 %% What a member joins into its state: every row, the metadata of the unstable keys, the
 %% delivered vector and the unstable clears.
@@ -964,11 +969,9 @@ set_catch_up(Lag, T) -> T#t{catch_up = Lag}.
 %% Join member `From''s state into this copy's, key by key, then deliver what that made
 %% deliverable among the operations waiting here.
 merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears := CsP}},
-      T = #t{tcsb = B, store = St0, tab = Tab, events = Ev, catch_up = Lag, type = Type,
-             clears = CsR}) ->
+      T = #t{tcsb = B, store = St0, tab = Tab, events = Ev, type = Type, clears = CsR}) ->
     VR = hm_tcsb:delivered(B),
-    case Lag =/= infinity andalso can_merge(T) andalso not hm_ec_store:is_disc(St0)
-        andalso not hm_vv:leq(VP, VR) of
+    case takes_state(T) andalso not hm_vv:leq(VP, VR) of
         false -> {T, []};
         true ->
             Meta = maps:from_list(MetaRows),
@@ -983,7 +986,8 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
                   fun(K, {Acc, H}) ->
                           %% each side's unstable prwset clears leave their delete on the
                           %% key first, where they have not yet (see effect/2)
-                          Mine = unhandled_clears(Type, K, CsR, key_state(K, Acc)),
+                          {Here, Shown} = key_state(K, Acc),
+                          Mine = unhandled_clears(Type, K, CsR, Here),
                           Other = unhandled_clears(Type, K, CsP,
                                                    case Meta of
                                                        #{K := KSP} -> KSP;
@@ -992,7 +996,7 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
                           case Mine of
                               Other -> {Acc, H};
                               _ -> KS = hm_ec_key:join({VR, Mine}, {VP, Other}),
-                                   {store_meta(T, K, KS, show(T, K, KS, unknown, Acc)),
+                                   {store_meta(T, K, KS, show(T, K, KS, Shown, Acc)),
                                     max(H, key_hlc(KS))}
                           end
                   end, {St0, T#t.hlc}, Keys),
@@ -1034,11 +1038,12 @@ key_hlc(KS) ->
                    (_, Acc) -> Acc
                 end, 0, hm_ec_key:live(pawset, KS)).
 
-%% A key's state here: its metadata, or the versions storage shows.
+%% A key's state here: its metadata, or the versions storage shows; and what reads show
+%% when storage was read for it (`unknown' otherwise: see show/5).
 key_state(K, St) ->
     case hm_ec_store:meta_get(K, St) of
-        {ok, KS} -> KS;
-        none -> hm_ec_key:new(hm_ec_store:read(K, St))
+        {ok, KS} -> {KS, unknown};
+        none -> Rows = hm_ec_store:read(K, St), {hm_ec_key:new(Rows), Rows}
     end.
 
 %%% ================================================================ state transfer
@@ -1189,10 +1194,7 @@ apply_key(T = #t{crdt = Spec}, Origin, Ts, Key, {crdt, P}) when Spec =/= none ->
         _ -> crdt_put(Key, hm_ec_crdt:effect(P, Dot, Ts, C), T)
     end;
 apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op) ->
-    {KS, Shown} = case hm_ec_store:meta_get(Key, St) of
-                      {ok, KS0} -> {KS0, unknown};
-                      none -> Rows = hm_ec_store:read(Key, St), {hm_ec_key:new(Rows), Rows}
-                  end,
+    {KS, Shown} = key_state(Key, St),
     KS1 = hm_ec_key:effect(Type, Op, {Origin, maps:get(Origin, Ts)}, Ts, KS),
     N = T#t.conflicts + case hm_ec_key:concurrent(Ts, KS) of true -> 1; false -> 0 end,
     T#t{store = store_meta(T, Key, KS1, show(T, Key, KS1, Shown, St)), conflicts = N}.

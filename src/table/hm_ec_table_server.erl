@@ -320,14 +320,25 @@ take_same(Cookie, From, N, Q, Acc) ->
 %% as the default.
 -spec flow_limit() -> pos_integer() | infinity.
 flow_limit() ->
-    case application:get_env(hypermnesia, flow_limit, 5000) of
+    case limit_env(flow_limit, 5000) of
+        {bad, Bad} -> bad_limit(flow_limit, Bad, 5000);
+        Limit -> Limit
+    end.
+
+%% An application variable that is a positive integer or `infinity' (`Default' when
+%% unset), or `{bad, Value}'.
+limit_env(Key, Default) ->
+    case application:get_env(hypermnesia, Key, Default) of
         N when is_integer(N), N > 0 -> N;
         infinity -> infinity;
-        Bad ->
-            logger:warning("hypermnesia: flow_limit ~0p is not a positive integer or "
-                           "infinity; 5000 is used", [Bad]),
-            5000
+        Bad -> {bad, Bad}
     end.
+
+%% A bad application variable is logged; its default is used.
+bad_limit(Key, Bad, Default) ->
+    logger:warning("hypermnesia: ~p ~0p is not a positive integer or infinity; ~p is used",
+                   [Key, Bad, Default]),
+    Default.
 
 %% @doc How far behind a member a copy of `Tab' may fall before it catches up by state
 %% (option `catch_up' of {@link hm_ec_table}): the application environment's
@@ -339,20 +350,17 @@ catch_up_lag(Tab) ->
     OnDisc = try mnesia:table_info(Tab, disc_copies) ++ mnesia:table_info(Tab, disc_only_copies)
              catch exit:_ -> []
              end,
-    case {OnDisc, application:get_env(hypermnesia, catch_up_lag, 10000)} of
+    case {OnDisc, limit_env(catch_up_lag, 10000)} of
         {[_ | _], _} -> infinity;
-        {[], N} when is_integer(N), N > 0 -> N;
-        {[], infinity} -> infinity;
-        {[], _} -> 10000
+        {[], {bad, _}} -> 10000;
+        {[], Lag} -> Lag
     end.
 
 %% A bad `catch_up_lag' is logged once, when the table's process starts.
 check_catch_up_lag() ->
-    case application:get_env(hypermnesia, catch_up_lag, 10000) of
-        N when is_integer(N), N > 0 -> ok;
-        infinity -> ok;
-        Bad -> logger:warning("hypermnesia: catch_up_lag ~0p is not a positive integer or "
-                              "infinity; 10000 is used", [Bad])
+    case limit_env(catch_up_lag, 10000) of
+        {bad, Bad} -> _ = bad_limit(catch_up_lag, Bad, 10000), ok;
+        _ -> ok
     end.
 
 %% The watch of the copy: links, and what a step of the core completed (events published).
