@@ -361,6 +361,28 @@ tcsb_log_missing_and_gc_test() ->
     ?assertEqual(3, hm_tcsb:log_size(T3)),
     ?assertEqual([{A, 3}, {B, 1}, {B, 2}], Order(hm_tcsb:log_msgs(T3))).
 
+%% gc forgets exactly the stable prefix of an origin's log, however long: a short prefix
+%% (walked), most of the log (split), the whole log (dropped at once); what stays keeps its
+%% place, and the log grows and is collected again after.
+tcsb_gc_prefix_lengths_test_() ->
+    [{integer_to_list(Upto), fun() -> gc_upto(Upto) end} || Upto <- [0, 5, 30, 90, 99, 100]].
+
+gc_upto(Upto) ->
+    Self = {a, 1},
+    Cast = fun(N, B0) -> lists:foldl(fun(_, Bx) -> element(3, hm_tcsb:broadcast(x, Bx)) end,
+                                     B0, lists:seq(1, N))
+           end,
+    Seqs = fun(Msgs) -> lists:sort([maps:get(Self, Ts) || {_, Ts, _} <- Msgs]) end,
+    B1 = Cast(100, hm_tcsb:new(Self, [a, b])),
+    B2 = hm_tcsb:receive_ack({b, 1}, #{Self => Upto}, #{a => 1, b => 1}, B1),
+    {Gone, B3} = hm_tcsb:gc_ops(B2),
+    ?assertEqual(lists:seq(1, Upto), Seqs(Gone)),
+    ?assertEqual(lists:seq(Upto + 1, 100), Seqs(hm_tcsb:log_msgs(B3))),
+    B4 = hm_tcsb:receive_ack({b, 1}, #{Self => 110}, #{a => 1, b => 1}, Cast(20, B3)),
+    {Gone2, B5} = hm_tcsb:gc_ops(B4),
+    ?assertEqual(lists:seq(Upto + 1, 110), Seqs(Gone2)),
+    ?assertEqual(lists:seq(111, 120), Seqs(hm_tcsb:log_msgs(B5))).
+
 %% A buffer can start from a delivered vector (restored from disc).
 buffer_new_from_delivered_test() ->
     B = hm_causal_buffer:new(#{a => 2}),

@@ -790,37 +790,54 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen, fold_after = FA}, Full) ->
 
 stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev}, V, Full) ->
     {GoneOps, B1} = hm_tcsb:gc_ops(B),
-    Gone = [{O, maps:get(O, Ts)} || {O, Ts, _} <- GoneOps],
+    Disc = hm_ec_store:is_disc(St0),
+    %% the dots only where they are used: after a heal a copy may forget the whole cut's
+    %% operations at once (bench/REPORT.md)
+    Gone = case Disc orelse Ev of
+               true -> [{O, maps:get(O, Ts)} || {O, Ts, _} <- GoneOps];
+               false -> []
+           end,
     %% a disc CRDT table writes its rows before its log forgets operations: a restart
     %% applies the logged ones again to what the rows lack (replay/3)
-    T = case Gone =/= [] andalso hm_ec_store:is_disc(St0) of
+    T = case GoneOps =/= [] andalso Disc of
             true -> write_unwritten(T0);
             false -> T0
         end,
     %% only the keys of the operations that just became stable can have become stable
     %% (a key is, once its last unstable entry's operation is); every key after a clear,
     %% and on a full scan
-    Keys = case Full of
+    Keys = case Full orelse many_stable(GoneOps, T) of
                true -> all;
-               false -> stable_keys(GoneOps, [])
+               false -> stable_keys(GoneOps, #{})
            end,
     {T1a = #t{store = St1}, Dots} = stabilize_keys(T, V, Keys, GoneOps),
     Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
     %% a ram copy logs no operation (persist/3)
-    St2 = case hm_ec_store:is_disc(St1) of
+    St2 = case Disc of
               true -> lists:foldl(fun hm_ec_store:log_del/2, St1, Gone);
               false -> St1
           end,
     T1 = persist_clears(T1a#t{store = St2, tcsb = B1, clears = Clears}, Cs),
-    Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
-    {T1, [{event, {stabilized, Folded}} || Ev, Folded =/= []]}.
+    case Ev of
+        true ->
+            Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
+            {T1, [{event, {stabilized, Folded}} || Folded =/= []]};
+        false -> {T1, []}
+    end.
 
-%% The keys the operations touched, or `all' when one of them is a clear.
-stable_keys([], Acc) -> lists:usort(Acc);
+%% A table of records that forgets more operations than it has unstable keys (the whole cut
+%% after a heal) looks at every unstable key: fewer steps than finding the operations' keys.
+many_stable(GoneOps, #t{crdt = none, store = St}) ->
+    length(GoneOps) > hm_ec_store:meta_size(St);
+many_stable(_, _) -> false.
+
+%% The keys the operations touched (each once: a map, as the operations of a hot key are
+%% many), or `all' when one of them is a clear.
+stable_keys([], Acc) -> maps:keys(Acc);
 stable_keys([{_, _, {_, _, clear}} | _], _) -> all;
 stable_keys([{_, _, {_, _, {crdt, {batch, Pairs}}}} | Rest], Acc) ->
-    stable_keys(Rest, [K || {K, _} <- Pairs] ++ Acc);
-stable_keys([{_, _, {_, Key, _}} | Rest], Acc) -> stable_keys(Rest, [Key | Acc]).
+    stable_keys(Rest, lists:foldl(fun({K, _}, A) -> A#{K => true} end, Acc, Pairs));
+stable_keys([{_, _, {_, Key, _}} | Rest], Acc) -> stable_keys(Rest, Acc#{Key => true}).
 
 %% The keys and CRDT payloads of operations (an epoch's pairs each).
 stable_payloads(Ops) ->
