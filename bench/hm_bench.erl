@@ -1069,7 +1069,13 @@ node_memory(Tabs) ->
               ets:insert(E, mnesia:dirty_select(T, [{'_', [], ['$_']}])),
               Plain = ets:info(E, memory),
               ets:delete(E),
-              A#{T => #{table_words => Own, helper_words => Helpers, plain_set_words => Plain}}
+              %% how many times the copy here caught up by state during the point
+              CatchUps = case hypermnesia:info(T) of
+                             #{state_catch_ups := N} -> N;
+                             _ -> 0
+                         end,
+              A#{T => #{table_words => Own, helper_words => Helpers, plain_set_words => Plain,
+                        state_catch_ups => CatchUps}}
       end, #{}, Tabs).
 
 %% @doc A hash of this node's content of the tables: per table its size and the sum of its
@@ -1390,6 +1396,7 @@ summarize(Ctx, P, Results, MeasMs, ConvMs, QuietMs, Mem, Samples, Before, After)
       per_node_ops => [maps:get(ops, R, 0) || R <- Results],
       convergence_ms => ConvMs, quiescence_ms => QuietMs,
       memory_words => #{table => TabW, helpers => HelpW, plain_set => PlainW},
+      state_catch_ups => lists:sum(Words(state_catch_ups)),
       space_overhead => mean(Overhead),
       %% the same as a ratio: (table + its metadata and log) / a plain set of the same
       %% records, the mean over the nodes, and the largest node's
@@ -1447,6 +1454,7 @@ speed_row(W, E, G, Pts, Simple) ->
                                     end || X <- Ec ++ Dirty ++ Floor]),
       unstable_at_stop => WorstCpu(unstable_at_stop, Ec),
       unstable_drain_ms => WorstCpu(unstable_drain_ms, Ec),
+      state_catch_ups => lists:sum([maps:get(state_catch_ups, X, 0) || X <- Ec]),
       table_procs_memory_peak_bytes => Worst(table_procs_memory_peak_bytes, Ec),
       table_proc_memory_peak_bytes => Worst(table_proc_memory_peak_bytes, Ec),
       space_ratio => Worst(space_ratio, Ec), space_ratio_max_node => Worst(space_ratio_max_node, Ec)}.
@@ -1687,9 +1695,10 @@ speed_table(Speed, Cfg) ->
     S = maps:get(simple, Cfg, #{}),
     ["| workload | EC | gens/node | EC / async_dirty ops/s | CPU us per write: EC | "
      "async_dirty | floor | EC / async_dirty CPU | EC / floor CPU | unstable ops at stop | "
-     "back to 0 after | EC table processes' peak memory (all; largest) | space / plain table |\n"
-     "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-     [io_lib:format("| ~s | ~s | ~w | ~s | ~s | ~s | ~s | ~s | ~s | ~s | ~s | ~s; ~s | ~s |~n",
+     "back to 0 after | catch-ups by state | EC table processes' peak memory (all; largest) | "
+     "space / plain table |\n"
+     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+     [io_lib:format("| ~s | ~s | ~w | ~s | ~s | ~s | ~s | ~s | ~s | ~s | ~s | ~w | ~s; ~s | ~s |~n",
                     [W, short(E), G,
                      [fmt(maps:get(ec_vs_dirty_throughput, R), x),
                       case maps:get(ec_vs_dirty_throughput_by_round, R, []) of
@@ -1701,6 +1710,7 @@ speed_table(Speed, Cfg) ->
                      fmt1(maps:get(floor_cpu_us_per_write, R)),
                      fmt(maps:get(ec_vs_dirty_cpu, R), x), fmt(maps:get(ec_vs_floor_cpu, R), x),
                      fmt(maps:get(unstable_at_stop, R), f), fmt(maps:get(unstable_drain_ms, R), ms),
+                     maps:get(state_catch_ups, R, 0),
                      fmt(maps:get(table_procs_memory_peak_bytes, R), mb),
                      fmt(maps:get(table_proc_memory_peak_bytes, R), mb),
                      fmt(maps:get(space_ratio, R), x)])
@@ -1719,7 +1729,9 @@ speed_table(Speed, Cfg) ->
        "same insert, measured the same way at the same generators per node. Every context's CPU "
        "includes the generators' own loop and the benchmark's 20 ms samplers and polls. "
        "Unstable ops at stop: `unstable_ops` of hypermnesia:info/1 summed over the nodes when the "
-       "generators stopped; back to 0 after: until no node has any. Peak memory: "
+       "generators stopped; back to 0 after: until no node has any. Catch-ups by state: "
+       "`state_catch_ups` of hypermnesia:info/1 after quiescence, summed over the nodes and "
+       "rounds (a copy far behind took a member's state instead of its operations). Peak memory: "
        "`erlang:process_info(P, memory)` of the EC table processes every 20 ms, the peak of their "
        "sum on a node and of the largest one. Space: after quiescence, the EC table with its "
        "metadata and log over a plain ETS set of the same records (mean over the nodes).~n",
