@@ -189,11 +189,15 @@ receive_op(Msg = {Origin, Ts, _}, S0) ->
     end.
 
 deliver(Msg, S = #tcsb{cb = CB}) ->
-    {Ready, CB1} = hm_causal_buffer:rcv_msg(Msg, CB),
-    %% What members have delivered is learned from their acknowledgements only, not from
-    %% these timestamps (Algorithm 1's ts_map): an operation may be relayed by retransmission
-    %% after its origin restarted as a new incarnation, and would teach stale knowledge; an
-    %% acknowledgement comes straight from the member, every tick (found by the simulator).
+    log_ready(hm_causal_buffer:rcv_msg(Msg, CB), S).
+
+%% What the causal buffer delivered is logged, and acknowledgements that waited for it
+%% settle. What members have delivered is learned from their acknowledgements only, not
+%% from these timestamps (Algorithm 1's ts_map): an operation may be relayed by
+%% retransmission after its origin restarted as a new incarnation, and would teach stale
+%% knowledge; an acknowledgement comes straight from the member, every tick (found by the
+%% simulator).
+log_ready({Ready, CB1}, S) ->
     S1 = lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready),
     {Ready, settle_acks(S1)}.
 
@@ -661,9 +665,7 @@ behind(M, S = #tcsb{cb = CB}) ->
 -spec merge(hm_vv:vv(), state()) -> {[message()], state()}.
 merge(V, S0) ->
     S = #tcsb{cb = CB} = see(maps:keys(V), S0),
-    {Ready, CB1} = hm_causal_buffer:advance(V, CB),
-    S1 = lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready),
-    {Ready, settle_acks(S1)}.
+    log_ready(hm_causal_buffer:advance(V, CB), S).
 
 %% @doc Whether member `Node' has been silent for more than `Ticks' ticks: its last
 %% acknowledgement heard here is older (a member whose copy runs acknowledges at least every

@@ -611,12 +611,7 @@ remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
                       false -> 0
                   end,
             {Ready, B1} = hm_tcsb:receive_op(Msg, B),
-            %% a disc copy logs, after each one, what it has delivered up to that one
-            {T1, Evs, _} = lists:foldl(fun(M = {O, Ts, _}, {Acc, E, V}) ->
-                                               V1 = V#{O => maps:get(O, Ts)},
-                                               {Acc1, E1} = apply_op(Acc, M, V1),
-                                               {Acc1, E ++ E1, V1}
-                                       end, {T#t{tcsb = B1}, [], hm_tcsb:delivered(B)}, Ready),
+            {T1, Evs} = apply_ready(T#t{tcsb = B1}, Ready, hm_tcsb:delivered(B)),
             %% sync_ec callers at the origin wait for this: acknowledge every sync operation
             %% delivered here, duplicates included (a state transfer may have brought its
             %% effect before the operation itself arrived)
@@ -1028,11 +1023,7 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
                 ++ [{D, Ts, All} || {D, Ts, _} <- CsP, not lists:keymember(D, 1, CsR)],
             T1 = T#t{store = St, tcsb = B1, hlc = Hlc, merges = T#t.merges + 1,
                      behind = #{}, fold_after = FA, clears = Clears},
-            {T2, Evs, _} = lists:foldl(fun(M = {O, Ts, _}, {Acc, E, V}) ->
-                                               V1 = V#{O => maps:get(O, Ts)},
-                                               {Acc1, E1} = apply_op(Acc, M, V1),
-                                               {Acc1, E ++ E1, V1}
-                                       end, {T1, [], hm_vv:join(VR, VP)}, Ready),
+            {T2, Evs} = apply_ready(T1, Ready, hm_vv:join(VR, VP)),
             {T2, [{info, "hypermnesia: ~p caught up by state from ~p (~p keys)",
                    [Tab, From, length(Keys)]}
                   | [{event, {merged, VP}} || Ev] ++ Evs]}
@@ -1113,6 +1104,17 @@ install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := 
 apply_op(T, Msg, Delivered) ->
     T1 = effect(log_undo(T, Msg), Msg),
     {persist(T1, Msg, Delivered), [{event, {applied, Msg}} || T#t.events]}.
+
+%% Apply operations the broadcast layer delivered, in its order, `Delivered' what this copy
+%% had delivered before the first: a disc copy logs, after each one, what it has delivered
+%% up to that one.
+apply_ready(T, Ready, Delivered) ->
+    {T1, Evs, _} = lists:foldl(fun(M = {O, Ts, _}, {Acc, E, V}) ->
+                                       V1 = V#{O => maps:get(O, Ts)},
+                                       {Acc1, E1} = apply_op(Acc, M, V1),
+                                       {Acc1, E ++ E1, V1}
+                               end, {T, [], Delivered}, Ready),
+    {T1, Evs}.
 
 log_undo(T = #t{crdt = Spec}, _) when Spec =/= none ->
     %% a CRDT table's operation writes no row (write-behind): nothing to undo (replay/3)

@@ -38,6 +38,9 @@
 -define(TICK_MS, 250).
 %% how often a busy table acknowledges and stabilizes between ticks (hm_ec_table:acknowledge/2)
 -define(ACK_MS, 20).
+%% the application variables' defaults (flow_limit/0, catch_up_lag/1)
+-define(FLOW_LIMIT, 5000).
+-define(CATCH_UP_LAG, 10000).
 %% how long an async operation waits in the outbox for others bound for the same member
 -define(OUTBOX_MS, 1).
 
@@ -320,8 +323,8 @@ take_same(Cookie, From, N, Q, Acc) ->
 %% as the default.
 -spec flow_limit() -> pos_integer() | infinity.
 flow_limit() ->
-    case limit_env(flow_limit, 5000) of
-        {bad, Bad} -> bad_limit(flow_limit, Bad, 5000);
+    case limit_env(flow_limit, ?FLOW_LIMIT) of
+        {bad, Bad} -> bad_limit(flow_limit, Bad, ?FLOW_LIMIT);
         Limit -> Limit
     end.
 
@@ -350,16 +353,16 @@ catch_up_lag(Tab) ->
     OnDisc = try mnesia:table_info(Tab, disc_copies) ++ mnesia:table_info(Tab, disc_only_copies)
              catch exit:_ -> []
              end,
-    case {OnDisc, limit_env(catch_up_lag, 10000)} of
+    case {OnDisc, limit_env(catch_up_lag, ?CATCH_UP_LAG)} of
         {[_ | _], _} -> infinity;
-        {[], {bad, _}} -> 10000;
+        {[], {bad, _}} -> ?CATCH_UP_LAG;
         {[], Lag} -> Lag
     end.
 
 %% A bad `catch_up_lag' is logged once, when the table's process starts.
 check_catch_up_lag() ->
-    case limit_env(catch_up_lag, 10000) of
-        {bad, Bad} -> _ = bad_limit(catch_up_lag, Bad, 10000), ok;
+    case limit_env(catch_up_lag, ?CATCH_UP_LAG) of
+        {bad, Bad} -> _ = bad_limit(catch_up_lag, Bad, ?CATCH_UP_LAG), ok;
         _ -> ok
     end.
 
