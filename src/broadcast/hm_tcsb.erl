@@ -687,6 +687,20 @@ tick(S) ->
 %% Take note of replicas (`{Node, Incarnation}') heard of: a newer incarnation of a node
 %% supersedes the older ones (incarnations grow with time, hm_ec_server).
 see(Replicas, S = #tcsb{newest = New}) ->
+    case any_newer(Replicas, New) of
+        false -> S;                     % the common case: nothing new
+        true -> see_newer(Replicas, S)
+    end.
+
+any_newer([{N, Inc} | Rest], New) when is_atom(N), Inc =/= removed ->
+    case New of
+        #{N := Cur} when Cur >= Inc -> any_newer(Rest, New);
+        _ -> true
+    end;
+any_newer([_ | Rest], New) -> any_newer(Rest, New);
+any_newer([], _) -> false.
+
+see_newer(Replicas, S = #tcsb{newest = New}) ->
     New1 = lists:foldl(fun({N, Inc}, Acc) when is_atom(N), Inc =/= removed ->
                                case Acc of
                                    #{N := Cur} when Cur >= Inc -> Acc;

@@ -29,6 +29,9 @@
          is_ready/2, is_duplicate/2, is_message/1, advance/2, drop_origins/2]).
 -export_type([buffer/0, message/0]).
 
+%% small steps of every delivery, inlined (they run several times per operation)
+-compile({inline, [seq/2, last_seq/1, first_seq/1, file_seq/2, ts/1, is_duplicate/2]}).
+
 -type origin() :: hm_vv:replica().
 -type message() :: {origin(), hm_vv:vv(), term()}
                  | {origin(), pos_integer(), hm_vv:vv(), term()}.    % an interval
@@ -71,40 +74,52 @@ rcv_msg(Msg, CB = #cb{delivered = D, pending = P, count = N}) ->
         false ->
             Q = maps:get(Origin, P, #{}),
             Seq = file_seq(Msg, D),
+            %% a message that is not ready leaves the delivered vector as it is, so nothing
+            %% buffered became ready: filed without a look at the rest of the buffer (under
+            %% load most arrivals wait for a cause still on its way from another member)
+            Ready = is_ready(Msg, D),
             case Q of
                 #{Seq := Old} ->
                     %% already buffered (or, for an interval, one bringing as much: the one
                     %% reaching further is kept)
                     case last_seq(Msg) > last_seq(Old) of
-                        true -> deliver_ready(CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}, []);
+                        true when Ready ->
+                            deliver_ready(CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}, []);
+                        true -> {[], CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}};
                         false -> {[], CB}
                     end;
                 _ ->
                     CB1 = CB#cb{pending = P#{Origin => Q#{Seq => Msg}}, count = N + 1},
-                    deliver_ready(CB1, [])
+                    case Ready of
+                        true -> deliver_ready(CB1, []);
+                        false -> {[], CB1}
+                    end
             end
     end.
 
+%% hm_vv:get/2.
+seq(R, V) -> maps:get(R, V, 0).
+
 %% The origin's last sequence number a message brings, and the first it brings that `D'
 %% lacks (what it is filed under while buffered).
-last_seq({Origin, Ts, _}) -> hm_vv:get(Origin, Ts);
-last_seq({Origin, _First, Ts, _}) -> hm_vv:get(Origin, Ts).
+last_seq({Origin, Ts, _}) -> seq(Origin, Ts);
+last_seq({Origin, _First, Ts, _}) -> seq(Origin, Ts).
 
-first_seq({Origin, Ts, _}) -> hm_vv:get(Origin, Ts);
+first_seq({Origin, Ts, _}) -> seq(Origin, Ts);
 first_seq({_Origin, First, _Ts, _}) -> First.
 
-file_seq(Msg, D) -> max(first_seq(Msg), hm_vv:get(element(1, Msg), D) + 1).
+file_seq(Msg, D) -> max(first_seq(Msg), seq(element(1, Msg), D) + 1).
 
 %% Repeat until no origin's next message is ready.
 deliver_ready(CB = #cb{pending = P}, Acc) ->
-    case take_ready(maps:to_list(P), CB) of
+    case take_ready(maps:next(maps:iterator(P)), CB) of
         none -> {lists:reverse(Acc), CB};
         {Msg, CB1} -> deliver_ready(CB1, [Msg | Acc])
     end.
 
-take_ready([], _) -> none;
-take_ready([{Origin, Q} | Rest], CB = #cb{delivered = D, pending = P, count = N}) ->
-    Next = hm_vv:get(Origin, D) + 1,
+take_ready(none, _) -> none;
+take_ready({Origin, Q, Rest}, CB = #cb{delivered = D, pending = P, count = N}) ->
+    Next = seq(Origin, D) + 1,
     case Q of
         #{Next := Msg} ->
             case is_ready(Msg, D) of
@@ -121,9 +136,9 @@ take_ready([{Origin, Q} | Rest], CB = #cb{delivered = D, pending = P, count = N}
                               {_, _, _} -> CB1;
                               _ -> refile(CB1)
                           end};
-                false -> take_ready(Rest, CB)
+                false -> take_ready(maps:next(Rest), CB)
             end;
-        _ -> take_ready(Rest, CB)
+        _ -> take_ready(maps:next(Rest), CB)
     end.
 
 %% @doc The causal delivery condition of Algorithm 1 (for an interval: it brings the next
@@ -131,7 +146,7 @@ take_ready([{Origin, Q} | Rest], CB = #cb{delivered = D, pending = P, count = N}
 -spec is_ready(message(), hm_vv:vv()) -> boolean().
 is_ready(Msg, D) ->
     Origin = element(1, Msg),
-    Next = hm_vv:get(Origin, D) + 1,
+    Next = seq(Origin, D) + 1,
     first_seq(Msg) =< Next andalso Next =< last_seq(Msg) andalso
         deps_delivered(maps:to_list(ts(Msg)), Origin, D).
 
@@ -140,14 +155,14 @@ is_ready(Msg, D) ->
 deps_delivered([], _, _) -> true;
 deps_delivered([{Origin, _} | Rest], Origin, D) -> deps_delivered(Rest, Origin, D);
 deps_delivered([{R, C} | Rest], Origin, D) ->
-    C =< hm_vv:get(R, D) andalso deps_delivered(Rest, Origin, D).
+    C =< seq(R, D) andalso deps_delivered(Rest, Origin, D).
 
 ts({_, Ts, _}) -> Ts;
 ts({_, _, Ts, _}) -> Ts.
 
 %% @doc Already delivered (all of it, for an interval).
 -spec is_duplicate(message(), hm_vv:vv()) -> boolean().
-is_duplicate(Msg, D) -> last_seq(Msg) =< hm_vv:get(element(1, Msg), D).
+is_duplicate(Msg, D) -> last_seq(Msg) =< seq(element(1, Msg), D).
 
 %% @doc Whether a term has the shape of a message (origin, a version vector with a positive
 %% entry for the origin, payload; an interval's first sequence number positive and at most
@@ -155,11 +170,11 @@ is_duplicate(Msg, D) -> last_seq(Msg) =< hm_vv:get(element(1, Msg), D).
 -spec is_message(term()) -> boolean().
 is_message({Origin, Ts, _}) when is_map(Ts) -> is_ts(Origin, Ts);
 is_message({Origin, First, Ts, _}) when is_integer(First), First > 0, is_map(Ts) ->
-    is_ts(Origin, Ts) andalso First =< hm_vv:get(Origin, Ts);
+    is_ts(Origin, Ts) andalso First =< seq(Origin, Ts);
 is_message(_) -> false.
 
 is_ts(Origin, Ts) ->
-    positive(maps:to_list(Ts)) andalso hm_vv:get(Origin, Ts) > 0.
+    positive(maps:to_list(Ts)) andalso seq(Origin, Ts) > 0.
 
 positive([]) -> true;
 positive([{_, C} | Rest]) when is_integer(C), C > 0 -> positive(Rest);
@@ -188,7 +203,7 @@ advance(V, CB = #cb{delivered = D}) ->
 %% which it covers under the first sequence number it still brings.
 refile(CB = #cb{delivered = D, pending = P}) ->
     P1 = maps:fold(fun(O, Q, Acc) ->
-                           Seen = hm_vv:get(O, D),
+                           Seen = seq(O, D),
                            Q1 = maps:fold(fun(S, M, QAcc) when S > Seen -> keep(S, M, QAcc);
                                              (_, M, QAcc) ->
                                                   case last_seq(M) > Seen of

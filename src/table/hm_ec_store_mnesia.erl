@@ -4,8 +4,9 @@
 %% <li>`Tab' holds what reads show, so every `mnesia:*' read inside `async_ec' runs
 %% unchanged on it;</li>
 %% <li>the metadata of unstable keys is in `hm_meta_Tab' for a `disc_copies' table, and for
-%% `ram_copies' in an ETS table owned by the table's process (as volatile as the copy, and
-%% much cheaper than Mnesia's);</li>
+%% `ram_copies' in a map in the store's state, on the table process's heap (as volatile as
+%% the copy; an ETS table cost a copy of the key's state in and out on each of the four
+%% metadata steps of every operation, and Mnesia's table much more);</li>
 %% <li>`hm_log_Tab' keeps, on disc only, the unstable operations, `state' (the replica and
 %% its delivered vector) and `clears'. Mnesia's log is append-only, so a crash loses a
 %% suffix: at worst an effect whose delivery was not recorded, delivered again after the
@@ -34,11 +35,11 @@
          sync/1, unwritten_put/2, unwritten_del/2]).
 -export_type([state/0]).
 
--type state() :: #{tab := atom(), meta := {ets, ets:tid()} | {mnesia, atom()}, log := atom(),
-                   disc := boolean(), unwritten := atom() | ets:tid()}.
+-type state() :: #{tab := atom(), meta := {ets, ets:tid()} | {mnesia, atom()},
+                   log := atom(), disc := boolean(), unwritten := atom() | ets:tid()}.
 
 %% @doc The store of table `Tab' with helper tables `Meta' and `Log', and the copy's storage
-%% type. A `ram_copies' copy's metadata lives in a new ETS table of the calling process.
+%% type. A `ram_copies' copy's metadata lives in the store's state.
 -spec new(atom(), atom(), atom(), ram_copies | disc_copies | atom()) -> hm_ec_store:store().
 new(Tab, Meta, Log, Storage) ->
     MetaStore = case Storage of
@@ -66,6 +67,7 @@ new(Tab, Meta, Log, Storage) ->
 %% of unwritten keys).
 -spec forget(hm_ec_store:store()) -> ok.
 forget({?MODULE, S}) ->
+    _ = [(catch ets:delete(E)) || {ets, E} <- [maps:get(meta, S)]],
     _ = [(catch ets:delete(E)) || {ets, E} <- [maps:get(meta, S)]],
     _ = (catch ets:delete(maps:get(unwritten, S))),
     ok.
@@ -105,34 +107,31 @@ read(Key, #{tab := Tab, disc := false}) ->
 read(Key, #{tab := Tab}) -> mnesia:dirty_read(Tab, Key).
 
 -spec write(tuple(), state()) -> state().
-write(Rec, S = #{tab := Tab, disc := Disc}) ->
-    case (not Disc) andalso direct(Tab) andalso ets_do(fun() -> ets:insert(Tab, Rec) end) of
-        true -> ok;
-        false -> ok = hm_ec_mnesia:write(Tab, Rec)
-    end,
-    S.
+write(Rec, S = #{tab := Tab, disc := false}) ->
+    %% the copy may go away under the write (Mnesia stopped, the copy removed): Mnesia's
+    %% path then gives the answer the table's process acts on
+    case direct(Tab) andalso (catch ets:insert(Tab, Rec)) of
+        true -> S;
+        _ -> ok = hm_ec_mnesia:write(Tab, Rec), S
+    end;
+write(Rec, S = #{tab := Tab}) -> ok = hm_ec_mnesia:write(Tab, Rec), S.
 
 -spec delete(term(), state()) -> state().
-delete(Key, S = #{tab := Tab, disc := Disc}) ->
-    case (not Disc) andalso direct(Tab) andalso ets_do(fun() -> ets:delete(Tab, Key) end) of
-        true -> ok;
-        false -> ok = hm_ec_mnesia:delete(Tab, Key)
-    end,
-    S.
+delete(Key, S = #{tab := Tab, disc := false}) ->
+    case direct(Tab) andalso (catch ets:delete(Tab, Key)) of
+        true -> S;
+        _ -> ok = hm_ec_mnesia:delete(Tab, Key), S
+    end;
+delete(Key, S = #{tab := Tab}) -> ok = hm_ec_mnesia:delete(Tab, Key), S.
 
 %% Whether Mnesia's commit of a write to the local copy is only the ETS insert: a
 %% `ram_copies' copy here, and nothing (index, subscriber, checkpoint) to do on commit.
+%% Read on every write from Mnesia's global variables (what `mnesia_lib:val/1' reads):
+%% an index or a subscriber may come at any time.
 direct(Tab) ->
     try
-        mnesia_lib:val({Tab, commit_work}) =:= [] andalso
-            mnesia_lib:val({Tab, storage_type}) =:= ram_copies
-    catch _:_ -> false
-    end.
-
-%% The copy went away under the write (Mnesia stopped, the copy removed): Mnesia's path
-%% then gives the answer the table's process acts on.
-ets_do(F) ->
-    try F()
+        ets:lookup_element(mnesia_gvar, {Tab, commit_work}, 2) =:= [] andalso
+            ets:lookup_element(mnesia_gvar, {Tab, storage_type}, 2) =:= ram_copies
     catch error:badarg -> false
     end.
 

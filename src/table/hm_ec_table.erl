@@ -125,6 +125,9 @@
             record :: {atom(), pos_integer()},
             cookie :: term(),
             store :: hm_ec_store:store(),
+            %% whether the store is a disc copy's (fixed for a store: asked once, not per
+            %% operation)
+            disc = false :: boolean(),
             tcsb :: hm_tcsb:state() | undefined,      % undefined only while new/1 builds it
             tcsb_opts = #{} :: hm_tcsb:opts(),
             status = ready :: ready | {syncing, [hm_tcsb:message()], [node()]},
@@ -162,6 +165,10 @@
             %% write or tick
             flow = ?FLOW_LIMIT :: pos_integer() | infinity,
             flow_base = #{} :: #{node() => non_neg_integer()},
+            %% what flow/1 last found, for as long as nothing but this copy's own writes
+            %% changed since (flow_check/2): no member holds writers back while this copy's
+            %% own sequence number is at most this (0: ask flow/1)
+            flow_until = 0 :: non_neg_integer() | infinity,
             held = [] :: [{term(), hm_vv:dot(), non_neg_integer()}],
             up = [] :: [node()],
             %% catching up by state (merge_request/2): how far behind a member this copy
@@ -187,6 +194,7 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
     TOpts = maps:get(tcsb, O, #{}),
     T0 = #t{tab = Tab, type = maps:get(type, O), policy = maps:get(policy, O),
             record = maps:get(record, O), cookie = maps:get(cookie, O), store = St,
+            disc = hm_ec_store:is_disc(St),
             tcsb_opts = TOpts, events = maps:get(events, O, false),
             crdt = maps:get(crdt, O, none), epoch = maps:get(epoch, O, 100),
             flow = maps:get(flow, O, ?FLOW_LIMIT),
@@ -347,7 +355,7 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
             {T1#t{waiters = W#{Dot => {From, Reachable}}},
              Evs ++ Sends ++ [{timer, ?SYNC_TIMEOUT_MS, {sync_timeout, Dot}}]};
         {async, _} when From =/= crdt_epoch ->
-            case flow(T1#t{up = Up}) of
+            case flow_check(Up, T1) of
                 {T2 = #t{held = Held, ticks = N}, true} ->
                     {T2#t{held = [{From, {Self, maps:get(Self, Ts)}, N} | Held]}, Evs ++ Sends};
                 {T2, false} ->
@@ -374,27 +382,53 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
 %% copy had applied it (run quick-20261124-0605). An answer is held for ?FLOW_HOLD_TICKS
 %% ticks at most. Returns the state with the members' baselines updated, and whether a
 %% member holds writers back.
-flow(T = #t{flow = infinity}) -> {T, false};
+%%
+%% Its inputs other than this copy's own writes (members' acknowledgements, ticks, the
+%% members reachable, members coming and going) change far less often than a copy writes,
+%% so flow/1 also says up to which of its own sequence numbers its answer `false' holds
+%% (`flow_until'), and flow_check/2 asks it again only past that or once an input changed
+%% (flow_changed/1).
+flow(T = #t{flow = infinity}) -> {T#t{flow_until = infinity}, false};
 flow(T = #t{flow = Limit, flow_base = Base0, up = Up, tcsb = B}) ->
     Self = node_of(B),
-    {Base, Blocked, CatchingUp} =
+    Own = own_seq(B),
+    {Base, Blocked, CatchingUp, Until} =
         lists:foldl(fun(M, Acc) when M =:= Self -> Acc;
-                       (M, {Bs, Bl, C}) ->
+                       (M, {Bs, Bl, C, U}) ->
                             case lists:member(M, Up) andalso
                                 hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B) andalso
                                 hm_tcsb:lag(M, B) of
                                 Lag when is_integer(Lag) ->
+                                    %% M holds writers back once this copy's own
+                                    %% sequence number passes Own - Lag + Least + Limit
                                     case Bs of
                                         #{M := Least} when Least =< Lag ->
-                                            {Bs, Bl orelse Lag > Least + Limit, C};
-                                        #{M := _} -> {Bs#{M := Lag}, Bl, C};
-                                        _ when Lag =< Limit -> {Bs#{M => Lag}, Bl, C};
-                                        _ -> {Bs, Bl, true}
+                                            {Bs, Bl orelse Lag > Least + Limit, C,
+                                             min(U, Own - Lag + Least + Limit)};
+                                        #{M := _} -> {Bs#{M := Lag}, Bl, C, min(U, Own + Limit)};
+                                        _ when Lag =< Limit ->
+                                            {Bs#{M => Lag}, Bl, C, min(U, Own + Limit)};
+                                        _ -> {Bs, Bl, true, U}
                                     end;
-                                _ -> {maps:remove(M, Bs), Bl, C}
+                                _ -> {maps:remove(M, Bs), Bl, C, U}
                             end
-                    end, {Base0, false, false}, hm_tcsb:members(B)),
-    {T#t{flow_base = Base}, Blocked andalso not CatchingUp}.
+                    end, {Base0, false, false, infinity}, hm_tcsb:members(B)),
+    Holds = Blocked andalso not CatchingUp,
+    {T#t{flow_base = Base, flow_until = if Holds -> 0; CatchingUp -> infinity; true -> Until end},
+     Holds}.
+
+%% flow/1 for a write, `Up' the members reachable now: its last answer while it holds.
+flow_check(Up, T = #t{up = Up, flow_until = Until, tcsb = B}) when Until =/= 0 ->
+    case own_seq(B) =< Until of
+        true -> {T, false};
+        false -> flow(T)
+    end;
+flow_check(Up, T) -> flow(T#t{up = Up}).
+
+%% Something flow/1 reads other than this copy's own writes changed.
+flow_changed(T) -> T#t{flow_until = 0}.
+
+own_seq(B) -> hm_vv:get(hm_tcsb:self(B), hm_tcsb:delivered(B)).
 
 %% The answers held back that may go: `all', or those held ?FLOW_HOLD_TICKS ticks (`old').
 release_held(_, T = #t{held = []}) -> {T, []};
@@ -548,8 +582,15 @@ handle(From, _Cookie, Msg, T = #t{tcsb = B, tab = Tab}) ->
     end.
 
 remote(From, {ops, Msgs}, T) when is_list(Msgs) ->
-    lists:foldl(fun(M, {Tx, E}) -> {Ty, E1} = remote(From, {op, M}, Tx), {Ty, E ++ E1} end,
-                {T, []}, Msgs);
+    %% most operations have no effect to report (no event, no sync caller waiting): the
+    %% effects are gathered newest first and put in order once
+    {T1, Effs} = lists:foldl(fun(M, {Tx, E}) ->
+                                     case remote(From, {op, M}, Tx) of
+                                         {Ty, []} -> {Ty, E};
+                                         {Ty, E1} -> {Ty, [E1 | E]}
+                                     end
+                             end, {T, []}, Msgs),
+    {T1, lists:append(lists:reverse(Effs))};
 remote(From, {op, Msg}, T = #t{status = {syncing, Raw, Empty}, tab = Tab}) ->
     %% not caught up yet: keep it for after the state transfer
     case hm_ec_wire:is_op_message(Msg) of
@@ -606,27 +647,26 @@ remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
     case hm_ec_wire:is_op_message(Msg) andalso fits(T, Msg) of
         false -> {T, [{drop, {bad_op_message, Tab, From}}]};
         true ->
-            Dup = case hm_causal_buffer:is_duplicate(Msg, hm_tcsb:delivered(B)) of
-                      true -> 1;
-                      false -> 0
-                  end,
-            {Ready, B1} = hm_tcsb:receive_op(Msg, B),
-            {T1, Evs} = apply_ready(T#t{tcsb = B1}, Ready, hm_tcsb:delivered(B)),
-            %% sync_ec callers at the origin wait for this: acknowledge every sync operation
-            %% delivered here, duplicates included (a state transfer may have brought its
-            %% effect before the operation itself arrived)
-            Delivered = hm_tcsb:delivered(B1),
-            Applied = [{send, ON, {applied, Dot}}
-                       || {O = {ON, _}, Ts, {sync, _, _}} <- lists:usort([Msg | Ready]),
-                          Dot <- [{O, maps:get(O, Ts)}], hm_vv:contains(Dot, Delivered)],
-            H1 = lists:foldl(fun({_, _, {_, _, {write, _, {Hx, _}}}}, Acc) -> max(Acc, Hx);
-                                (_, Acc) -> Acc
-                             end, H, Ready),
-            {T1#t{hlc = H1, duplicates = T1#t.duplicates + Dup}, Evs ++ Applied}
+            D0 = hm_tcsb:delivered(B),
+            case hm_tcsb:receive_op(Msg, B) of
+                {[], B1} ->
+                    %% buffered until its causes arrive, or a duplicate
+                    Dup = case hm_causal_buffer:is_duplicate(Msg, D0) of
+                              true -> 1;
+                              false -> 0
+                          end,
+                    {T#t{tcsb = B1, duplicates = T#t.duplicates + Dup}, applied_syncs([Msg], B1)};
+                {Ready, B1} ->
+                    {T1, Evs} = apply_ready(T#t{tcsb = B1}, Ready, D0),
+                    H1 = lists:foldl(fun({_, _, {_, _, {write, _, {Hx, _}}}}, Acc) -> max(Acc, Hx);
+                                        (_, Acc) -> Acc
+                                     end, H, Ready),
+                    {T1#t{hlc = H1}, Evs ++ applied_syncs([Msg | Ready], B1)}
+            end
     end;
 remote(From, Ack = {ack, Replica, V, Newest}, T = #t{tcsb = B, tab = Tab}) ->
     case hm_ec_wire:is_ack(Ack) of
-        true -> flow_release(T#t{tcsb = hm_tcsb:receive_ack(Replica, V, Newest, B)});
+        true -> flow_release(flow_changed(T#t{tcsb = hm_tcsb:receive_ack(Replica, V, Newest, B)}));
         false -> {T, [{drop, {bad_message, Tab, From, Ack}}]}
     end;
 remote(From, {applied, Dot}, T = #t{waiters = W}) ->
@@ -640,6 +680,20 @@ remote(From, {applied, Dot}, T = #t{waiters = W}) ->
     end;
 remote(From, Other, T = #t{tab = Tab}) ->
     {T, [{drop, {bad_message, Tab, From, Other}}]}.
+
+%% sync_ec callers at the origin wait for the `applied' answer: every sync operation
+%% among `Msgs' that is delivered here is answered, duplicates included (a state transfer may
+%% have brought its effect before the operation itself arrived).
+applied_syncs([{_, _, {async, _, _}}], _) -> [];         % the common case
+applied_syncs(Msgs, B) ->
+    case [M || M = {_, _, {sync, _, _}} <- Msgs] of
+        [] -> [];
+        Syncs ->
+            Delivered = hm_tcsb:delivered(B),
+            [{send, ON, {applied, Dot}}
+             || {O = {ON, _}, Ts, _} <- lists:usort(Syncs),
+                Dot <- [{O, maps:get(O, Ts)}], hm_vv:contains(Dot, Delivered)]
+    end.
 
 %% A record operation names its record's own key, and the record fits the table; a CRDT
 %% table takes CRDT payloads of its type and flavor only.
@@ -661,7 +715,7 @@ fits_record(Rec, Key, Name, Arity) ->
 %% @doc Member `N' is reachable again, maybe as a new incarnation without its state: forget
 %% what it was known to have; retransmission to it resumes from its next acknowledgement.
 -spec nodeup(node(), state()) -> {state(), [effect()]}.
-nodeup(N, T = #t{tcsb = B}) -> {T#t{tcsb = hm_tcsb:forget_member(N, B)}, []}.
+nodeup(N, T = #t{tcsb = B}) -> {flow_changed(T#t{tcsb = hm_tcsb:forget_member(N, B)}), []}.
 
 %% @doc Member `N' is unreachable: `sync_ec' callers no longer wait for it, and what it had is
 %% relearned from its next acknowledgement (it may come back without its state).
@@ -673,8 +727,8 @@ nodedown(N, T = #t{tcsb = B, waiters = W}) ->
                                           Rest -> {Acc#{Dot => {Caller, Rest}}, R}
                                       end
                               end, {#{}, []}, W),
-    {T1, Released} = flow_release(T#t{tcsb = hm_tcsb:forget_member(N, B), waiters = W1,
-                                      up = lists:delete(N, T#t.up)}),
+    {T1, Released} = flow_release(flow_changed(T#t{tcsb = hm_tcsb:forget_member(N, B),
+                                                   waiters = W1, up = lists:delete(N, T#t.up)})),
     {T1, Replies ++ Released}.
 
 %% @doc The table's copy holders changed: a removed member no longer holds stability back.
@@ -683,7 +737,7 @@ set_members(Ms, T = #t{tcsb = B, acks_sent = Sent}) ->
     B1 = hm_tcsb:set_members(Ms, B),
     %% what was last acknowledged to a node that is no longer a member is forgotten (a
     %% member that comes back hears its next acknowledgement at once)
-    T#t{tcsb = B1, acks_sent = maps:with(hm_tcsb:members(B1), Sent)}.
+    flow_changed(T#t{tcsb = B1, acks_sent = maps:with(hm_tcsb:members(B1), Sent)}).
 
 %%% ================================================================ ticks
 
@@ -708,9 +762,9 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
     {T1, Evs} = stabilize(Tm, N rem ?FULL_SCAN_TICKS =:= 0),
     {T2, Replies} = release_waiters(Up, T1),
     %% what is still held after that goes once held ?FLOW_HOLD_TICKS ticks
-    {T3, Released} = flow_release(T2#t{up = Up}),
+    {T3, Released} = flow_release(flow_changed(T2#t{up = Up})),
     {T4, Old} = release_held(old, T3),
-    {T4#t{tcsb = hm_tcsb:tick(T4#t.tcsb), ticks = N + 1},
+    {flow_changed(T4#t{tcsb = hm_tcsb:tick(T4#t.tcsb), ticks = N + 1}),
      Acks ++ lists:reverse(Resends) ++ Snap ++ Merge ++ Evs ++ Replies ++ Released ++ Old}.
 
 %% @doc The stability step, run between ticks while the table is busy (every few ms at run
@@ -783,9 +837,8 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen, fold_after = FA}, Full) ->
             end
     end.
 
-stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev}, V, Full) ->
+stabilize(T0 = #t{tcsb = B, clears = Cs, events = Ev, disc = Disc}, V, Full) ->
     {GoneOps, B1} = hm_tcsb:gc_ops(B),
-    Disc = hm_ec_store:is_disc(St0),
     %% the dots only where they are used: after a heal a copy may forget the whole cut's
     %% operations at once (bench/REPORT.md)
     Gone = case Disc orelse Ev of
@@ -803,7 +856,7 @@ stabilize(T0 = #t{store = St0, tcsb = B, clears = Cs, events = Ev}, V, Full) ->
     %% and on a full scan
     Keys = case Full orelse many_stable(GoneOps, T) of
                true -> all;
-               false -> stable_keys(GoneOps, #{})
+               false -> stable_keys(GoneOps, [])
            end,
     {T1a = #t{store = St1}, Dots} = stabilize_keys(T, V, Keys, GoneOps),
     Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
@@ -826,13 +879,14 @@ many_stable(GoneOps, #t{crdt = none, store = St}) ->
     length(GoneOps) > hm_ec_store:meta_size(St);
 many_stable(_, _) -> false.
 
-%% The keys the operations touched (each once: a map, as the operations of a hot key are
-%% many), or `all' when one of them is a clear.
-stable_keys([], Acc) -> maps:keys(Acc);
+%% The keys the operations touched, a hot key's as often as it was written (stabilize_keys/4
+%% looks a key's metadata up when it comes to it: a key folded already has none), or `all'
+%% when one of them is a clear.
+stable_keys([], Acc) -> Acc;
 stable_keys([{_, _, {_, _, clear}} | _], _) -> all;
 stable_keys([{_, _, {_, _, {crdt, {batch, Pairs}}}} | Rest], Acc) ->
-    stable_keys(Rest, lists:foldl(fun({K, _}, A) -> A#{K => true} end, Acc, Pairs));
-stable_keys([{_, _, {_, Key, _}} | Rest], Acc) -> stable_keys(Rest, Acc#{Key => true}).
+    stable_keys(Rest, lists:foldl(fun({K, _}, A) -> [K | A] end, Acc, Pairs));
+stable_keys([{_, _, {_, Key, _}} | Rest], Acc) -> stable_keys(Rest, [Key | Acc]).
 
 %% The keys and CRDT payloads of operations (an epoch's pairs each).
 stable_payloads(Ops) ->
@@ -884,14 +938,23 @@ stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V
                _GoneOps) ->
     %% stabilization never changes what reads show (hm_ec_prop checks it): only the
     %% metadata is rewritten
+    Fold = fun(Key, KS = {_, KLog}, {St, Ds}) ->
+                   case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
+                       KS -> {St, Ds};
+                       KS1 -> {store_meta(T, Key, KS1, St), [D || Ev, {D, _, _} <- KLog] ++ Ds}
+                   end
+           end,
     {St1, Dots} =
-        lists:foldl(fun({Key, KS = {_, KLog}}, {St, Ds}) ->
-                            case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
-                                KS -> {St, Ds};
-                                KS1 -> {store_meta(T, Key, KS1, St),
-                                        [D || Ev, {D, _, _} <- KLog] ++ Ds}
-                            end
-                    end, {St0, []}, meta_rows(Keys, St0)),
+        case Keys of
+            all -> lists:foldl(fun({Key, KS}, Acc) -> Fold(Key, KS, Acc) end, {St0, []},
+                               hm_ec_store:meta_rows(St0));
+            _ -> lists:foldl(fun(Key, Acc = {St, _}) ->
+                                     case hm_ec_store:meta_get(Key, St) of
+                                         {ok, KS} -> Fold(Key, KS, Acc);
+                                         none -> Acc
+                                     end
+                             end, {St0, []}, Keys)
+        end,
     {T#t{store = St1}, Dots}.
 
 %%% ================================================================ catching up by state
@@ -1021,8 +1084,8 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
             All = maps:from_list([{K, true} || K <- Keys]),
             Clears = [{D, Ts, All} || {D, Ts, _} <- CsR]
                 ++ [{D, Ts, All} || {D, Ts, _} <- CsP, not lists:keymember(D, 1, CsR)],
-            T1 = T#t{store = St, tcsb = B1, hlc = Hlc, merges = T#t.merges + 1,
-                     behind = #{}, fold_after = FA, clears = Clears},
+            T1 = flow_changed(T#t{store = St, tcsb = B1, hlc = Hlc, merges = T#t.merges + 1,
+                                  behind = #{}, fold_after = FA, clears = Clears}),
             {T2, Evs} = apply_ready(T1, Ready, hm_vv:join(VR, VP)),
             {T2, [{info, "hypermnesia: ~p caught up by state from ~p (~p keys)",
                    [Tab, From, length(Keys)]}
@@ -1085,8 +1148,9 @@ install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := 
                                               TOpts)),
     %% the member may have caught up by state: its unstable keys may hold entries of
     %% operations its log (now this copy's) lacks, folded once all of `V' is stable
-    T0 = persist_clears(T#t{store = St4, tcsb = B0, status = ready, clears = Clears,
-                            stable_seen = undefined, fold_after = V}, undefined),
+    T0 = persist_clears(flow_changed(T#t{store = St4, tcsb = B0, status = ready,
+                                         clears = Clears, stable_seen = undefined,
+                                         fold_after = V}), undefined),
     T1 = lists:foldl(fun(M, Acc) -> persist(Acc, M, V) end, T0, Log),
     Effs = [{info, "hypermnesia: ~p caught up (~p rows)", [Tab, length(Rows)]}
             | [{event, {installed, V}} || Ev]],
@@ -1108,6 +1172,9 @@ apply_op(T, Msg, Delivered) ->
 %% Apply operations the broadcast layer delivered, in its order, `Delivered' what this copy
 %% had delivered before the first: a disc copy logs, after each one, what it has delivered
 %% up to that one.
+apply_ready(T = #t{disc = false, events = false}, Ready, _) ->
+    %% a ram copy logs nothing (persist/3), and only events make effects here
+    {lists:foldl(fun(M, Acc) -> effect(Acc, M) end, T, Ready), []};
 apply_ready(T, Ready, Delivered) ->
     {T1, Evs, _} = lists:foldl(fun(M = {O, Ts, _}, {Acc, E, V}) ->
                                        V1 = V#{O => maps:get(O, Ts)},
@@ -1119,19 +1186,16 @@ apply_ready(T, Ready, Delivered) ->
 log_undo(T = #t{crdt = Spec}, _) when Spec =/= none ->
     %% a CRDT table's operation writes no row (write-behind): nothing to undo (replay/3)
     T;
+log_undo(#t{disc = false} = T, _) -> T;
 log_undo(T = #t{store = St, clears = Cs}, {Origin, Ts, {_, Key, Op}}) ->
-    case hm_ec_store:is_disc(St) of
-        false -> T;
-        true ->
-            Keys = case Op of
-                       clear -> lists:usort(hm_ec_store:all_keys(St) ++ hm_ec_store:meta_keys(St));
-                       {crdt, {batch, Pairs}} -> lists:usort([K || {K, _} <- Pairs]);
-                       _ -> [Key]
-                   end,
-            Before = [{K, hm_ec_store:read(K, St), hm_ec_store:meta_get(K, St)} || K <- Keys],
-            Dot = {Origin, maps:get(Origin, Ts)},
-            T#t{store = hm_ec_store:log_put(undo, {Dot, Before, Cs}, St)}
-    end.
+    Keys = case Op of
+               clear -> lists:usort(hm_ec_store:all_keys(St) ++ hm_ec_store:meta_keys(St));
+               {crdt, {batch, Pairs}} -> lists:usort([K || {K, _} <- Pairs]);
+               _ -> [Key]
+           end,
+    Before = [{K, hm_ec_store:read(K, St), hm_ec_store:meta_get(K, St)} || K <- Keys],
+    Dot = {Origin, maps:get(Origin, Ts)},
+    T#t{store = hm_ec_store:log_put(undo, {Dot, Before, Cs}, St)}.
 
 effect(T = #t{store = St, type = Type, clears = Cs}, {Origin, Ts, {_Mode, _Key, clear}}) ->
     Keys = lists:usort(hm_ec_store:all_keys(St) ++ hm_ec_store:meta_keys(St)),
@@ -1174,14 +1238,11 @@ persist_clears(T = #t{clears = Cs, store = St}, _) ->
 %% and what this replica has delivered with it, `Delivered': not what the broadcast layer has
 %% delivered by now, which may count operations of the same batch still to be applied (a
 %% crash that kept only this far would restore a vector ahead of storage).
+persist(T = #t{disc = false}, _, _) -> T;
 persist(T = #t{store = St, tcsb = B}, Msg = {Origin, Ts, _}, Delivered) ->
-    case hm_ec_store:is_disc(St) of
-        true ->
-            St1 = hm_ec_store:log_put({Origin, maps:get(Origin, Ts)}, Msg, St),
-            T#t{store = hm_ec_store:log_put(state, {hm_tcsb:self(B), Delivered}, St1),
-                unsynced = true};
-        false -> T
-    end.
+    St1 = hm_ec_store:log_put({Origin, maps:get(Origin, Ts)}, Msg, St),
+    T#t{store = hm_ec_store:log_put(state, {hm_tcsb:self(B), Delivered}, St1),
+        unsynced = true}.
 
 %% disc_copies: what was delivered so far is on disc (one `mnesia:sync_log/0').
 sync_store(T = #t{unsynced = false}) -> T;

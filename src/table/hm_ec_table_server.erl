@@ -135,6 +135,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
     Ref = make_ref(),
     erlang:send_after(?TICK_MS, self(), {tick, Ref}),
     {ok, run(Effs, #{tab => Tab, t => T, tick_ref => Ref, ticks => 0, inq => queue:new(),
+                     inq_n => 0,
                      work_posted => false, ack_timer => false, drops => #{},
                      outbox => hm_ec_outbox:new(), outbox_timer => false,
                      watch => hm_ec_watch:new(clock(), T, Tab)})}.
@@ -161,11 +162,11 @@ handle_call({crdt_value_parts, Key}, _From, S = #{t := T}) ->
     {reply, hm_ec_table:crdt_value_parts(Key, T), S};
 handle_call(info, _From, S = #{t := T}) ->
     {reply, hm_ec_table:info(nodes(), T), S};
-handle_call(status, _From, S = #{t := T, watch := W, inq := Q}) ->
+handle_call(status, _From, S = #{t := T, watch := W, inq_n := Queued}) ->
     {Report, W1} = hm_ec_watch:report(nodes(), T, W),
-    {reply, Report#{queued_ops => queue:len(Q)}, S#{watch := W1}};
-handle_call(queued, _From, S = #{inq := Q}) ->
-    {reply, queue:len(Q), S};
+    {reply, Report#{queued_ops => Queued}, S#{watch := W1}};
+handle_call(queued, _From, S = #{inq_n := Queued}) ->
+    {reply, Queued, S};
 handle_call(Req, _From, S) ->
     {reply, {error, {unknown_request, Req}}, S}.
 
@@ -176,17 +177,19 @@ handle_cast(Msg, S) ->
     {noreply, drop({unknown_cast, Msg}, S)}.
 
 -spec handle_info(term(), map()) -> {noreply, map()} | {stop, normal, map()}.
-handle_info(Env, S = #{tab := Tab, inq := Q}) when element(1, Env) =:= hm_ec ->
+handle_info(Env, S = #{tab := Tab}) when element(1, Env) =:= hm_ec ->
     case hm_ec_wire:open(Env) of
-        {ok, Tab, FromNode, Msg = {op, _}, Cookie} ->
+        {ok, Tab, FromNode, {op, M}, Cookie} ->
             %% other members' operations wait in this process's own queue, applied a few at
             %% a time behind whatever else arrives meanwhile (work/1)
-            {noreply, post_work(S#{inq := queue:in({Cookie, FromNode, Msg}, Q)})};
+            {noreply, post_work(enqueue(Cookie, FromNode, [M], 1, S))};
         {ok, Tab, FromNode, {ops, Msgs}, Cookie} when is_list(Msgs) ->
-            %% a retransmission round: its operations, in causal order
-            Q1 = lists:foldl(fun(M, Acc) -> queue:in({Cookie, FromNode, {op, M}}, Acc) end, Q,
-                             Msgs),
-            {noreply, post_work(S#{inq := Q1})};
+            %% a member's operations of a millisecond, or a retransmission round: in causal
+            %% order, queued as they came (one entry, split only when applied)
+            case length(Msgs) of
+                0 -> {noreply, S};
+                N -> {noreply, post_work(enqueue(Cookie, FromNode, Msgs, N, S))}
+            end;
         {ok, Tab, FromNode, Msg, Cookie} ->
             %% an acknowledgement may make operations stable
             step(fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end, arm_ack(S));
@@ -291,30 +294,33 @@ post_work(S) -> self() ! hm_work, S#{work_posted := true}.
 
 work(S) -> work(hm_ec_table:work_batch(), S).
 
-work(0, S = #{inq := Q}) ->
-    case queue:is_empty(Q) of
-        true -> {noreply, S};
-        false -> {noreply, post_work(S)}
+%% The queue holds the operations as they arrived, a member's message at a time
+%% (`{Cookie, From, Ops, Count}'), and how many there are in all (`inq_n').
+enqueue(Cookie, From, Ms, N, S = #{inq := Q, inq_n := Queued}) ->
+    S#{inq := queue:in({Cookie, From, Ms, N}, Q), inq_n := Queued + N}.
+
+work(0, S = #{inq_n := Queued}) ->
+    case Queued of
+        0 -> {noreply, S};
+        _ -> {noreply, post_work(S)}
     end;
-work(N, S = #{inq := Q}) ->
+work(N, S = #{inq := Q, inq_n := Queued}) ->
     case queue:out(Q) of
         {empty, _} -> {noreply, S};
-        {{value, {Cookie, From, {op, M}}}, Q1} ->
-            %% the next operations of the same member, up to N in all, go to the core in one
-            %% step
-            {Ms, Q2} = take_same(Cookie, From, N - 1, Q1, [M]),
+        {{value, {Cookie, From, Ms0, Count}}, Q1} ->
+            %% up to N of one member's operations go to the core in one step; the rest of
+            %% its message stays first in the queue
+            {Ms, Taken, Q2} = case Count =< N of
+                                  true -> {Ms0, Count, Q1};
+                                  false ->
+                                      {Now, Later} = lists:split(N, Ms0),
+                                      {Now, N, queue:in_r({Cookie, From, Later, Count - N}, Q1)}
+                              end,
             case step(fun(T) -> hm_ec_table:handle(From, Cookie, {ops, Ms}, T) end,
-                      arm_ack(S#{inq := Q2})) of
-                {noreply, S1} -> work(N - length(Ms), S1);
+                      arm_ack(S#{inq := Q2, inq_n := Queued - Taken})) of
+                {noreply, S1} -> work(N - Taken, S1);
                 Stop -> Stop
             end
-    end.
-
-take_same(_, _, 0, Q, Acc) -> {lists:reverse(Acc), Q};
-take_same(Cookie, From, N, Q, Acc) ->
-    case queue:peek(Q) of
-        {value, {Cookie, From, {op, M}}} -> take_same(Cookie, From, N - 1, queue:drop(Q), [M | Acc]);
-        _ -> {lists:reverse(Acc), Q}
     end.
 
 %% @doc The flow-control limit of a table's copy (option `flow' of {@link hm_ec_table}):
