@@ -383,6 +383,39 @@ gc_upto(Upto) ->
     ?assertEqual(lists:seq(Upto + 1, 110), Seqs(Gone2)),
     ?assertEqual(lists:seq(111, 120), Seqs(hm_tcsb:log_msgs(B5))).
 
+%% A log partly in its map (a retransmission round sorted it) and partly in its list of
+%% newest operations: gc of any prefix, what stays, its size and what a member lacking
+%% everything is sent.
+tcsb_gc_sorted_and_appended_test_() ->
+    [{integer_to_list(Upto), fun() -> gc_mixed(Upto) end}
+     || Upto <- [0, 1, 30, 59, 60, 61, 80, 99, 100]].
+
+gc_mixed(Upto) ->
+    Self = {a, 1},
+    Cast = fun(N, B0) -> lists:foldl(fun(_, Bx) -> element(3, hm_tcsb:broadcast(x, Bx)) end,
+                                     B0, lists:seq(1, N))
+           end,
+    Seqs = fun(Msgs) -> [maps:get(Self, Ts) || {_, Ts, _} <- Msgs] end,
+    Ack = fun(Seq, B) -> hm_tcsb:receive_ack({b, 1}, #{Self => Seq}, #{a => 1, b => 1}, B) end,
+    Ticks = fun(B) -> lists:foldl(fun(_, Bx) -> hm_tcsb:tick(Bx) end, B, lists:seq(1, 3)) end,
+    B1 = Ack(0, Ticks(Cast(60, hm_tcsb:new(Self, [a, b])))),
+    %% a round of retransmission to b, once the operations are old enough: every
+    %% operation of the log, oldest first
+    {Round, B2} = hm_tcsb:resend_due(b, B1),
+    ?assertEqual(lists:seq(1, 60), Seqs(Round)),
+    B3 = Cast(40, B2),
+    ?assertEqual(100, hm_tcsb:log_size(B3)),
+    ?assertEqual(lists:seq(1, 100), Seqs(hm_tcsb:missing(b, all, B3))),
+    {Gone, B4} = hm_tcsb:gc_ops(Ack(Upto, B3)),
+    ?assertEqual(lists:seq(1, Upto), lists:sort(Seqs(Gone))),
+    ?assertEqual(lists:seq(Upto + 1, 100), Seqs(hm_tcsb:log_msgs(B4))),
+    ?assertEqual(100 - Upto, hm_tcsb:log_size(B4)),
+    ?assertEqual(lists:seq(Upto + 1, 100), Seqs(hm_tcsb:missing(b, all, B4))),
+    %% and on: more operations, then everything stable
+    {Gone2, B5} = hm_tcsb:gc_ops(Ack(110, Cast(10, B4))),
+    ?assertEqual(lists:seq(Upto + 1, 110), lists:sort(Seqs(Gone2))),
+    ?assertEqual(0, hm_tcsb:log_size(B5)).
+
 %% A buffer can start from a delivered vector (restored from disc).
 buffer_new_from_delivered_test() ->
     B = hm_causal_buffer:new(#{a => 2}),

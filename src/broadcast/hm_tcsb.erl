@@ -145,11 +145,16 @@
 -define(RELAY_AGE, 8).
 -opaque state() :: #tcsb{}.
 %% One origin's logged operations: the lowest and highest sequence numbers that may be
-%% present, and Seq => {Message, TickLogged}. Delivery per origin is in sequence order, so
-%% the log is appended at the top and gc drops a prefix; a map keeps both cheap (a balanced
-%% tree rebalanced itself on every append: a quarter of the cost of applying a remote
-%% operation, bench/REPORT.md).
--type olog() :: {pos_integer(), pos_integer(), #{pos_integer() => {message(), non_neg_integer()}}}.
+%% present, Seq => {Message, TickLogged}, and the newest ones as a list, highest first, each
+%% above every sequence number of the map. Delivery per origin is in sequence order, so an
+%% operation is put at the head of the list (a map insert copied a path of the map on every
+%% operation, the largest single cost of delivering one under load), gc drops a suffix of
+%% the list and a prefix of the map, and retransmission, which looks operations up by
+%% sequence number, first moves the list into the map (sorted/1). A balanced tree before
+%% the map rebalanced itself on every append: a quarter of the cost of applying a remote
+%% operation (bench/REPORT.md).
+-type olog() :: {pos_integer(), pos_integer(), #{pos_integer() => entry()}, [{pos_integer(), entry()}]}.
+-type entry() :: {message(), non_neg_integer()}.
 -type opts() :: #{window => pos_integer()}.
 
 %% @doc A fresh member: nothing delivered. `Self' is this replica's `{node(), Incarnation}'.
@@ -189,7 +194,7 @@ receive_op(Msg = {Origin, Ts, _}, S0) ->
     end.
 
 deliver(Msg, S = #tcsb{cb = CB}) ->
-    log_ready(hm_causal_buffer:rcv_msg(Msg, CB), S).
+    log_delivered(hm_causal_buffer:rcv_msg(Msg, CB), S).
 
 %% What the causal buffer delivered is logged, and acknowledgements that waited for it
 %% settle. What members have delivered is learned from their acknowledgements only, not
@@ -201,13 +206,37 @@ log_ready({Ready, CB1}, S) ->
     S1 = lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready),
     {Ready, settle_acks(S1)}.
 
+%% log_ready/2 of a delivery: the acknowledgements waiting can settle only when an
+%% operation of their sender was delivered (nothing else moves what they wait for).
+log_delivered({Ready, CB1}, S = #tcsb{early_acks = E}) when map_size(E) =:= 0 ->
+    {Ready, lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready)};
+log_delivered({Ready, CB1}, S = #tcsb{early_acks = E}) ->
+    case lists:any(fun(M) -> is_map_key(element(1, M), E) end, Ready) of
+        true -> log_ready({Ready, CB1}, S);
+        false -> {Ready, lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready)}
+    end.
+
 log_msg(Msg = {Origin, Ts, _}, S = #tcsb{log = L, ticks = T}) ->
     Seq = maps:get(Origin, Ts),
     Entry = {Msg, T},
     S#tcsb{log = L#{Origin => case L of
-                                  #{Origin := {Lo, Hi, M}} -> {min(Lo, Seq), max(Hi, Seq), M#{Seq => Entry}};
-                                  _ -> {Seq, Seq, #{Seq => Entry}}
+                                  #{Origin := {Lo, Hi, M, New}} when Seq > Hi ->
+                                      {Lo, Seq, M, [{Seq, Entry} | New]};
+                                  #{Origin := OL} ->
+                                      {Lo, Hi, M, []} = sorted(OL),
+                                      {min(Lo, Seq), Hi, M#{Seq => Entry}, []};
+                                  _ -> {Seq, Seq, #{}, [{Seq, Entry}]}
                               end}}.
+
+%% An origin's log with every operation in the map.
+sorted(OL = {_, _, _, []}) -> OL;
+sorted({Lo, Hi, M, New}) -> {Lo, Hi, maps:merge(M, maps:from_list(New)), []}.
+
+%% Every origin's (retransmission looks operations up by sequence number).
+sorted_log(S = #tcsb{log = L}) -> S#tcsb{log = maps:map(fun(_, OL) -> sorted(OL) end, L)}.
+
+%% An origin's logged entries, in no particular order.
+entries({_, _, M, New}) -> maps:to_list(M) ++ New.
 
 %% What member `Node' (incarnation `Inc') has delivered. A newer incarnation replaces what
 %% was known of the node (it restarted without its state and may lack what the old one had:
@@ -354,12 +383,17 @@ gc_ops(S = #tcsb{log = L}) ->
 %% log is (a member that caught up after a partition acknowledged the whole cut at once:
 %% taking 260k operations out of the map one by one held the table for a second after the
 %% heal, bench/REPORT.md): it goes as a whole.
-drop_upto(Upto, OL = {Lo, _, _}, Gone) when Upto < Lo -> {Gone, OL};
-drop_upto(Upto, {_, Hi, M}, Gone) when Upto >= Hi ->
-    {maps:fold(fun(_, {Msg, _}, G) -> [Msg | G] end, Gone, M), empty};
-drop_upto(Upto, {Lo, Hi, M}, Gone) ->
+drop_upto(Upto, OL = {Lo, _, _, _}, Gone) when Upto < Lo -> {Gone, OL};
+drop_upto(Upto, {_, Hi, M, New}, Gone) when Upto >= Hi ->
+    {lists:foldl(fun({_, {Msg, _}}, G) -> [Msg | G] end,
+                 maps:fold(fun(_, {Msg, _}, G) -> [Msg | G] end, Gone, M), New), empty};
+drop_upto(Upto, {Lo, Hi, M, New}, Gone0) ->
+    %% the list is highest first: what is stable of it is a suffix
+    {NewKept, NewGone} = lists:splitwith(fun({Seq, _}) -> Seq > Upto end, New),
+    Gone = lists:foldl(fun({_, {Msg, _}}, G) -> [Msg | G] end, Gone0, NewGone),
     End = min(Upto, Hi),
     {Gone1, M1} = case (End - Lo + 1) * 4 < map_size(M) of
+                      _ when map_size(M) =:= 0 -> {Gone, M};
                       true ->       % a short prefix: walk it
                           lists:foldl(fun(Seq, {G, Mx}) ->
                                               case maps:take(Seq, Mx) of
@@ -374,16 +408,16 @@ drop_upto(Upto, {Lo, Hi, M}, Gone) ->
                                                 end, {Gone, []}, M),
                           {G, maps:from_list(Kept)}
                   end,
-    case map_size(M1) of
-        0 -> {Gone1, empty};
-        _ -> {Gone1, {End + 1, Hi, M1}}
+    case map_size(M1) =:= 0 andalso NewKept =:= [] of
+        true -> {Gone1, empty};
+        false -> {Gone1, {End + 1, Hi, M1, NewKept}}
     end.
 
 %% @doc Every logged operation (delivered here, not yet stable), oldest first per origin: what
 %% a state transfer hands on, so the receiver can repair others too.
 -spec log_msgs(state()) -> [message()].
 log_msgs(#tcsb{log = L}) ->
-    [M || {_, {_, _, OL}} <- lists:sort(maps:to_list(L)), {_, {M, _}} <- lists:sort(maps:to_list(OL))].
+    [M || {_, OL} <- lists:sort(maps:to_list(L)), {_, {M, _}} <- lists:sort(entries(OL))].
 
 %% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
 %% incarnation): stability waits for its next acknowledgement, and so does retransmission
@@ -430,7 +464,7 @@ catch_up(From, Which, Max, S = #tcsb{self = {Node, _}, ticks = T}) when is_atom(
           end,
     catch_up(From, Due, Max, S);
 catch_up(From, Due, Max, #tcsb{log = L}) ->
-    Its = [{O, OL} || {O, {_, _, OL}} <- lists:sort(maps:to_list(L))],
+    Its = [{O, M} || {O, OL} <- lists:sort(maps:to_list(L)), {_, _, M, _} <- [sorted(OL)]],
     walk(Its, From, Due, Max, []).
 
 walk(Its, V, Due, Max, Acc) ->
@@ -474,7 +508,7 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
         true ->
             Has = reported(Peer, S0),
             Seen = maps:get(Peer, S0#tcsb.moved, #{}),
-            S = #tcsb{moved = Mv} = note_moves(Peer, Has, S0),
+            S = #tcsb{moved = Mv} = note_moves(Peer, Has, sorted_log(S0)),
             Since = fun(O) -> element(2, maps:get(O, maps:get(Peer, Mv), {0, T})) end,
             {Front0, Rounds0, W1} = maps:get(Peer, F, {Has, [], W0}),
             %% whether `Peer' advanced on origin `O' within RESEND_AGE ticks, with no round of
@@ -770,7 +804,8 @@ members(#tcsb{members = Ms}) -> Ms.
 delivered(#tcsb{cb = CB}) -> hm_causal_buffer:delivered(CB).
 
 -spec log_size(state()) -> non_neg_integer().
-log_size(#tcsb{log = L}) -> maps:fold(fun(_, {_, _, OL}, N) -> N + map_size(OL) end, 0, L).
+log_size(#tcsb{log = L}) ->
+    maps:fold(fun(_, {_, _, M, New}, N) -> N + map_size(M) + length(New) end, 0, L).
 
 %% @doc Operations received but not deliverable yet.
 -spec pending(state()) -> non_neg_integer().
@@ -787,6 +822,9 @@ known(#tcsb{known = K}) -> maps:map(fun(_, {_, V, _}) -> V end, K).
 -spec retransmission(state()) -> map().
 retransmission(#tcsb{ticks = T, newest = New, acked = A, has = H, flight = F, log = L}) ->
     #{tick => T, newest => New, acked => A, reported => H, flight => F,
-      logged => maps:map(fun(_, {_, _, OL}) when map_size(OL) =:= 0 -> none;
-                            (_, {_, _, OL}) -> {lists:min(maps:keys(OL)), lists:max(maps:keys(OL))}
+      logged => maps:map(fun(_, OL) ->
+                                 case [Seq || {Seq, _} <- entries(OL)] of
+                                     [] -> none;
+                                     Seqs -> {lists:min(Seqs), lists:max(Seqs)}
+                                 end
                          end, L)}.
