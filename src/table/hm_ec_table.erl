@@ -347,7 +347,10 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
              async -> T0
          end,
     Sends = [{send, N, M} || {N, M} <- Out],
-    Reachable = [N || {N, _} <- Out, lists:member(N, Up)],
+    Reachable = case Mode of
+                    sync -> [N || {N, _} <- Out, lists:member(N, Up)];
+                    async -> []
+                end,
     case {Mode, Reachable} of
         {sync, [_ | _]} ->
             Dot = {Self, maps:get(Self, Ts)},
@@ -657,11 +660,11 @@ remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
                           end,
                     {T#t{tcsb = B1, duplicates = T#t.duplicates + Dup}, applied_syncs([Msg], B1)};
                 {Ready, B1} ->
-                    {T1, Evs} = apply_ready(T#t{tcsb = B1}, Ready, D0),
                     H1 = lists:foldl(fun({_, _, {_, _, {write, _, {Hx, _}}}}, Acc) -> max(Acc, Hx);
                                         (_, Acc) -> Acc
                                      end, H, Ready),
-                    {T1#t{hlc = H1}, Evs ++ applied_syncs([Msg | Ready], B1)}
+                    {T1, Evs} = apply_ready(T#t{tcsb = B1, hlc = H1}, Ready, D0),
+                    {T1, Evs ++ applied_syncs([Msg | Ready], B1)}
             end
     end;
 remote(From, Ack = {ack, Replica, V, Newest}, T = #t{tcsb = B, tab = Tab}) ->
@@ -684,16 +687,19 @@ remote(From, Other, T = #t{tab = Tab}) ->
 %% sync_ec callers at the origin wait for the `applied' answer: every sync operation
 %% among `Msgs' that is delivered here is answered, duplicates included (a state transfer may
 %% have brought its effect before the operation itself arrived).
-applied_syncs([{_, _, {async, _, _}}], _) -> [];         % the common case
 applied_syncs(Msgs, B) ->
-    case [M || M = {_, _, {sync, _, _}} <- Msgs] of
-        [] -> [];
+    case any_sync(Msgs) andalso [M || M = {_, _, {sync, _, _}} <- Msgs] of
+        false -> [];
         Syncs ->
             Delivered = hm_tcsb:delivered(B),
             [{send, ON, {applied, Dot}}
              || {O = {ON, _}, Ts, _} <- lists:usort(Syncs),
                 Dot <- [{O, maps:get(O, Ts)}], hm_vv:contains(Dot, Delivered)]
     end.
+
+any_sync([{_, _, {async, _, _}} | Rest]) -> any_sync(Rest);
+any_sync([]) -> false;
+any_sync(_) -> true.
 
 %% A record operation names its record's own key, and the record fits the table; a CRDT
 %% table takes CRDT payloads of its type and flavor only.
@@ -1273,8 +1279,21 @@ apply_key(T = #t{crdt = Spec}, Origin, Ts, Key, {crdt, P}) when Spec =/= none ->
                    end;
         _ -> crdt_put(Key, hm_ec_crdt:effect(P, Dot, Ts, C), T)
     end;
-apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op) ->
+apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op = {write, _, _}) ->
+    case hm_ec_store:meta_get(Key, St) of
+        none ->
+            %% every version of the key is stable, and a write supersedes them all (they
+            %% precede it): what storage shows is replaced without being read (the common
+            %% case under load, a row lookup saved per operation)
+            KS1 = hm_ec_key:effect(Type, Op, {Origin, maps:get(Origin, Ts)}, Ts, hm_ec_key:new()),
+            T#t{store = store_meta(T, Key, KS1, show(T, Key, KS1, replace, St))};
+        {ok, KS} -> apply_key(T, Origin, Ts, Key, Op, KS, unknown)
+    end;
+apply_key(T = #t{store = St}, Origin, Ts, Key, Op) ->
     {KS, Shown} = key_state(Key, St),
+    apply_key(T, Origin, Ts, Key, Op, KS, Shown).
+
+apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op, KS, Shown) ->
     KS1 = hm_ec_key:effect(Type, Op, {Origin, maps:get(Origin, Ts)}, Ts, KS),
     N = T#t.conflicts + case hm_ec_key:concurrent(Ts, KS) of true -> 1; false -> 0 end,
     T#t{store = store_meta(T, Key, KS1, show(T, Key, KS1, Shown, St)), conflicts = N}.
@@ -1332,6 +1351,12 @@ crdt_meta(Key, C, St) ->
 %% What reads show for a key, written only when it changed.
 show(T, Key, KS, unknown, St) ->
     show(T, Key, KS, hm_ec_store:read(Key, St), St);
+show(#t{type = Type, policy = Policy}, Key, KS, replace, St) ->
+    %% whatever storage shows now is replaced
+    case hm_ec_key:view(Type, Policy, KS) of
+        [R] when Policy =/= siblings -> hm_ec_store:write(R, St);
+        View -> lists:foldl(fun hm_ec_store:write/2, hm_ec_store:delete(Key, St), View)
+    end;
 show(#t{type = Type, policy = Policy}, Key, KS, Shown, St) ->
     case {Shown, hm_ec_key:view(Type, Policy, KS)} of
         {View, View} -> St;
