@@ -208,12 +208,11 @@ log_ready({Ready, CB1}, S) ->
 
 %% log_ready/2 of a delivery: the acknowledgements waiting can settle only when an
 %% operation of their sender was delivered (nothing else moves what they wait for).
-log_delivered({Ready, CB1}, S = #tcsb{early_acks = E}) when map_size(E) =:= 0 ->
-    {Ready, lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready)};
 log_delivered({Ready, CB1}, S = #tcsb{early_acks = E}) ->
-    case lists:any(fun(M) -> is_map_key(element(1, M), E) end, Ready) of
-        true -> log_ready({Ready, CB1}, S);
-        false -> {Ready, lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready)}
+    S1 = lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready),
+    case map_size(E) > 0 andalso lists:any(fun(M) -> is_map_key(element(1, M), E) end, Ready) of
+        true -> {Ready, settle_acks(S1)};
+        false -> {Ready, S1}
     end.
 
 log_msg(Msg = {Origin, Ts, _}, S = #tcsb{log = L, ticks = T}) ->

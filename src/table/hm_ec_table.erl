@@ -1351,13 +1351,8 @@ crdt_meta(Key, C, St) ->
 %% What reads show for a key, written only when it changed.
 show(T, Key, KS, unknown, St) ->
     show(T, Key, KS, hm_ec_store:read(Key, St), St);
-show(#t{type = Type, policy = Policy}, Key, KS, replace, St) ->
-    %% whatever storage shows now is replaced
-    case hm_ec_key:view(Type, Policy, KS) of
-        [R] when Policy =/= siblings -> hm_ec_store:write(R, St);
-        View -> lists:foldl(fun hm_ec_store:write/2, hm_ec_store:delete(Key, St), View)
-    end;
 show(#t{type = Type, policy = Policy}, Key, KS, Shown, St) ->
+    %% `Shown' is what storage shows, or `replace' (no view: whatever it shows is replaced)
     case {Shown, hm_ec_key:view(Type, Policy, KS)} of
         {View, View} -> St;
         {_, []} -> hm_ec_store:delete(Key, St);
