@@ -768,7 +768,7 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
     {T1, Evs} = stabilize(Tm, N rem ?FULL_SCAN_TICKS =:= 0),
     {T2, Replies} = release_waiters(Up, T1),
     %% what is still held after that goes once held ?FLOW_HOLD_TICKS ticks
-    {T3, Released} = flow_release(flow_changed(T2#t{up = Up})),
+    {T3, Released} = flow_release(T2#t{up = Up}),
     {T4, Old} = release_held(old, T3),
     {flow_changed(T4#t{tcsb = hm_tcsb:tick(T4#t.tcsb), ticks = N + 1}),
      Acks ++ lists:reverse(Resends) ++ Snap ++ Merge ++ Evs ++ Replies ++ Released ++ Old}.
@@ -1279,14 +1279,13 @@ apply_key(T = #t{crdt = Spec}, Origin, Ts, Key, {crdt, P}) when Spec =/= none ->
                    end;
         _ -> crdt_put(Key, hm_ec_crdt:effect(P, Dot, Ts, C), T)
     end;
-apply_key(T = #t{type = Type, store = St}, Origin, Ts, Key, Op = {write, _, _}) ->
+apply_key(T = #t{store = St}, Origin, Ts, Key, Op = {write, _, _}) ->
     case hm_ec_store:meta_get(Key, St) of
         none ->
             %% every version of the key is stable, and a write supersedes them all (they
             %% precede it): what storage shows is replaced without being read (the common
             %% case under load, a row lookup saved per operation)
-            KS1 = hm_ec_key:effect(Type, Op, {Origin, maps:get(Origin, Ts)}, Ts, hm_ec_key:new()),
-            T#t{store = store_meta(T, Key, KS1, show(T, Key, KS1, replace, St))};
+            apply_key(T, Origin, Ts, Key, Op, hm_ec_key:new(), replace);
         {ok, KS} -> apply_key(T, Origin, Ts, Key, Op, KS, unknown)
     end;
 apply_key(T = #t{store = St}, Origin, Ts, Key, Op) ->
