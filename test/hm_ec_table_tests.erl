@@ -286,6 +286,13 @@ catch_up_refused_test() ->
                  hm_ec_table:handle(n2, c, {merge_req, #{}}, Syncing)),
     ?assertMatch({_, [{drop, _}]}, hm_ec_table:handle(n2, c, {merge, #{rows => x}}, A0)).
 
+%% The diagnostic of slow steps is off unless the application environment gives a
+%% threshold in milliseconds.
+slow_step_ms_from_environment_test() ->
+    ?assertEqual([none, {20, []}, none, none, none],
+                 from_env(slow_step_ms, [20, infinity, 0, "x"],
+                          fun hm_ec_table_server:slow_limit/0)).
+
 %% The lag comes from the application environment, and is `infinity' for a table with a
 %% copy on disc (outside Mnesia: none).
 catch_up_lag_from_environment_test() ->

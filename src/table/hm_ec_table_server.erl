@@ -26,13 +26,15 @@
 %% update; everything else leaves at once, behind them, and each member receives the same
 %% messages in the same order as when each left alone. Beside the core it holds the copy's
 %% {@link hm_ec_watch} (partitions seen, catch-ups, state transfers), whose events it
-%% publishes through {@link hm_events}.
+%% publishes through {@link hm_events}. With the application variable `slow_step_ms' set
+%% ({@link slow_limit/0}), it keeps the steps of the core that took at least that long, and
+%% `info' shows them (`slow_steps').
 -module(hm_ec_table_server).
 -behaviour(gen_server).
 
 -export([start_link/2, name/1, submit/4, submit/5, info/1, set_members/2, queued/1, log_drop/2,
          crdt_value/3]).
--export([status/2, flow_limit/0, catch_up_lag/1]).
+-export([status/2, flow_limit/0, catch_up_lag/1, slow_limit/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(TICK_MS, 250).
@@ -43,6 +45,8 @@
 -define(CATCH_UP_LAG, 10000).
 %% how long an async operation waits in the outbox for others bound for the same member
 -define(OUTBOX_MS, 1).
+%% how many slow steps the diagnostic keeps (slow_limit/0)
+-define(SLOW_KEPT, 64).
 
 %%% ---------------------------------------------------------------- API
 
@@ -136,7 +140,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
     erlang:send_after(?TICK_MS, self(), {tick, Ref}),
     {ok, run(Effs, #{tab => Tab, t => T, tick_ref => Ref, ticks => 0, inq => queue:new(),
                      inq_n => 0,
-                     work_posted => false, ack_timer => false, drops => #{},
+                     work_posted => false, ack_timer => false, drops => #{}, slow => slow_limit(),
                      outbox => hm_ec_outbox:new(), outbox_timer => false,
                      watch => hm_ec_watch:new(clock(), T, Tab)})}.
 
@@ -160,8 +164,12 @@ handle_call({submit_after, After, KeyOp, Mode}, From, S = #{t := T}) ->
     end;
 handle_call({crdt_value_parts, Key}, _From, S = #{t := T}) ->
     {reply, hm_ec_table:crdt_value_parts(Key, T), S};
-handle_call(info, _From, S = #{t := T}) ->
-    {reply, hm_ec_table:info(nodes(), T), S};
+handle_call(info, _From, S = #{t := T, slow := Slow}) ->
+    Info = hm_ec_table:info(nodes(), T),
+    {reply, case Slow of
+                {_, Steps} -> Info#{slow_steps => lists:reverse(Steps)};
+                none -> Info
+            end, S};
 handle_call(status, _From, S = #{t := T, watch := W, inq_n := Queued}) ->
     {Report, W1} = hm_ec_watch:report(nodes(), T, W),
     {reply, Report#{queued_ops => Queued}, S#{watch := W1}};
@@ -192,7 +200,7 @@ handle_info(Env, S = #{tab := Tab}) when element(1, Env) =:= hm_ec ->
             end;
         {ok, Tab, FromNode, Msg, Cookie} ->
             %% an acknowledgement may make operations stable
-            step(fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end, arm_ack(S));
+            step(msg_kind(Msg), fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end, arm_ack(S));
         {ok, Other, FromNode, _, _} ->
             {noreply, drop({other_table, Other, FromNode}, S)};
         {error, Why} ->
@@ -204,7 +212,7 @@ handle_info(hm_work, S) ->
     work(S#{work_posted := false});
 handle_info(hm_ack, S) ->
     Up = nodes(),
-    step(fun(T) -> hm_ec_table:acknowledge(Up, T) end, S#{ack_timer := false});
+    step(acknowledge, fun(T) -> hm_ec_table:acknowledge(Up, T) end, S#{ack_timer := false});
 handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
     %% only this process's own timer ticks (a stray `tick' must not start another chain)
     erlang:send_after(?TICK_MS, self(), {tick, Ref}),
@@ -217,22 +225,22 @@ handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
               0 -> catch_up_lag(Tab);
               _ -> keep
           end,
-    step(fun(T) -> hm_ec_table:tick(Up, case Lag of
+    step(tick, fun(T) -> hm_ec_table:tick(Up, case Lag of
                                             keep -> T;
                                             _ -> hm_ec_table:set_catch_up(Lag, T)
                                         end)
          end, S#{ticks := N + 1});
 handle_info({hm_timer, Msg}, S) ->
-    step(fun(T) -> hm_ec_table:timeout(Msg, T) end, S);
+    step(timer, fun(T) -> hm_ec_table:timeout(Msg, T) end, S);
 handle_info({nodeup, N}, S) ->
-    step(fun(T) -> hm_ec_table:nodeup(N, T) end, watch_link(fun hm_ec_watch:link_up/4, N, S));
+    step(nodeup, fun(T) -> hm_ec_table:nodeup(N, T) end, watch_link(fun hm_ec_watch:link_up/4, N, S));
 handle_info({nodedown, N}, S) ->
-    step(fun(T) -> hm_ec_table:nodedown(N, T) end, watch_link(fun hm_ec_watch:link_down/4, N, S));
+    step(nodedown, fun(T) -> hm_ec_table:nodedown(N, T) end, watch_link(fun hm_ec_watch:link_down/4, N, S));
 handle_info({mnesia_system_event, {mnesia_down, N}}, S) when N =/= node() ->
     %% Mnesia stopped on N: its copy's state may be gone (a ram copy comes back empty, as a
     %% new incarnation): what it had acknowledged no longer counts. Mnesia handles this
     %% before N's Mnesia may join again, so before a new copy on N exists.
-    step(fun(T) -> hm_ec_table:nodedown(N, T) end, S);
+    step(mnesia_down, fun(T) -> hm_ec_table:nodedown(N, T) end, S);
 handle_info({mnesia_system_event, _}, S) ->
     {noreply, S};
 handle_info({'EXIT', _, _} = Exit, S) ->
@@ -257,6 +265,19 @@ terminate(_Reason, S = #{t := T}) ->
 %% One step of the core, then its effects. A table that no longer exists here (deleted, copy
 %% removed, Mnesia stopped) ends the process; anything else is logged and the table keeps
 %% its state.
+step(Kind, Step, S = #{slow := {Limit, _}}) ->
+    T0 = erlang:monotonic_time(microsecond),
+    {reductions, R0} = process_info(self(), reductions),
+    R = step(Step, S),
+    case erlang:monotonic_time(microsecond) - T0 of
+        Us when Us >= Limit * 1000 ->
+            {reductions, R1} = process_info(self(), reductions),
+            slow_step(Kind, T0, Us, R1 - R0, R);
+        _ -> R
+    end;
+step(_Kind, Step, S) ->
+    step(Step, S).
+
 step(Step, S = #{t := T}) ->
     try Step(T) of
         {T1, Effs} -> {noreply, watch(run(Effs, S#{t := T1}))}
@@ -265,6 +286,36 @@ step(Step, S = #{t := T}) ->
                 {stop, S1} -> {stop, normal, S1};
                 S1 -> {noreply, S1}
             end
+    end.
+
+%% The diagnostic of slow steps (application variable `slow_step_ms'): each step of the
+%% core that took at least that long is kept, the newest ?SLOW_KEPT, as
+%% `{Kind, StartedAtMs, TookMs, Reductions}' (system time), and shown by `info'.
+slow_step(Kind, T0, Us, Reds, {noreply, S = #{slow := {Limit, Steps}}}) ->
+    At = erlang:convert_time_unit(T0 + erlang:time_offset(microsecond), microsecond,
+                                  millisecond),
+    Step = {Kind, At, Us div 1000, Reds},
+    {noreply, S#{slow := {Limit, lists:sublist([Step | Steps], ?SLOW_KEPT)}}};
+slow_step(_, _, _, _, Stop) ->
+    Stop.
+
+%% What kind of step a member's message makes, for the diagnostic of slow steps.
+msg_kind(Msg) when is_tuple(Msg), tuple_size(Msg) > 0, is_atom(element(1, Msg)) ->
+    element(1, Msg);
+msg_kind(_) ->
+    other.
+
+%% @doc The diagnostic of slow steps: the application variable `slow_step_ms', read when
+%% the table's process starts. A positive integer turns it on (`{Ms, []}': the steps of the
+%% core that take at least `Ms' milliseconds are kept and shown by `hypermnesia:info/1' as
+%% `slow_steps'); `infinity', the default, turns it off (`none'), as does any other value,
+%% which is logged.
+-spec slow_limit() -> {pos_integer(), []} | none.
+slow_limit() ->
+    case limit_env(slow_step_ms, infinity) of
+        infinity -> none;
+        {bad, Bad} -> infinity = bad_limit(slow_step_ms, Bad, infinity), none;
+        Ms -> {Ms, []}
     end.
 
 %% A busy table acknowledges and stabilizes every ?ACK_MS between its ticks: a write, a
@@ -316,7 +367,7 @@ work(N, S = #{inq := Q, inq_n := Queued}) ->
                                       {Now, Later} = lists:split(N, Ms0),
                                       {Now, N, queue:in_r({Cookie, From, Later, Count - N}, Q1)}
                               end,
-            case step(fun(T) -> hm_ec_table:handle(From, Cookie, {ops, Ms}, T) end,
+            case step(ops, fun(T) -> hm_ec_table:handle(From, Cookie, {ops, Ms}, T) end,
                       arm_ack(S#{inq := Q2, inq_n := Queued - Taken})) of
                 {noreply, S1} -> work(N - Taken, S1);
                 Stop -> Stop
