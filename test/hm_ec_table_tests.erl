@@ -207,14 +207,18 @@ writes(Ops, T) ->
                         {Ty, Sent ++ [M || {send, _, {op, M}} <- E]}
                 end, {T, []}, Ops).
 
-ack_from(N, T, To) ->
+ack_from(N, T, To) -> element(1, ack_effects(N, T, To)).
+
+%% Copy `To' receives an acknowledgement of copy `T' (node `N'): its state and effects.
+ack_effects(N, T, To) ->
     B = hm_ec_table:tcsb(T),
-    element(1, hm_ec_table:handle(N, c, {ack, hm_tcsb:self(B), hm_tcsb:delivered(B), #{}}, To)).
+    hm_ec_table:handle(N, c, {ack, hm_tcsb:self(B), hm_tcsb:delivered(B), #{}}, To).
 
 %% Two copies cut off from each other write on both sides; the one behind by more than
-%% `catch_up' operations (and more than its rows) asks the other for its state at a tick,
-%% and joining it shows what applying the other's operations shows; those operations, when
-%% they arrive, are duplicates.
+%% `catch_up' operations (and more than its rows) asks the other for its state as soon as an
+%% acknowledgement tells it so, and joining it shows what applying the other's operations
+%% shows; those operations, when they arrive, are duplicates. The member asked, behind in
+%% turn, asks back at once.
 catch_up_by_state_test_() ->
     [{atom_to_list(Type), fun() -> catch_up_by_state(Type) end} || Type <- [pawset, prwset]].
 
@@ -230,10 +234,12 @@ catch_up_by_state(Type) ->
     {B1, SentB} = writes(Ops2, copy(n2, Type, 5)),
     %% what applying n2's operations would show
     {Replayed, _} = hm_ec_table:handle(n2, c, {ops, SentB}, A1),
-    %% n1 hears n2 is 11 operations ahead: it asks at its next tick
-    {A2, E2} = hm_ec_table:tick([n1, n2], ack_from(n2, B1, A1)),
+    %% n1 hears n2 is 11 operations ahead: it asks at once
+    {A2, E2} = ack_effects(n2, B1, A1),
     [Req] = [R || {send, n2, R = {merge_req, _}} <- E2],
-    {_, [{send, n1, State = {merge, _}}]} = hm_ec_table:handle(n1, c, Req, B1),
+    %% n2 is 15 behind n1: it asks back before it answers
+    {B2, [{send, n1, Req2 = {merge_req, _}}, {send, n1, State = {merge, _}}]} =
+        hm_ec_table:handle(n1, c, Req, B1),
     {A3, E3} = hm_ec_table:handle(n2, c, State, A2),
     ?assertMatch([{info, _, _}], E3),
     ?assertEqual(lists:sort(hm_ec_table:rows(Replayed)), lists:sort(hm_ec_table:rows(A3))),
@@ -243,12 +249,29 @@ catch_up_by_state(Type) ->
     {A4, _} = hm_ec_table:handle(n2, c, {ops, SentB}, A3),
     ?assertEqual(hm_ec_table:rows(A3), hm_ec_table:rows(A4)),
     ?assertEqual(length(SentB), hm_ec_table:duplicates(A4)),
-    %% n2 takes n1's state in turn: both show the same
-    {B2, E5} = hm_ec_table:tick([n1, n2], ack_from(n1, A4, B1)),
-    [Req2] = [R || {send, n1, R = {merge_req, _}} <- E5],
+    %% n2 takes n1's state in turn: both show the same; neither asks again for a while
     {_, [{send, n2, State2}]} = hm_ec_table:handle(n2, c, Req2, A4),
     {B3, _} = hm_ec_table:handle(n1, c, State2, B2),
     ?assertEqual(lists:sort(hm_ec_table:rows(A4)), lists:sort(hm_ec_table:rows(B3))).
+
+%% A copy that has just joined a state does not take another for ?MERGE_RETRY_TICKS (8)
+%% ticks, however far behind: what the members made meanwhile arrives as operations.
+catch_up_not_again_at_once_test() ->
+    Reqs = fun(E) -> [R || {send, _, R = {merge_req, _}} <- E] end,
+    {B1, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 8)], copy(n2, pawset, 2)),
+    {A1, E1} = ack_effects(n2, B1, copy(n1, pawset, 2)),
+    [Req] = Reqs(E1),
+    {_, [{send, n1, State}]} = hm_ec_table:handle(n1, c, Req, B1),
+    {A2, _} = hm_ec_table:handle(n2, c, State, A1),
+    {B2, _} = writes([{K, {write, {t, K, -K}}} || K <- lists:seq(1, 20)], B1),
+    Tick = fun(T) -> {Tx, E} = ack_effects(n2, B2, T),
+                     {Ty, Ey} = hm_ec_table:tick([n1, n2], Tx),
+                     {Ty, E ++ Ey}
+           end,
+    {A9, E9} = lists:foldl(fun(_, {T, E}) -> {Tx, Ex} = Tick(T), {Tx, E ++ Ex} end,
+                           {A2, []}, lists:seq(1, 8)),
+    ?assertEqual([], Reqs(E9)),
+    ?assertMatch([{merge_req, _}], Reqs(element(2, Tick(A9)))).
 
 %% No state is asked for while the lag is within `catch_up' or within the table's rows, nor
 %% with `catch_up' `infinity'; but a copy that lacks for 24 ticks what a member reported
@@ -256,10 +279,13 @@ catch_up_by_state(Type) ->
 catch_up_when_far_or_stuck_test() ->
     Reqs = fun(E) -> [R || {send, _, R = {merge_req, _}} <- E] end,
     {B1, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, pawset, 5)),
-    {_, E1} = hm_ec_table:tick([n1, n2], ack_from(n2, B1, copy(n1, pawset, 2))),
+    {_, E1} = ack_effects(n2, B1, copy(n1, pawset, 2)),
     ?assertMatch([_], Reqs(E1)),
-    {_, E2} = hm_ec_table:tick([n1, n2], ack_from(n2, B1, copy(n1, pawset, infinity))),
-    ?assertEqual([], Reqs(E2)),
+    %% asked once: not again at the next tick
+    {_, E1b} = hm_ec_table:tick([n1, n2], ack_from(n2, B1, copy(n1, pawset, 2))),
+    ?assertEqual([], Reqs(E1b)),
+    {A0i, E2} = ack_effects(n2, B1, copy(n1, pawset, infinity)),
+    ?assertEqual([], Reqs(E2) ++ Reqs(element(2, hm_ec_table:tick([n1, n2], A0i)))),
     %% n1 holds 4 rows: 3 operations behind is not worth its state
     {A0, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(11, 14)], copy(n1, pawset, 2)),
     Tick = fun(T) -> hm_ec_table:tick([n1, n2], ack_from(n2, B1, T)) end,

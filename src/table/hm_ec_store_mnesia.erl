@@ -165,7 +165,7 @@ meta_del(Key, S = #{meta := {ets, E}}) -> true = ets:delete(E, Key), S;
 meta_del(Key, S = #{meta := {mnesia, M}}) -> ok = mnesia:dirty_delete(M, Key), S.
 
 -spec meta_keys(state()) -> [term()].
-meta_keys(#{meta := {ets, E}}) -> [K || {K, _} <- ets:tab2list(E)];
+meta_keys(#{meta := {ets, E}}) -> ets:select(E, [{{'$1', '_'}, [], ['$1']}]);
 meta_keys(#{meta := {mnesia, M}}) -> mnesia:dirty_all_keys(M).
 
 -spec meta_rows(state()) -> [{term(), hm_ec_key:key_state()}].

@@ -177,6 +177,8 @@
             catch_up = infinity :: pos_integer() | infinity,
             merge_req = none :: none | {node(), non_neg_integer()},
             behind = #{} :: #{node() => {non_neg_integer(), hm_vv:vv()}},
+            %% the tick this copy last caught up by state at
+            merged_at = none :: none | non_neg_integer(),
             %% what the states caught up with delivered (stabilize/2)
             fold_after = none :: none | hm_vv:vv(),
             merges = 0 :: non_neg_integer()}).
@@ -636,7 +638,8 @@ remote(From, Msg = {merge_req, V}, T0 = #t{tab = Tab}) ->
         true ->
             %% what the member joins is on disc here first, as for a snapshot
             T = sync_store(T0),
-            {T, [{send, From, merge_state(T)}]}
+            {T1, Ask} = merge_request_back(From, V, T),
+            {T1, Ask ++ [{send, From, merge_state(T)}]}
     end;
 remote(From, Msg = {merge, _}, T0 = #t{tab = Tab}) ->
     T = T0#t{merge_req = none},
@@ -669,7 +672,11 @@ remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
     end;
 remote(From, Ack = {ack, Replica, V, Newest}, T = #t{tcsb = B, tab = Tab}) ->
     case hm_ec_wire:is_ack(Ack) of
-        true -> flow_release(flow_changed(T#t{tcsb = hm_tcsb:receive_ack(Replica, V, Newest, B)}));
+        true ->
+            {T1, Effs} = flow_release(flow_changed(
+                                        T#t{tcsb = hm_tcsb:receive_ack(Replica, V, Newest, B)})),
+            {T2, Ask} = merge_request_now(From, T1),
+            {T2, Effs ++ Ask};
         false -> {T, [{drop, {bad_message, Tab, From, Ack}}]}
     end;
 remote(From, {applied, Dot}, T = #t{waiters = W}) ->
@@ -971,13 +978,16 @@ stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V
 %% a few seconds took longer to apply than both sides took to make it, while this copy's
 %% writers waited behind it (bench/REPORT.md). The state costs what the table holds.
 %%
-%% At a tick, a ready copy asks the reachable member it is furthest behind for its state
-%% (`{merge_req, Delivered}') when it is behind it by more than the option `catch_up'
-%% (operations; `infinity', the default, turns this off) and by more than its table's rows,
-%% or when it still
-%% lacks what the member reported ?STUCK_TICKS ticks ago. The member answers with every row,
-%% the metadata of its unstable keys and its delivered vector (`{merge, State}'), or
-%% `{merge_none}'. The copy joins each key (hm_ec_key:join/2) and counts the member's
+%% A ready copy asks a member for its state (`{merge_req, Delivered}') when it is behind it
+%% by more than the option `catch_up' (operations; `infinity', the default, turns this off)
+%% and by more than its table's rows, and has not joined a state in the last
+%% ?MERGE_RETRY_TICKS ticks: as soon as the member's acknowledgement tells it so
+%% (merge_request_now/2), or at a tick, the reachable member it is furthest behind
+%% (merge_request/2). At a tick it also asks a member when it still lacks what that member
+%% reported ?STUCK_TICKS ticks ago. A member asked that is as far behind the copy that asks
+%% asks it back before it answers (merge_request_back/3). The member answers with the
+%% metadata of its unstable keys, the rows of its other keys and its delivered vector
+%% (`{merge, State}'), or `{merge_none}'. The copy joins each key (hm_ec_key:join/2) and counts the member's
 %% delivered vector as delivered (hm_tcsb:merge/2); the operations themselves then arrive
 %% as duplicates. It does not log them: their origin does, and every copy that received
 %% them as operations, until they are stable. A copy that lacks one that only copies caught
@@ -990,7 +1000,7 @@ stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V
 %% `ram_copies' (the server sets `catch_up' to `infinity' otherwise: a disc copy would have
 %% to log the join for a restart, and cannot take a state when stuck); otherwise the copy
 %% catches up by operations.
-merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, store = St, ticks = N, merge_req = Req,
+merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, ticks = N, merge_req = Req,
                             behind = Behind0})
   when Lag =/= infinity ->
     D = hm_tcsb:delivered(B),
@@ -1014,9 +1024,7 @@ merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, store = St, ticks = N, mer
     case Due andalso takes_state(T1) of
         false -> {T1, []};
         true ->
-            Size = hm_ec_store:size(St),
-            Far = [{-L, M} || M <- maps:keys(Behind), L <- [hm_tcsb:behind(M, B)],
-                              L > Lag, L > Size],
+            Far = [{-L, M} || M <- maps:keys(Behind), L <- [far_behind(M, T1)], L > 0],
             Stuck = [{At, M} || {M, {At, _}} <- maps:to_list(Behind), N - At >= ?STUCK_TICKS],
             case lists:sort(Far) ++ lists:sort(Stuck) of
                 [{_, M} | _] -> {T1#t{merge_req = {M, N}}, [{send, M, {merge_req, D}}]};
@@ -1024,6 +1032,48 @@ merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, store = St, ticks = N, mer
             end
     end;
 merge_request(_, T) -> {T, []}.
+
+%% How many operations this copy lacks of what member `M' reported, when that is enough to
+%% catch up by state (far_enough/2); 0 otherwise.
+far_behind(M, T = #t{tcsb = B}) ->
+    L = hm_tcsb:behind(M, B),
+    case far_enough(L, T) of
+        true -> L;
+        false -> 0
+    end.
+
+%% Whether lacking `L' operations of a member is enough to take its state: more than the
+%% option `catch_up' and than the table's rows, and no state joined within
+%% ?MERGE_RETRY_TICKS ticks (what the members made while this copy joined one arrives as
+%% operations).
+far_enough(L, #t{catch_up = Lag, store = St, ticks = N, merged_at = At}) ->
+    (At =:= none orelse N - At >= ?MERGE_RETRY_TICKS)
+        andalso L > Lag andalso L > hm_ec_store:size(St).
+
+%% An acknowledgement tells what its member has delivered: when this copy is far behind
+%% it (far_behind/2), it asks for its state at once, not at the next tick (after a heal,
+%% the first acknowledgement of the other side is the first news of how far behind).
+merge_request_now(From, T = #t{catch_up = Lag, merge_req = none, tcsb = B, ticks = N})
+  when Lag =/= infinity ->
+    case takes_state(T) andalso far_behind(From, T) > 0 of
+        true -> {T#t{merge_req = {From, N}}, [{send, From, {merge_req, hm_tcsb:delivered(B)}}]};
+        false -> {T, []}
+    end;
+merge_request_now(_, T) -> {T, []}.
+
+%% A member that asks for this copy's state tells what it has delivered: when that is far
+%% ahead of this copy (far_enough/2), this copy asks it back at once rather
+%% than at a later tick, once the member's acknowledgements tell the same. After a heal both
+%% sides then join each other's state together, not one after the other.
+merge_request_back(From, V, T = #t{catch_up = Lag, tcsb = B, ticks = N, merge_req = none})
+  when Lag =/= infinity ->
+    D = hm_tcsb:delivered(B),
+    Ahead = maps:fold(fun(O, C, Acc) -> Acc + max(0, C - hm_vv:get(O, D)) end, 0, V),
+    case takes_state(T) andalso far_enough(Ahead, T) of
+        true -> {T#t{merge_req = {From, N}}, [{send, From, {merge_req, D}}]};
+        false -> {T, []}
+    end;
+merge_request_back(_, _, T) -> {T, []}.
 
 can_merge(#t{status = ready, crdt = none}) -> true;
 can_merge(_) -> false.
@@ -1033,12 +1083,21 @@ can_merge(_) -> false.
 takes_state(T = #t{catch_up = Lag, store = St}) ->
     Lag =/= infinity andalso can_merge(T) andalso not hm_ec_store:is_disc(St).
 
-%% What a member joins into its state: every row, the metadata of the unstable keys, the
-%% delivered vector and the unstable clears.
+%% What a member joins into its state: the metadata of the unstable keys, the rows of the
+%% other keys (an unstable key's metadata holds every version its rows show), the delivered
+%% vector and the unstable clears.
 merge_state(T = #t{store = St, tcsb = B, clears = Cs}) ->
     case can_merge(T) of
-        true -> {merge, #{rows => hm_ec_store:rows(St), meta => hm_ec_store:meta_rows(St),
-                          delivered => hm_tcsb:delivered(B), clears => Cs}};
+        true ->
+            MetaRows = hm_ec_store:meta_rows(St),
+            Rows = case MetaRows of
+                       [] -> hm_ec_store:rows(St);
+                       _ -> Unstable = maps:from_list(MetaRows),
+                            [R || R <- hm_ec_store:rows(St),
+                                  not is_map_key(element(2, R), Unstable)]
+                   end,
+            {merge, #{rows => Rows, meta => MetaRows, delivered => hm_tcsb:delivered(B),
+                      clears => Cs}};
         false -> {merge_none}
     end.
 
@@ -1060,8 +1119,11 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
                                          K = element(2, R),
                                          Acc#{K => [R | maps:get(K, Acc, [])]}
                                  end, #{}, Rows),
-            Keys = lists:usort(maps:keys(Meta) ++ maps:keys(Theirs) ++ hm_ec_store:all_keys(St0)
-                               ++ hm_ec_store:meta_keys(St0)),
+            %% every key either side holds, each once
+            Keys = maps:keys(lists:foldl(fun(K, Acc) -> Acc#{K => []} end,
+                                         maps:merge(Theirs, Meta),
+                                         hm_ec_store:all_keys(St0)
+                                         ++ hm_ec_store:meta_keys(St0))),
             {St, Hlc} =
                 lists:foldl(
                   fun(K, {Acc, H}) ->
@@ -1091,7 +1153,8 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
             Clears = [{D, Ts, All} || {D, Ts, _} <- CsR]
                 ++ [{D, Ts, All} || {D, Ts, _} <- CsP, not lists:keymember(D, 1, CsR)],
             T1 = flow_changed(T#t{store = St, tcsb = B1, hlc = Hlc, merges = T#t.merges + 1,
-                                  behind = #{}, fold_after = FA, clears = Clears}),
+                                  behind = #{}, fold_after = FA, clears = Clears,
+                                  merged_at = T#t.ticks}),
             {T2, Evs} = apply_ready(T1, Ready, hm_vv:join(VR, VP)),
             {T2, [{info, "hypermnesia: ~p caught up by state from ~p (~p keys)",
                    [Tab, From, length(Keys)]}
