@@ -987,8 +987,9 @@ stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V
 %% reported ?STUCK_TICKS ticks ago. A member asked that is as far behind the copy that asks
 %% asks it back before it answers (merge_request_back/3). The member answers with the
 %% metadata of its unstable keys, the rows of its other keys and its delivered vector
-%% (`{merge, State}'), or `{merge_none}'. The copy joins each key (hm_ec_key:join/2) and counts the member's
-%% delivered vector as delivered (hm_tcsb:merge/2); the operations themselves then arrive
+%% (`{merge, State}'), or `{merge_none}'. The copy joins each key (hm_ec_key:join/2) and
+%% counts the member's delivered vector as delivered (hm_tcsb:merge/2); the operations
+%% themselves then arrive
 %% as duplicates. It does not log them: their origin does, and every copy that received
 %% them as operations, until they are stable. A copy that lacks one that only copies caught
 %% up by state still have (its loggers crashed) is stuck behind those copies, and takes
@@ -1062,9 +1063,9 @@ merge_request_now(From, T = #t{catch_up = Lag, merge_req = none, tcsb = B, ticks
 merge_request_now(_, T) -> {T, []}.
 
 %% A member that asks for this copy's state tells what it has delivered: when that is far
-%% ahead of this copy (far_enough/2), this copy asks it back at once rather
-%% than at a later tick, once the member's acknowledgements tell the same. After a heal both
-%% sides then join each other's state together, not one after the other.
+%% ahead of this copy (far_enough/2), this copy asks it back at once rather than once the
+%% member's acknowledgements tell the same. After a heal both sides then join each other's
+%% state together, not one after the other.
 merge_request_back(From, V, T = #t{catch_up = Lag, tcsb = B, ticks = N, merge_req = none})
   when Lag =/= infinity ->
     D = hm_tcsb:delivered(B),

@@ -200,7 +200,8 @@ handle_info(Env, S = #{tab := Tab}) when element(1, Env) =:= hm_ec ->
             end;
         {ok, Tab, FromNode, Msg, Cookie} ->
             %% an acknowledgement may make operations stable
-            step(msg_kind(Msg), fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end, arm_ack(S));
+            step(msg_kind(Msg), fun(T) -> hm_ec_table:handle(FromNode, Cookie, Msg, T) end,
+                 arm_ack(S));
         {ok, Other, FromNode, _, _} ->
             {noreply, drop({other_table, Other, FromNode}, S)};
         {error, Why} ->
@@ -226,16 +227,18 @@ handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
               _ -> keep
           end,
     step(tick, fun(T) -> hm_ec_table:tick(Up, case Lag of
-                                            keep -> T;
-                                            _ -> hm_ec_table:set_catch_up(Lag, T)
-                                        end)
-         end, S#{ticks := N + 1});
+                                                  keep -> T;
+                                                  _ -> hm_ec_table:set_catch_up(Lag, T)
+                                              end)
+               end, S#{ticks := N + 1});
 handle_info({hm_timer, Msg}, S) ->
     step(timer, fun(T) -> hm_ec_table:timeout(Msg, T) end, S);
 handle_info({nodeup, N}, S) ->
-    step(nodeup, fun(T) -> hm_ec_table:nodeup(N, T) end, watch_link(fun hm_ec_watch:link_up/4, N, S));
+    step(nodeup, fun(T) -> hm_ec_table:nodeup(N, T) end,
+         watch_link(fun hm_ec_watch:link_up/4, N, S));
 handle_info({nodedown, N}, S) ->
-    step(nodedown, fun(T) -> hm_ec_table:nodedown(N, T) end, watch_link(fun hm_ec_watch:link_down/4, N, S));
+    step(nodedown, fun(T) -> hm_ec_table:nodedown(N, T) end,
+         watch_link(fun hm_ec_watch:link_down/4, N, S));
 handle_info({mnesia_system_event, {mnesia_down, N}}, S) when N =/= node() ->
     %% Mnesia stopped on N: its copy's state may be gone (a ram copy comes back empty, as a
     %% new incarnation): what it had acknowledged no longer counts. Mnesia handles this
