@@ -153,7 +153,8 @@ comma := ,
 ## async_dirty, async_ec pawset and prwset and a floor (one ETS insert and one message per
 ## peer), 2 and 4 generators/node, twice interleaved, 2 s per point; and on both workloads the
 ## CPU per write, unstable operations at the stop and their drain time, the EC table
-## processes' peak memory, space after quiescence. About 4 minutes, build included.
+## processes' peak memory, space after quiescence. The EC timelines run 3 times (the heal
+## target is judged on the median). About 4 to 5 minutes, build included.
 ## make bench-full: every sweep (generators 1,2,4,8; nodes 1,3,5,7; read share 0..100 %;
 ## subscribers 1k,10k,100k; ram_copies, disc_copies; 1 s + 4 s per point), a 30 s timeline
 ## per context with a 10 s cut -> bench/results/full-<date>.* and the bench-full section of
