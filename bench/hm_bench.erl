@@ -62,6 +62,8 @@
 -define(IDLE_STREAK_MS, 300).
 
 -define(TABS, [subscriber, group, server, session]).
+%% the EC timelines record the table processes' steps at least this long (slow_step_ms)
+-define(SLOW_STEP_MS, 50).
 -define(EC, [<<"async_ec_pawset">>, <<"async_ec_prwset">>]).
 -define(GROUPS, 32).
 -define(SERVERS, 64).
@@ -646,6 +648,11 @@ timeline(C, P, Ctx) ->
 
 timeline(C, P, Ctx, Tot, From, To) ->
     io:format("~s == timeline ~s: ~p s, partition ~p..~p s~n", [clock(), ctx_name(Ctx), Tot, From, To]),
+    %% the EC tables' processes keep their slow steps (read when they start), for the
+    %% record of the heal
+    IsEc = case Ctx of {async_ec, _} -> true; _ -> false end,
+    _ = [call(C, I, application, set_env, [hypermnesia, slow_step_ms, ?SLOW_STEP_MS])
+         || IsEc, I <- ids(C)],
     setup_tables(C, P, Ctx),
     _ = pcall(C, ?MODULE, node_sample_start, []),
     #{start_at := StartAt, stop_at := StopAt} = start_load(C, P, Ctx, 0, Tot * 1000),
@@ -669,6 +676,10 @@ timeline(C, P, Ctx, Tot, From, To) ->
                                          ok -> {ConvAt - HealAt, max(0, ConvAt - StopAt)};
                                          timeout -> {null, null}
                                      end,
+    Steps = case IsEc of
+                true -> heal_steps(C, HealAt);
+                false -> []
+            end,
     PerSec = [lists:sum([maps:get(S, maps:get(per_sec, R), 0) || R <- Results])
               || S <- lists:seq(0, Tot - 1)],
     PerNode = [[maps:get(S, maps:get(per_sec, R), 0) || S <- lists:seq(0, Tot - 1)]
@@ -677,11 +688,59 @@ timeline(C, P, Ctx, Tot, From, To) ->
     #{context => ctx_name(Ctx), per_sec => PerSec, per_node_per_sec => PerNode,
       ec_server_queue_max_per_node_per_sec => PerNodeSampled(queue_max_per_sec),
       ec_remote_queued_max_per_node_per_sec => PerNodeSampled(remote_queued_max_per_sec),
-      partition_s => [From, To], errors => Errs, rejoined => Whole,
+      partition_s => [From, To], errors => Errs, heal_steps => Steps, rejoined => Whole,
       converged_ms_after_heal => ConvAfterHeal, converged_ms_after_stop => ConvAfterStop,
       before_ops_s => mean(sub(PerSec, 2, From - 1)),
       during_ops_s => mean(sub(PerSec, From + 2, To - From - 2)),
       after_ops_s => mean(sub(PerSec, To + 3, Tot - To - 3))}.
+
+%% The steps of ?SLOW_STEP_MS or more of the EC table processes (`slow_steps' of
+%% hypermnesia:info/1, the newest 64 per table and node) that started from half a second
+%% before the heal on, oldest first: `at_ms' counts from the heal.
+heal_steps(C, HealAt) ->
+    lists:sort(fun(#{at_ms := A}, #{at_ms := B}) -> A =< B end,
+               [#{node => I, at_ms => At - HealAt, table => atom_to_binary(Tab),
+                  kind => atom_to_binary(Kind), ms => Ms, reductions => Reds}
+                || I <- ids(C), Tab <- ?TABS,
+                   #{slow_steps := L} <- [call(C, I, hypermnesia, info, [Tab])],
+                   {Kind, At, Ms, Reds} <- L, At >= HealAt - 500]).
+
+%% Where the EC table processes' time went after the heal, by kind of step (the first run
+%% of each EC timeline): the report's summary of heal_steps/2.
+heal_steps_summary(TLs) ->
+    Rows = [{N, K, length(Ss), lists:sum([maps:get(ms, X) || X <- Ss]),
+             lists:sum([maps:get(reductions, X) || X <- Ss])}
+            || #{context := N, heal_steps := Steps} <- TLs,
+               K <- lists:usort([maps:get(kind, X) || X <- Steps]),
+               Ss <- [[X || X = #{kind := K1, at_ms := At} <- Steps, K1 =:= K, At >= 0]],
+               Ss =/= []],
+    case Rows of
+        [] -> [];
+        _ ->
+            [io_lib:format("~nSteps of the EC table processes of ~w ms or more from the heal to "
+                           "the end of the timeline (first run; every step in the run's .md), "
+                           "by what they handled: `merge` joins a member's state, `merge_req` "
+                           "builds this copy's for a member, `acknowledge` and `tick` fold "
+                           "stable metadata and retransmit, `ops` applies members' operations. "
+                           "Wall time includes waiting for a core: three nodes share two.~n~n"
+                           "| context | step | steps | wall time summed | reductions "
+                           "(millions) |~n|---|---|---|---|---|~n", [?SLOW_STEP_MS]),
+             [io_lib:format("| ~s | ~s | ~w | ~w ms | ~.1f |~n", [N, K, C, Ms, R / 1.0e6])
+              || {N, K, C, Ms, R} <- lists:sort(fun({N1, _, _, _, R1}, {N2, _, _, _, R2}) ->
+                                                         {N1, -R1} =< {N2, -R2}
+                                                 end, Rows)]]
+    end.
+
+%% Every step of heal_steps/2, for the run's .md.
+heal_steps_list(TLs) ->
+    [[io_lib:format("~n~s: steps of the EC table processes of ~w ms or more, from half a "
+                    "second before the heal (ms from the heal, node, table, step, wall time, "
+                    "reductions):~n~n| at | node | table | step | ms | reductions |~n"
+                    "|---|---|---|---|---|---|~n", [N, ?SLOW_STEP_MS]),
+      [io_lib:format("| ~w | ~w | ~s | ~s | ~w | ~w |~n",
+                     [At, I, Tab, K, Ms, R])
+       || #{at_ms := At, node := I, table := Tab, kind := K, ms := Ms, reductions := R} <- Steps]]
+     || #{context := N, heal_steps := Steps} <- TLs, Steps =/= []].
 
 %% The timeline of a context, each on a fresh cluster; an EC context's `heal_runs' times,
 %% the first one's figures with `heal_runs': per run, the rate after the heal against
@@ -1591,6 +1650,7 @@ figures_md(Out, Rel) ->
      "\n#### Partition timeline (ops/s summed over the nodes)\n\n",
      timeline_table(maps:get(timelines, Out), Cfg),
      io_lib:format("~n![timeline](~s~s-timeline.png)~n", [Rel, Id]),
+     heal_steps_summary(maps:get(timelines, Out)),
      [["\n#### Sweeps (throughput, ops/s; one parameter varies, the others as above)\n",
        [sweep_table(S) || S <- Sweeps]] || Sweeps <- [maps:get(sweeps, Out, [])], Sweeps =/= []]].
 
@@ -1636,6 +1696,7 @@ diagnostics_md(Out) ->
                      ec_remote_queued_max_per_node_per_sec := RQ} <- Good,
                    binary:match(N, <<"ec">>) =/= nomatch, PN =/= [], RQ =/= []],
     ["\n### Diagnostics\n\nPartition timeline, ops/s per second:\n", PerSecT, PerNodeT,
+     heal_steps_list(maps:get(timelines, Out)),
      "\n| EC write step (node 1, idle) | us per call |\n|---|---|\n", Costs,
      "\n| context | gens/node | EC processes: longest queue, max per node | mean per node | EC processes' share of node reductions % |\n",
      "|---|---|---|---|---|\n", Q,
