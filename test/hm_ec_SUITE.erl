@@ -20,8 +20,9 @@
          other_table_instance/1, partition_under_full_load/1, mnesia_restart_ram_copy/1,
          bad_records_as_mnesia/1, without_application/1, create_table_not_db_node/1,
          restore_backup/1, transactions_refused_across_events/1, table_events/1,
-         copy_stopped_under_write/1]).
+         copy_stopped_under_write/1, storage_gone_under_the_process/1]).
 -export([load_writers/4, digest/1, subscribe_events/1, events/0, stop_copy_under_write/2]).
+-export([log/2, delete_under_the_process/1]).
 
 % A hung case fails within minutes, not after Common Test's default half hour.
 suite() -> [{timetrap, {minutes, 3}}].
@@ -30,7 +31,8 @@ all() -> [write_everywhere_read_everywhere, queries, table_events, partition_add
           partition_remove_wins, catch_up_by_state,
           quiescent_metadata, conflict_policies, sync_ec, bad_input, bad_records_as_mnesia,
           transactions_refused, transactions_refused_across_events, other_table_instance,
-          without_application, copy_stopped_under_write, create_table_not_db_node,
+          without_application, copy_stopped_under_write, storage_gone_under_the_process,
+          create_table_not_db_node,
           restore_backup,
           non_ec_tables_untouched,
           clear_remove_wins, transient_reorder,
@@ -736,6 +738,65 @@ kind({'$gen_call', _, {submit, _, _}}) -> call;
 kind({'$gen_call', _, {submit_after, _, _, _}}) -> call;
 kind({'EXIT', _, shutdown}) -> stop;
 kind(_) -> other.
+
+%% Mnesia deleting a table deletes its storage (an ETS table) before its schema says the
+%% table is gone: the table's process, applying an operation in between, is told `badarg'
+%% by Mnesia's reads. It ends quietly, as for a table gone (a notice), with no error report:
+%% deleting a table under load used to log one. Made on a node of its own, since the case
+%% deletes the storage itself and leaves that node's Mnesia inconsistent.
+storage_gone_under_the_process(Config) ->
+    C = hm_cluster:start(#{nodes => 1, prefix => "hmgone", modules => [?MODULE],
+                           dir => filename:join(?config(priv_dir, Config), "gone")}),
+    try
+        Tab = ?config(tab, Config),
+        [N] = hm_cluster:nodes(C),
+        Call = fun(M, F, A) -> hm_cluster:call(C, 1, M, F, A) end,
+        {atomic, ok} = Call(hypermnesia, create_table,
+                            [Tab, [{type, pawset}, {attributes, [k, v]}, {ram_copies, [N]}]]),
+        ok = Call(hypermnesia, activity, [async_ec, fun() -> mnesia:write({Tab, 1, a}) end]),
+        %% the key's metadata folded: deleting it reads storage
+        ok = hm_cluster:wait_until(
+               fun() -> maps:get(unstable_keys, Call(hypermnesia, info, [Tab])) =:= 0 end,
+               10000),
+        {Ended, Logs} = Call(?MODULE, delete_under_the_process, [Tab]),
+        ?assertEqual(ended, Ended),
+        ?assertEqual([], [M || {error, M} <- Logs]),
+        ?assertMatch([_ | _], [M || {notice, M} <- Logs, string:find(M, "is gone") =/= nomatch])
+    after
+        hm_cluster:stop(C)
+    end.
+
+%% On the case's node: delete `Tab''s storage as Mnesia's delete does first, make the
+%% table's process read it (a delete_object of key 1), and wait (10 s at most) for the
+%% process to end: `ended' or `running', and what it logged meanwhile, as `{Level, Text}'.
+delete_under_the_process(Tab) ->
+    Pid = whereis(hm_ec_table_server:name(Tab)),
+    Ref = monitor(process, Pid),
+    ok = logger:add_handler(hm_ec_suite_capture, ?MODULE,
+                            #{level => notice, config => #{to => self()}}),
+    true = ets:delete(Tab),
+    _ = (catch hypermnesia:activity(async_ec, fun() -> mnesia:delete_object({Tab, 1, a}) end)),
+    Ended = receive {'DOWN', Ref, process, Pid, _} -> ended
+            after 10000 -> running
+            end,
+    ok = logger:remove_handler(hm_ec_suite_capture),
+    {Ended, logs([])}.
+
+logs(Acc) ->
+    receive {hm_ec_suite_log, L, Text} -> logs([{L, Text} | Acc])
+    after 0 -> lists:reverse(Acc)
+    end.
+
+%% @doc A logger handler (added by delete_under_the_process/1): every event to the process
+%% `to' of its config.
+-spec log(logger:log_event(), logger:handler_config()) -> term().
+log(#{level := L, msg := Msg}, #{config := #{to := To}}) ->
+    Text = case Msg of
+               {string, S} -> unicode:characters_to_list(S);
+               {report, R} -> lists:flatten(io_lib:format("~0p", [R]));
+               {Format, Args} -> lists:flatten(io_lib:format(Format, Args))
+           end,
+    To ! {hm_ec_suite_log, L, Text}.
 
 %% A copy on a node that is not a Mnesia db node is refused at once with Mnesia's own error
 %% for a copy on a node it does not run on ({not_active, Tab, Node}, what mnesia:create_table/2

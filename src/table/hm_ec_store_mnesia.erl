@@ -102,9 +102,22 @@ unwritten_del(Key, S = #{unwritten := U}) -> true = ets:delete(U, Key), S.
 -spec read(term(), state()) -> [tuple()].
 read(Key, #{tab := Tab, disc := false}) ->
     try ets:lookup(Tab, Key)
-    catch error:badarg -> mnesia:dirty_read(Tab, Key)       % not here: Mnesia's answer
+    catch error:badarg -> dirty_read(Tab, Key)              % not here: Mnesia's answer
     end;
-read(Key, #{tab := Tab}) -> mnesia:dirty_read(Tab, Key).
+read(Key, #{tab := Tab}) -> dirty_read(Tab, Key).
+
+%% Mnesia's read of the local copy. Deleting a table, Mnesia deletes its storage before its
+%% schema says the table is gone, and a read in between aborts `badarg': it is the
+%% `no_exists' it is a moment later, on which the table's process ends quietly.
+dirty_read(Tab, Key) ->
+    try mnesia:dirty_read(Tab, Key)
+    catch exit:Reason:Stack ->
+            case Reason =:= {aborted, {badarg, [Tab, Key]}}
+                andalso ets:info(Tab, size) =:= undefined of
+                true -> exit({aborted, {no_exists, Tab}});
+                false -> erlang:raise(exit, Reason, Stack)
+            end
+    end.
 
 -spec write(tuple(), state()) -> state().
 write(Rec, S = #{tab := Tab, disc := false}) ->
