@@ -268,6 +268,17 @@ terminate(_Reason, S = #{t := T}) ->
 %% One step of the core, then its effects. A table that no longer exists here (deleted, copy
 %% removed, Mnesia stopped) ends the process; anything else is logged and the table keeps
 %% its state.
+step(Step, S = #{t := T}) ->
+    try Step(T) of
+        {T1, Effs} -> {noreply, watch(run(Effs, S#{t := T1}))}
+    catch Class:Reason:Stack ->
+            case failed(S, Class, Reason, Stack) of
+                {stop, S1} -> {stop, normal, S1};
+                S1 -> {noreply, S1}
+            end
+    end.
+
+%% A step of the core of kind `Kind', timed when the diagnostic of slow steps is on.
 step(Kind, Step, S = #{slow := {Limit, _}}) ->
     T0 = erlang:monotonic_time(microsecond),
     {reductions, R0} = process_info(self(), reductions),
@@ -280,16 +291,6 @@ step(Kind, Step, S = #{slow := {Limit, _}}) ->
     end;
 step(_Kind, Step, S) ->
     step(Step, S).
-
-step(Step, S = #{t := T}) ->
-    try Step(T) of
-        {T1, Effs} -> {noreply, watch(run(Effs, S#{t := T1}))}
-    catch Class:Reason:Stack ->
-            case failed(S, Class, Reason, Stack) of
-                {stop, S1} -> {stop, normal, S1};
-                S1 -> {noreply, S1}
-            end
-    end.
 
 %% The diagnostic of slow steps (application variable `slow_step_ms'): each step of the
 %% core that took at least that long is kept, the newest ?SLOW_KEPT, as
