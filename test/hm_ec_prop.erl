@@ -660,6 +660,28 @@ stabilize_then_delete_object(Type, Policy) ->
     ?assertEqual([rec(a)], hm_ec_key:view(Type, Policy, Eff(Del, {r1, 2}, DelTs, R1))),
     ?assertEqual([rec(a)], hm_ec_key:view(Type, Policy, Eff(Del, {r1, 2}, DelTs, R2s))).
 
+%%% ================================================================ join: one entry a side
+
+%% After a cut each side of a key usually holds one unstable write and no stable version:
+%% each write survives unless the other side delivered it (then an operation there
+%% superseded it); the same write on both sides is kept once.
+join_one_entry_a_side_test() ->
+    A = {{r1, 3}, write, {rec(a), {5, r1}}},
+    B = {{r2, 4}, write, {rec(b), {6, r2}}},
+    Join = fun(V1, E1, V2, E2) -> hm_ec_key:join({V1, {[], [E1]}}, {V2, {[], [E2]}}) end,
+    %% cut off from each other: both survive
+    ?assertEqual({[], [A, B]}, Join(#{r1 => 3}, A, #{r2 => 4}, B)),
+    %% r2's side delivered A and superseded it with B: only B
+    ?assertEqual({[], [B]}, Join(#{r1 => 3}, A, #{r1 => 3, r2 => 4}, B)),
+    %% and the other way round
+    ?assertEqual({[], [A]}, Join(#{r1 => 3, r2 => 4}, A, #{r2 => 4}, B)),
+    %% the same write on both sides
+    ?assertEqual({[], [A]}, Join(#{r1 => 3}, A, #{r1 => 3}, A)),
+    %% a prwset delete entry follows the same rule
+    Del = {{r2, 4}, delete, undefined},
+    ?assertEqual({[], [A, Del]}, Join(#{r1 => 3}, A, #{r2 => 4}, Del)),
+    ?assertEqual({[], [Del]}, Join(#{r1 => 3}, A, #{r1 => 3, r2 => 4}, Del)).
+
 %%% ================================================================ EUnit entry points
 
 -define(P(Name, Prop), {timeout, 1200, {Name, ?_assert(check(Prop))}}).

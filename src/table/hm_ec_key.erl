@@ -171,6 +171,10 @@ is_empty(_) -> false.
 %% causally follows every operation the other side holds stable (causal stability, §4.7),
 %% so it cannot be concurrent with a stable version.
 -spec join({hm_vv:vv(), key_state()}, {hm_vv:vv(), key_state()}) -> key_state().
+%% one unstable entry and no stable version on each side, the common case after a cut (each
+%% side's last write of the key): each survives unless the other side delivered it
+join({V1, {[], [E1 = {D1, _, _}]}}, {V2, {[], [E2 = {D2, _, _}]}}) when D1 =/= D2 ->
+    {[], [E1 || not hm_vv:contains(D1, V2)] ++ [E2 || not hm_vv:contains(D2, V1)]};
 join({V1, {Seq1, Log1}}, {V2, {Seq2, Log2}}) ->
     Dots1 = maps:from_list([{D, true} || {D, _, _} <- Log1]),
     Dots2 = maps:from_list([{D, true} || {D, _, _} <- Log2]),
