@@ -57,6 +57,10 @@
 %%   F10 each foreign `tick' message sent to hm_ec_server starts one more perpetual timer
 %%   F12 info/1 of an EC table just deleted with delete_table/1 returns its stale map, not
 %%       {error, {not_ec_table, Tab}}, until the server's next refresh (up to 1 s)
+%%   F13 hm_crdt and the causal buffer: an event with its origin's right number and payload
+%%       but a timestamp naming an event of another origin that never comes waits for good,
+%%       and its good twin, arriving after it, was dropped as its duplicate (fixed: a twin
+%%       that is ready replaces the waiting one)
 %%   F11 create_table(T, [{user_properties, [{hm_ec, 0}]}]) (a plain table) makes
 %%       is_ec_table(T) true; hm_ec_server crashes in refresh_tables, in init too, and the
 %%       hypermnesia application stops within a second
@@ -920,6 +924,8 @@ badinput_test_() ->
        ?_test(finding_f7())},
       {"FIXED F9: a forged #hm_crdt{} gives mutate/3 {bad_crdt, X}",
        ?_test(finding_f9())},
+      {"FIXED F13: an event naming a cause that never comes does not hold back its twin",
+       ?_test(finding_f13())},
 ?P("a. table API: random Tab/Opts, documented results, nothing changed",
          prop_api_tables()),
       ?P("a. async_ec/sync_ec writes: documented aborts, rejected writes change nothing",
@@ -990,6 +996,19 @@ finding_f7() ->
     ?assertMatch({error, {bad_event, _}}, hm_crdt:deliver(Bad, hm_crdt:new(gcounter, delta))),
     A1 = hm_crdt:deliver(E1, hm_crdt:new(gcounter, delta)),
     ?assertEqual(1, hm_crdt:value(A1)).
+
+finding_f13() ->
+    %% the property's shrunk counterexample (gcounter, delta): b's first increment with a
+    %% timestamp that also names a third event of a, which never comes, arrives before the
+    %% good one; the good one used to be dropped as its duplicate
+    {ok, _, Good = {hm_event, delta, gcounter, {b, Ts, D}}} =
+        hm_crdt:mutate(increment, b, hm_crdt:new(gcounter, delta)),
+    Bad = {hm_event, delta, gcounter, {b, Ts#{a => 3}, D}},
+    C1 = hm_crdt:deliver(Bad, hm_crdt:new(gcounter, delta)),
+    ?assertEqual(1, hm_crdt:pending(C1)),
+    C2 = hm_crdt:deliver(Good, C1),
+    ?assertEqual(1, hm_crdt:value(C2)),
+    ?assertEqual(0, hm_crdt:pending(C2)).
 
 finding_f9() ->
     %% fixed for mutate/3: a forged #hm_crdt{} gives {bad_crdt, X} (value/1 of a forged term

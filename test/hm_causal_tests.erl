@@ -211,6 +211,23 @@ buffer_cross_replica_dependency_test() ->
     {[Ma, Mb], C2} = hm_causal_buffer:rcv_msg(Ma, C1),
     ?assertEqual(#{a => 1, b => 1}, hm_causal_buffer:delivered(C2)).
 
+%% A malformed message that names a cause that never comes waits; a different message of
+%% the same origin and number that is ready replaces it and is delivered: the bad one does
+%% not hold back its good twin (found by hm_badinput_prop's bad-event property).
+buffer_ready_twin_replaces_waiting_one_test() ->
+    Bad = {b, #{a => 3, b => 1}, x},
+    Good = {b, #{b => 1}, y},
+    {[], B1} = hm_causal_buffer:rcv_msg(Bad, hm_causal_buffer:new()),
+    ?assertEqual([Bad], hm_causal_buffer:pending(B1)),
+    {[Good], B2} = hm_causal_buffer:rcv_msg(Good, B1),
+    ?assertEqual(#{b => 1}, hm_causal_buffer:delivered(B2)),
+    ?assertEqual(0, hm_causal_buffer:pending_count(B2)),
+    %% the bad one again is now a duplicate
+    ?assertMatch({[], _}, hm_causal_buffer:rcv_msg(Bad, B2)),
+    %% a twin that is not ready either leaves the first one waiting
+    {[], B3} = hm_causal_buffer:rcv_msg({b, #{c => 2, b => 1}, z}, B1),
+    ?assertEqual([Bad], hm_causal_buffer:pending(B3)).
+
 %% A duplicate is dropped, whether already delivered or still buffered.
 buffer_duplicate_dropped_test() ->
     M1 = {a, #{a => 1}, hello},

@@ -58,7 +58,9 @@ send_msg(Self, CB = #cb{delivered = D}) ->
     {Ts, CB#cb{delivered = Ts}}.
 
 %% @doc Algorithm 1 "on receive" (Listing 8 `rcv_msg'): buffer, then return everything that
-%% became deliverable, each still tagged with its timestamp.
+%% became deliverable, each still tagged with its timestamp. Of two different messages of an
+%% origin with the same number, the first is kept, unless it waits and the second is ready:
+%% a malformed message that names a cause that never comes does not hold back its good twin.
 -spec rcv_msg(message(), buffer()) -> {[message()], buffer()}.
 rcv_msg(Msg, CB = #cb{delivered = D, pending = P, count = N}) ->
     Origin = element(1, Msg),
@@ -81,12 +83,17 @@ rcv_msg(Msg, CB = #cb{delivered = D, pending = P, count = N}) ->
             case Q of
                 #{Seq := Old} ->
                     %% already buffered (or, for an interval, one bringing as much: the one
-                    %% reaching further is kept)
-                    case last_seq(Msg) > last_seq(Old) of
-                        true when Ready ->
+                    %% reaching further is kept). A different message of the same numbers
+                    %% that is ready, while the buffered one waits (it names a cause that
+                    %% never comes: malformed), replaces it: a bad message must not hold
+                    %% back its good twin (a replica's messages are unique otherwise)
+                    case last_seq(Msg) - last_seq(Old) of
+                        More when More > 0, Ready ->
                             deliver_ready(CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}, []);
-                        true -> {[], CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}};
-                        false -> {[], CB}
+                        More when More > 0 -> {[], CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}};
+                        0 when Ready ->
+                            deliver_ready(CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}, []);
+                        _ -> {[], CB}
                     end;
                 _ ->
                     CB1 = CB#cb{pending = P#{Origin => Q#{Seq => Msg}}, count = N + 1},
