@@ -755,13 +755,17 @@ timeline_runs(P, Ctx) ->
         _ -> First
     end.
 
-heal_run(#{before_ops_s := B, after_ops_s := A} = T) when is_number(B), B > 0,
-                                                          is_number(A) ->
-    #{after_over_before => A / B,
-      converged_ms_after_stop => maps:get(converged_ms_after_stop, T, null)};
 heal_run(T) ->
-    #{after_over_before => null,
+    #{after_over_before => rel_before(T, after_ops_s),
       converged_ms_after_stop => maps:get(converged_ms_after_stop, T, null)}.
+
+%% A timeline's figure `K' (ops/s) against its rate before the cut, or null.
+rel_before(#{before_ops_s := B} = T, K) when is_number(B), B > 0 ->
+    case maps:get(K, T, null) of
+        X when is_number(X) -> X / B;
+        _ -> null
+    end;
+rel_before(_, _) -> null.
 
 %% seconds Start.. (1-based) of a per-second series, Len of them, nothing when out of range
 sub(L, Start, Len) when Start =< length(L), Len > 0 -> lists:sublist(L, Start, Len);
@@ -1978,10 +1982,7 @@ targets_table(Pts, TLs) ->
     T3 = case lists:member(null, Conv) of true -> null; false -> Most(Conv) end,
     Tl = fun(Name) -> hd([T || T = #{context := N, before_ops_s := B} <- TLs, N =:= Name,
                                is_number(B)] ++ [none]) end,
-    Rel = fun(#{before_ops_s := B} = T, K) when B > 0, is_number(map_get(K, T)) ->
-                  map_get(K, T) / B;
-             (_, _) -> null
-          end,
+    Rel = fun rel_before/2,
     ECTl = [{N, Rel(Tl(N), during_ops_s), Rel(Tl(N), after_ops_s)} || N <- ?EC, Tl(N) =/= none],
     Tx = case Tl(<<"transaction">>) of none -> null; TT -> Rel(TT, during_ops_s) end,
     Off = Most([abs(V - 1) || {_, D, A} <- ECTl, V <- [D, A], is_number(V)]),

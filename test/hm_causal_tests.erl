@@ -30,6 +30,15 @@ vv_join_meet_compare_test() ->
     ?assert(hm_vv:descends(Join, A)),
     ?assert(hm_vv:concurrent(A, B)).
 
+%% missing/2 counts the events the first vector has seen and the second has not.
+vv_missing_test() ->
+    A = hm_vv:from_list([{a, 2}, {b, 1}]),
+    B = hm_vv:from_list([{a, 1}, {c, 4}]),
+    ?assertEqual(2, hm_vv:missing(A, B)),          % a's second, b's first
+    ?assertEqual(4, hm_vv:missing(B, A)),          % c's four
+    ?assertEqual(0, hm_vv:missing(A, hm_vv:join(A, B))),
+    ?assertEqual(3, hm_vv:missing(A, hm_vv:new())).
+
 %% Zero entries are never stored, so equal vectors are equal terms.
 vv_no_zero_entries_test() ->
     V = hm_vv:from_list([{a, 0}, {b, 3}, {b, 1}]),   % zeros dropped, duplicates joined

@@ -384,12 +384,11 @@ gc_ops(S = #tcsb{log = L}) ->
 %% heal, bench/REPORT.md): it goes as a whole.
 drop_upto(Upto, OL = {Lo, _, _, _}, Gone) when Upto < Lo -> {Gone, OL};
 drop_upto(Upto, {_, Hi, M, New}, Gone) when Upto >= Hi ->
-    {lists:foldl(fun({_, {Msg, _}}, G) -> [Msg | G] end,
-                 maps:fold(fun(_, {Msg, _}, G) -> [Msg | G] end, Gone, M), New), empty};
+    {gone(New, maps:fold(fun(_, {Msg, _}, G) -> [Msg | G] end, Gone, M)), empty};
 drop_upto(Upto, {Lo, Hi, M, New}, Gone0) ->
     %% the list is highest first: what is stable of it is a suffix
     {NewKept, NewGone} = lists:splitwith(fun({Seq, _}) -> Seq > Upto end, New),
-    Gone = lists:foldl(fun({_, {Msg, _}}, G) -> [Msg | G] end, Gone0, NewGone),
+    Gone = gone(NewGone, Gone0),
     End = min(Upto, Hi),
     {Gone1, M1} = case (End - Lo + 1) * 4 < map_size(M) of
                       _ when map_size(M) =:= 0 -> {Gone, M};
@@ -411,6 +410,9 @@ drop_upto(Upto, {Lo, Hi, M, New}, Gone0) ->
         true -> {Gone1, empty};
         false -> {Gone1, {End + 1, Hi, M1, NewKept}}
     end.
+
+%% The messages of a list of an origin's logged entries, put in front of `Gone'.
+gone(Entries, Gone) -> lists:foldl(fun({_, {Msg, _}}, G) -> [Msg | G] end, Gone, Entries).
 
 %% @doc Every logged operation (delivered here, not yet stable), oldest first per origin: what
 %% a state transfer hands on, so the receiver can repair others too.
@@ -685,8 +687,7 @@ lag(M, #tcsb{self = Self, has = H, known = K, cb = CB}) ->
 %% that this replica has not: how far this replica is behind it.
 -spec behind(node(), state()) -> non_neg_integer().
 behind(M, S = #tcsb{cb = CB}) ->
-    D = hm_causal_buffer:delivered(CB),
-    maps:fold(fun(O, C, N) -> N + max(0, C - hm_vv:get(O, D)) end, 0, reported(M, S)).
+    hm_vv:missing(reported(M, S), hm_causal_buffer:delivered(CB)).
 
 %% @doc Catching up by state: count as delivered what a member delivered, `V', whose state
 %% the layer above joined into this replica's. Returns the buffered operations that became

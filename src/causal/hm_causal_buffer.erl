@@ -87,12 +87,10 @@ rcv_msg(Msg, CB = #cb{delivered = D, pending = P, count = N}) ->
                     %% that is ready, while the buffered one waits (it names a cause that
                     %% never comes: malformed), replaces it: a bad message must not hold
                     %% back its good twin (a replica's messages are unique otherwise)
+                    Replaced = CB#cb{pending = P#{Origin => Q#{Seq := Msg}}},
                     case last_seq(Msg) - last_seq(Old) of
-                        More when More > 0, Ready ->
-                            deliver_ready(CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}, []);
-                        More when More > 0 -> {[], CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}};
-                        0 when Ready ->
-                            deliver_ready(CB#cb{pending = P#{Origin => Q#{Seq := Msg}}}, []);
+                        More when More >= 0, Ready -> deliver_ready(Replaced, []);
+                        More when More > 0 -> {[], Replaced};
                         _ -> {[], CB}
                     end;
                 _ ->

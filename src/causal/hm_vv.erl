@@ -10,7 +10,7 @@
 -module(hm_vv).
 
 -export([new/0, get/2, increment/2, set/3, join/2, meet/2, leq/2, descends/2,
-         concurrent/2, compare/2, contains/2, from_list/1, to_list/1, size/1]).
+         concurrent/2, compare/2, contains/2, from_list/1, to_list/1, size/1, missing/2]).
 -export_type([vv/0, replica/0, counter/0, dot/0]).
 
 -type replica() :: term().
@@ -99,3 +99,7 @@ to_list(V) -> lists:sort(maps:to_list(V)).
 %% @doc Number of non-zero entries.
 -spec size(vv()) -> non_neg_integer().
 size(V) -> map_size(V).
+
+%% @doc How many of the events `V1' has seen `V2' has not.
+-spec missing(vv(), vv()) -> non_neg_integer().
+missing(V1, V2) -> maps:fold(fun(R, C, N) -> N + max(0, C - get(R, V2)) end, 0, V1).

@@ -1028,7 +1028,7 @@ merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, ticks = N, merge_req = Req
             Far = [{-L, M} || M <- maps:keys(Behind), L <- [far_behind(M, T1)], L > 0],
             Stuck = [{At, M} || {M, {At, _}} <- maps:to_list(Behind), N - At >= ?STUCK_TICKS],
             case lists:sort(Far) ++ lists:sort(Stuck) of
-                [{_, M} | _] -> {T1#t{merge_req = {M, N}}, [{send, M, {merge_req, D}}]};
+                [{_, M} | _] -> ask_state(M, T1);
                 [] -> {T1#t{merge_req = none}, []}
             end
     end;
@@ -1054,10 +1054,9 @@ far_enough(L, #t{catch_up = Lag, store = St, ticks = N, merged_at = At}) ->
 %% An acknowledgement tells what its member has delivered: when this copy is far behind
 %% it (far_behind/2), it asks for its state at once, not at the next tick (after a heal,
 %% the first acknowledgement of the other side is the first news of how far behind).
-merge_request_now(From, T = #t{catch_up = Lag, merge_req = none, tcsb = B, ticks = N})
-  when Lag =/= infinity ->
+merge_request_now(From, T = #t{catch_up = Lag, merge_req = none}) when Lag =/= infinity ->
     case takes_state(T) andalso far_behind(From, T) > 0 of
-        true -> {T#t{merge_req = {From, N}}, [{send, From, {merge_req, hm_tcsb:delivered(B)}}]};
+        true -> ask_state(From, T);
         false -> {T, []}
     end;
 merge_request_now(_, T) -> {T, []}.
@@ -1066,15 +1065,18 @@ merge_request_now(_, T) -> {T, []}.
 %% ahead of this copy (far_enough/2), this copy asks it back at once rather than once the
 %% member's acknowledgements tell the same. After a heal both sides then join each other's
 %% state together, not one after the other.
-merge_request_back(From, V, T = #t{catch_up = Lag, tcsb = B, ticks = N, merge_req = none})
+merge_request_back(From, V, T = #t{catch_up = Lag, tcsb = B, merge_req = none})
   when Lag =/= infinity ->
-    D = hm_tcsb:delivered(B),
-    Ahead = maps:fold(fun(O, C, Acc) -> Acc + max(0, C - hm_vv:get(O, D)) end, 0, V),
-    case takes_state(T) andalso far_enough(Ahead, T) of
-        true -> {T#t{merge_req = {From, N}}, [{send, From, {merge_req, D}}]};
+    case takes_state(T) andalso far_enough(hm_vv:missing(V, hm_tcsb:delivered(B)), T) of
+        true -> ask_state(From, T);
         false -> {T, []}
     end;
 merge_request_back(_, _, T) -> {T, []}.
+
+%% Ask member `M' for its state, telling what this copy has delivered; the request is
+%% asked again after ?MERGE_RETRY_TICKS ticks without an answer (merge_request/2).
+ask_state(M, T = #t{tcsb = B, ticks = N}) ->
+    {T#t{merge_req = {M, N}}, [{send, M, {merge_req, hm_tcsb:delivered(B)}}]}.
 
 can_merge(#t{status = ready, crdt = none}) -> true;
 can_merge(_) -> false.
