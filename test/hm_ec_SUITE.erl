@@ -12,7 +12,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
--export([catch_up_by_state/1]).
+-export([catch_up_by_state/1, step_diagnostic/1]).
 -export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
          bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
@@ -37,7 +37,7 @@ all() -> [write_everywhere_read_everywhere, queries, table_events, partition_add
           non_ec_tables_untouched,
           clear_remove_wins, transient_reorder,
           new_copy_and_restart, disc_kill_restart, partition_under_full_load,
-          mnesia_restart_ram_copy].
+          mnesia_restart_ram_copy, step_diagnostic].
 
 %%% ------------------------------------------------------------- cluster
 
@@ -110,6 +110,37 @@ converged(Config, Tab) ->
     contents(1, Config, Tab).
 
 %%% ------------------------------------------------------------- cases
+
+%% The diagnostic of a table's steps (`slow_step_ms', read when the table's process starts):
+%% off, `info' shows neither `slow_steps' nor `step_totals'; on, every write made on the node
+%% is a `submit' step, the other copies' writes arrive as `ops' steps, and a step at least
+%% that long is kept.
+step_diagnostic(Config) ->
+    Off = create(Config, [{type, pawset}]),
+    false = maps:is_key(step_totals, call(1, Config, hypermnesia, info, [Off])),
+    {atomic, ok} = call(1, Config, hypermnesia, delete_table, [Off]),
+    [ok = call(I, Config, application, set_env, [hypermnesia, slow_step_ms, 1])
+     || I <- [1, 2, 3]],
+    try
+        Tab = create(Config, [{type, pawset}]),
+        ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, x, K}) || K <- lists:seq(1, 50)], ok end),
+        ok = ec(2, Config, fun() -> [mnesia:write({Tab, K, y, K}) || K <- lists:seq(51, 60)], ok end),
+        60 = length(converged(Config, Tab)),
+        #{step_totals := #{submit := {50, Us, Reds}} = T1, slow_steps := Slow} =
+            call(1, Config, hypermnesia, info, [Tab]),
+        true = Us >= 0 andalso Reds > 0 andalso is_list(Slow),
+        {N2, _, _} = maps:get(ops, T1),
+        true = N2 >= 1,
+        #{step_totals := #{submit := {10, _, _}}} = call(2, Config, hypermnesia, info, [Tab]),
+        #{step_totals := T3} = call(3, Config, hypermnesia, info, [Tab]),
+        false = maps:is_key(submit, T3),
+        true = maps:is_key(ops, T3),
+        %% every step kept took at least the limit
+        [true = Ms >= 1 andalso is_atom(K) || {K, _, Ms, _} <- Slow],
+        ok
+    after
+        [call(I, Config, application, unset_env, [hypermnesia, slow_step_ms]) || I <- [1, 2, 3]]
+    end.
 
 write_everywhere_read_everywhere(Config) ->
     Tab = create(Config, [{type, pawset}]),

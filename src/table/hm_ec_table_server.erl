@@ -28,7 +28,7 @@
 %% {@link hm_ec_watch} (partitions seen, catch-ups, state transfers), whose events it
 %% publishes through {@link hm_events}. With the application variable `slow_step_ms' set
 %% ({@link slow_limit/0}), it keeps the steps of the core that took at least that long, and
-%% `info' shows them (`slow_steps').
+%% sums every step by kind; `info' shows both (`slow_steps', `step_totals').
 -module(hm_ec_table_server).
 -behaviour(gen_server).
 
@@ -141,6 +141,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
     {ok, run(Effs, #{tab => Tab, t => T, tick_ref => Ref, ticks => 0, inq => queue:new(),
                      inq_n => 0,
                      work_posted => false, ack_timer => false, drops => #{}, slow => slow_limit(),
+                     totals => #{},
                      outbox => hm_ec_outbox:new(), outbox_timer => false,
                      watch => hm_ec_watch:new(clock(), T, Tab)})}.
 
@@ -148,26 +149,17 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
           {reply, term(), map()} | {noreply, map()} | {stop, normal, term(), map()}.
 handle_call({submit, KeyOp, Mode}, From, S) ->
     handle_call({submit_after, none, KeyOp, Mode}, From, S);
-handle_call({submit_after, After, KeyOp, Mode}, From, S = #{t := T}) ->
-    Now = erlang:system_time(microsecond),
-    try case After of
-            none -> hm_ec_table:submit(KeyOp, Mode, From, {Now, nodes()}, T);
-            _ -> hm_ec_table:submit_after(After, KeyOp, Mode, From, {Now, nodes()}, T)
-        end of
-        {T1, Effs} -> {noreply, arm_ack(run(Effs, S#{t := T1}))}
-    catch Class:Reason:Stack ->
-            Reply = {error, {not_applied, Reason}},
-            case failed(S, Class, Reason, Stack) of
-                {stop, S1} -> {stop, normal, Reply, S1};
-                S1 -> {reply, Reply, S1}
-            end
-    end;
+handle_call(Submit = {submit_after, _, _, _}, From, S = #{slow := {_, _}}) ->
+    timed(submit, fun() -> submit(Submit, From, S) end, S);
+handle_call(Submit = {submit_after, _, _, _}, From, S) ->
+    submit(Submit, From, S);
 handle_call({crdt_value_parts, Key}, _From, S = #{t := T}) ->
     {reply, hm_ec_table:crdt_value_parts(Key, T), S};
 handle_call(info, _From, S = #{t := T, slow := Slow}) ->
     Info = hm_ec_table:info(nodes(), T),
     {reply, case Slow of
-                {_, Steps} -> Info#{slow_steps => lists:reverse(Steps)};
+                {_, Steps} -> Info#{slow_steps => lists:reverse(Steps),
+                                    step_totals => maps:get(totals, S)};
                 none -> Info
             end, S};
 handle_call(status, _From, S = #{t := T, watch := W, inq_n := Queued}) ->
@@ -265,6 +257,22 @@ terminate(_Reason, S = #{t := T}) ->
 
 %%% ---------------------------------------------------------------- running the core
 
+%% A write of this node's callers: to the core, its effects run.
+submit({submit_after, After, KeyOp, Mode}, From, S = #{t := T}) ->
+    Now = erlang:system_time(microsecond),
+    try case After of
+            none -> hm_ec_table:submit(KeyOp, Mode, From, {Now, nodes()}, T);
+            _ -> hm_ec_table:submit_after(After, KeyOp, Mode, From, {Now, nodes()}, T)
+        end of
+        {T1, Effs} -> {noreply, arm_ack(run(Effs, S#{t := T1}))}
+    catch Class:Reason:Stack ->
+            Reply = {error, {not_applied, Reason}},
+            case failed(S, Class, Reason, Stack) of
+                {stop, S1} -> {stop, normal, Reply, S1};
+                S1 -> {reply, Reply, S1}
+            end
+    end.
+
 %% One step of the core, then its effects. A table that no longer exists here (deleted, copy
 %% removed, Mnesia stopped) ends the process; anything else is logged and the table keeps
 %% its state.
@@ -279,29 +287,44 @@ step(Step, S = #{t := T}) ->
     end.
 
 %% A step of the core of kind `Kind', timed when the diagnostic of slow steps is on.
-step(Kind, Step, S = #{slow := {Limit, _}}) ->
-    T0 = erlang:monotonic_time(microsecond),
-    {reductions, R0} = process_info(self(), reductions),
-    R = step(Step, S),
-    case erlang:monotonic_time(microsecond) - T0 of
-        Us when Us >= Limit * 1000 ->
-            {reductions, R1} = process_info(self(), reductions),
-            slow_step(Kind, T0, Us, R1 - R0, R);
-        _ -> R
-    end;
+step(Kind, Step, S = #{slow := {_, _}}) ->
+    timed(Kind, fun() -> step(Step, S) end, S);
 step(_Kind, Step, S) ->
     step(Step, S).
+
+%% Run `Step' (a step of kind `Kind' that returns the gen_server result), timed: added to the
+%% totals of its kind, and kept when it took at least the diagnostic's limit.
+timed(Kind, Step, #{slow := {Limit, _}}) ->
+    T0 = erlang:monotonic_time(microsecond),
+    {reductions, R0} = process_info(self(), reductions),
+    R = Step(),
+    Us = erlang:monotonic_time(microsecond) - T0,
+    {reductions, R1} = process_info(self(), reductions),
+    R2 = step_total(Kind, Us, R1 - R0, R),
+    case Us >= Limit * 1000 of
+        true -> slow_step(Kind, T0, Us, R1 - R0, R2);
+        false -> R2
+    end.
+
+%% The sums of the steps by kind, `{Steps, Microseconds, Reductions}', shown by `info' as
+%% `step_totals'.
+step_total(Kind, Us, Reds, Result) ->
+    S = element(tuple_size(Result), Result),
+    Totals = maps:get(totals, S),
+    {N0, Us0, R0} = maps:get(Kind, Totals, {0, 0, 0}),
+    setelement(tuple_size(Result), Result,
+               S#{totals := Totals#{Kind => {N0 + 1, Us0 + Us, R0 + Reds}}}).
 
 %% The diagnostic of slow steps (application variable `slow_step_ms'): each step of the
 %% core that took at least that long is kept, the newest ?SLOW_KEPT, as
 %% `{Kind, StartedAtMs, TookMs, Reductions}' (system time), and shown by `info'.
-slow_step(Kind, T0, Us, Reds, {noreply, S = #{slow := {Limit, Steps}}}) ->
+slow_step(Kind, T0, Us, Reds, Result) ->
+    S = #{slow := {Limit, Steps}} = element(tuple_size(Result), Result),
     At = erlang:convert_time_unit(T0 + erlang:time_offset(microsecond), microsecond,
                                   millisecond),
     Step = {Kind, At, Us div 1000, Reds},
-    {noreply, S#{slow := {Limit, lists:sublist([Step | Steps], ?SLOW_KEPT)}}};
-slow_step(_, _, _, _, Stop) ->
-    Stop.
+    setelement(tuple_size(Result), Result,
+               S#{slow := {Limit, lists:sublist([Step | Steps], ?SLOW_KEPT)}}).
 
 %% What kind of step a member's message makes, for the diagnostic of slow steps.
 msg_kind(Msg) when is_tuple(Msg), tuple_size(Msg) > 0, is_atom(element(1, Msg)) ->
