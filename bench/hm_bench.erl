@@ -1166,8 +1166,15 @@ node_memory(Tabs) ->
                              #{state_catch_ups := N} -> N;
                              _ -> 0
                          end,
+              %% the keys with a metadata row (after quiescence: those holding concurrent
+              %% versions the policy does not show) and the keys of the table
+              MetaKeys = case Info of
+                             #{unstable_keys := MK} -> MK;
+                             _ -> 0
+                         end,
               A#{T => #{table_words => Own, helper_words => Helpers, plain_set_words => Plain,
-                        state_catch_ups => CatchUps}}
+                        state_catch_ups => CatchUps, meta_keys => MetaKeys,
+                        keys => mnesia:table_info(T, size)}}
       end, #{}, Tabs).
 
 %% A ram copy keeps its metadata in an ETS table of the table's process, not in the Mnesia
@@ -1547,6 +1554,8 @@ summarize(Ctx, P, Results, MeasMs, ConvMs, QuietMs, Mem, Samples, Before, After)
       convergence_ms => ConvMs, quiescence_ms => QuietMs,
       memory_words => #{table => TabW, helpers => HelpW, plain_set => PlainW},
       state_catch_ups => lists:sum(Words(state_catch_ups)),
+      %% per node, the keys holding a metadata row after the cool-down, and the keys
+      meta_keys => Words(meta_keys), keys => Words(keys),
       space_overhead => mean(Overhead),
       %% the same as a ratio: (table + its metadata and log) / a plain set of the same
       %% records, the mean over the nodes, and the largest node's
@@ -2039,7 +2048,7 @@ why_md(Out) ->
     TLs = maps:get(timelines, Out, []),
     Bullets = why_throughput(maps:get(speed, Out, []))
         ++ why_cpu(Simple, maps:get(step_profile, Out, #{}))
-        ++ why_heal(TLs) ++ why_partition(TLs),
+        ++ why_space(Simple ++ maps:get(points, Out, [])) ++ why_heal(TLs) ++ why_partition(TLs),
     case Bullets of
         [] -> [];
         _ -> ["\n#### Why (computed from this run)\n\n", Bullets]
@@ -2118,6 +2127,28 @@ why_steps(#{per_node := PN = [_ | _]}) ->
              Per(Stepped + Outside, Own), " per write in all."]
     end;
 why_steps(_) -> [].
+
+%% The space after quiescence: how many keys still hold a metadata row, per workload.
+why_space(Pts) ->
+    Share = fun(W) ->
+                    Sel = [X || X = #{context := N, meta_keys := MK, keys := K} <- Pts,
+                                lists:member(N, ?EC), workload(X) =:= W, MK =/= [], K =/= []],
+                    MK = lists:sum([lists:sum(maps:get(meta_keys, X)) || X <- Sel]),
+                    K = lists:sum([lists:sum(maps:get(keys, X)) || X <- Sel]),
+                    Worst = worst([maps:get(space_ratio, X) || X <- Sel]),
+                    {W, K, MK, Worst}
+            end,
+    Rows = [R || R = {_, K, _, _} <- [Share(simple), Share(bench)], K > 0],
+    [["- **Space after quiescence.** Keys that still hold a metadata row once every operation "
+      "is stable, over the EC points and nodes: ",
+      lists:join("; ", [io_lib:format("~s ~.1f % of the keys (space at most ~s)",
+                                      [W, 100 * MK / K, fmt(Worst, x)])
+                        || {W, K, MK, Worst} <- Rows]),
+      ". These keys were written concurrently on two nodes last, and keep both versions, "
+      "without timestamps, until the next write or delete of the key. The versions are kept "
+      "so that a later `delete_object` of the shown record gives the same result on every "
+      "node. The more writes a key takes from several nodes at once, the more such keys "
+      "remain.\n"] || Rows =/= []].
 
 why_heal(TLs) ->
     Kinds = [{<<"merge">>, "joining a member's state"},
