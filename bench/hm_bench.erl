@@ -2144,11 +2144,9 @@ why_space(Pts) ->
       lists:join("; ", [io_lib:format("~s ~.1f % of the keys (space at most ~s)",
                                       [W, 100 * MK / K, fmt(Worst, x)])
                         || {W, K, MK, Worst} <- Rows]),
-      ". These keys were written concurrently on two nodes last, and keep both versions, "
-      "without timestamps, until the next write or delete of the key. The versions are kept "
-      "so that a later `delete_object` of the shown record gives the same result on every "
-      "node. The more writes a key takes from several nodes at once, the more such keys "
-      "remain.\n"] || Rows =/= []].
+      ". A key keeps a row while one of its entries is not stable on the node; once "
+      "stable, it keeps only the version the policy shows, which the table holds, and its "
+      "row goes.\n"] || Rows =/= []].
 
 why_heal(TLs) ->
     Kinds = [{<<"merge">>, "joining a member's state"},

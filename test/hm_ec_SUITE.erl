@@ -295,7 +295,9 @@ quiescent_metadata(Config) ->
     ok.
 
 %% Concurrent writes of one key with different payloads: each policy picks the same on every
-%% node.
+%% node. Once stable, no copy keeps metadata for the key: term_order and lww drop the losing
+%% version, and a delete_object of the record shown removes the key everywhere; siblings
+%% show both, and a delete_object removes one.
 conflict_policies(Config) ->
     Base = ?config(tab, Config),
     [begin
@@ -311,6 +313,23 @@ conflict_policies(Config) ->
              term_order -> [{Tab, k, b, 1}] = Result;            % greatest record
              lww -> [{Tab, k, a, 2}] = Result;                   % node 2 wrote later
              siblings -> [{Tab, k, a, 2}, {Tab, k, b, 1}] = Result
+         end,
+         %% stable everywhere: no metadata left (siblings: storage shows both versions)
+         wait_until(fun() ->
+                            lists:all(fun(I) ->
+                                              #{unstable_keys := K} =
+                                                  call(I, C1, hypermnesia, info, [Tab]),
+                                              K =:= 0
+                                      end, [1, 2, 3])
+                    end),
+         case P of
+             siblings ->
+                 ok = ec(3, C1, fun() -> mnesia:delete_object({Tab, k, b, 1}) end),
+                 [{Tab, k, a, 2}] = converged(C1, Tab);
+             _ ->
+                 [Shown] = Result,
+                 ok = ec(3, C1, fun() -> mnesia:delete_object(Shown) end),
+                 [] = converged(C1, Tab)
          end,
          {atomic, ok} = call(1, C1, hypermnesia, delete_table, [Tab])
      end || P <- [term_order, lww, siblings]],

@@ -33,11 +33,13 @@
 %% `delete || write(b)', then `delete_object(a)' after both, leaves the key absent (as the
 %% implementation does); with "absent iff a causally maximal op is a delete" it would show b.
 %%
-%% Known failure (found by prop_ec_key, minimised in stabilize_then_delete_object_test_):
-%% under term_order and lww, stabilize/3 keeps only the record the policy shows, dropping the
-%% losing concurrent versions; a later delete_object of the shown record then leaves the
-%% stabilized replica empty while a replica that had not stabilized yet shows the loser, for
-%% good (replicas diverge, and the stabilized one disagrees with the spec).
+%% An operation is recorded as its origin prepares it (hm_ec_key:prepare/3): under
+%% term_order and lww, a delete_object of the record the origin's spec shows is a delete.
+%% The spec decides it from the events the origin delivered, the implementation from its
+%% view there; they must agree. Stabilization then keeps only the version the policy shows
+%% (checked at quiescence: no metadata is left but under siblings), and replicas that have
+%% stabilized and replicas that have not must still show the same thing after any later
+%% operation (minimised once in stabilize_then_delete_object_test_).
 -module(hm_ec_prop).
 -include("hm_prop.hrl").
 -include_lib("eunit/include/eunit.hrl").
@@ -128,6 +130,9 @@ run_ec(Type, Policy, N, Steps, Seed) ->
         [begin
              KSq = hm_ec_key:stabilize(Type, Policy, {All, KS}),
              [throw({quiescent_metadata, I, KSq}) || hm_ec_key:timestamps(KSq) =/= 0],
+             %% and no version the policy does not show: no metadata row is left
+             [throw({quiescent_versions, I, KSq})
+              || Policy =/= siblings, hm_ec_key:compact(Type, Policy, KSq) =/= none],
              [throw({quiescent_stabilize, I, KSq, hd(Views)})
               || hm_ec_key:view(Type, Policy, KSq) =/= hd(Views)]
          end || {I, #{ks := KS}} <- maps:to_list(Reps)],
@@ -150,17 +155,25 @@ ec_tags(#{evs := Evs, st := St}, Final) ->
      {merges, bucket(maps:get(merge, St))},
      {final_view_size, length(Final)}].
 
-ec_exec({op, I0, Op0}, S = #{n := N, reps := Reps, evs := Evs, next := Id}) ->
+ec_exec({op, I0, Op0}, S = #{n := N, reps := Reps, evs := Evs, next := Id, type := Type,
+                             policy := Policy}) ->
     I = (I0 - 1) rem N + 1,
     R = rep(I),
-    #{dl := Dl, hlc := H} = maps:get(I, Reps),
+    #{dl := Dl, hlc := H, ks := KS} = maps:get(I, Reps),
     Ts = hm_vv:increment(R, Dl),
     Dot = {R, hm_vv:get(R, Ts)},
-    Op = case Op0 of
-             {write, V, Inc} -> {write, rec(V), {H + 1 + Inc, R}};
-             delete -> delete;
-             {delete_object, V} -> {delete_object, rec(V)}
-         end,
+    Asked = case Op0 of
+                {write, V, Inc} -> {write, rec(V), {H + 1 + Inc, R}};
+                delete -> delete;
+                {delete_object, V} -> {delete_object, rec(V)}
+            end,
+    %% what the operation is, by the spec over what its origin has delivered, and what the
+    %% implementation prepares from its own view there: the same
+    Op = spec_prepare(Policy, Asked, spec(Type, Policy, delivered_events(I, S))),
+    case hm_ec_key:prepare(Policy, Asked, hm_ec_key:view(Type, Policy, KS)) of
+        Op -> ok;
+        Prepared -> throw({prepare, rep(I), {asked, Asked}, {spec, Op}, {prepared, Prepared}})
+    end,
     Ev = {Id, I, Dot, Ts, Op},
     ec_apply(I, Ev, S#{evs := Evs ++ [Ev], next := Id + 1});
 ec_exec({deliver, J0, K}, S = #{n := N}) ->
@@ -233,8 +246,8 @@ ec_exec({stabilize, I0}, S = #{n := N, type := Type, policy := Policy, reps := R
     {KS1, St1} = case hm_ec_key:stabilize(Type, Policy, {V, KS}) of
                      KS -> {KS, bump(unstable, St)};
                      Stable = {Vs, []} ->
-                         %% 'lossy' counts stabilizations of keys with versions the policy
-                         %% does not show: they must all be kept
+                         %% 'lossy' counts stabilizations that drop versions the policy
+                         %% does not show (siblings: none)
                          Lossy = length(Vs) > length(hm_ec_key:view(Type, Policy, Stable)),
                          {Stable, bump(case Lossy of
                                            true -> lossy;
@@ -279,11 +292,15 @@ ec_apply(J, {_, Origin, Dot, Ts, Op}, S = #{type := Type, reps := Reps}) ->
 view_of(#{type := Type, policy := Policy}, KS) -> hm_ec_key:view(Type, Policy, KS).
 view(S = #{reps := Reps}, I) -> view_of(S, maps:get(ks, maps:get(I, Reps))).
 
-%% A replica's view must be the spec of the events it has delivered (a causally closed set).
+%% The events replica I has delivered (a causally closed set).
+delivered_events(I, #{reps := Reps, evs := Evs}) ->
+    #{dl := Dl} = maps:get(I, Reps),
+    [E || E = {_, _, D, _, _} <- Evs, hm_vv:contains(D, Dl)].
+
+%% A replica's view must be the spec of the events it has delivered.
 check_view(I, S = #{type := Type, policy := Policy, reps := Reps, evs := Evs}) ->
-    #{dl := Dl, ks := KS} = maps:get(I, Reps),
-    Seen = [E || E = {_, _, D, _, _} <- Evs, hm_vv:contains(D, Dl)],
-    Expected = spec(Type, Policy, Seen),
+    #{ks := KS} = maps:get(I, Reps),
+    Expected = spec(Type, Policy, delivered_events(I, S)),
     case view_of(S, KS) of
         Expected -> S;
         Actual -> throw({view_vs_spec, rep(I), {expected, Expected}, {actual, Actual},
@@ -349,6 +366,11 @@ spec(Type, Policy, Evs) ->
         {siblings, _} -> lists:usort([R || {R, _} <- Live]);
         {lww, _} -> [element(2, lists:max([{H, R} || {R, H} <- Live]))]
     end.
+
+%% What an operation asked for at a replica whose spec shows `Shown' is: under term_order and
+%% lww, a delete_object of the record shown there deletes the key as that replica saw it.
+spec_prepare(Policy, {delete_object, Rec}, [Rec]) when Policy =/= siblings -> delete;
+spec_prepare(_, Op, _) -> Op.
 
 before({_, _, DotA, _, _} = A, {_, _, _, TsB, _} = B) ->
     A =/= B andalso hm_vv:contains(DotA, TsB).
@@ -637,12 +659,12 @@ tcsb_drain(S = #{net := Net, rand := R0}) ->
 
 %%% ================================================================ regression: stabilize drops versions
 
-%% The minimised counterexample of prop_ec_key (term_order and lww, both types): r2 writes b,
-%% r1 writes a (concurrent); both replicas deliver both and acknowledge; r2 stabilizes (the
-%% policy keeps one record: b under term_order, and under lww the write with the greater
-%% clock), r1 not yet; r1 deletes object b and r2 delivers that. Spec: a is live (the only
-%% write not followed by a delete of it), so both must show [a]; the stabilized replica shows
-%% [] for good if stabilize/3 dropped the losing version a (it did once; it keeps it now).
+%% The minimised counterexample of prop_ec_key, from when stabilization kept only the shown
+%% version and a delete_object went out as it was asked: r2 writes b, r1 writes a
+%% (concurrent); both replicas deliver both; r2 stabilizes (b shows under term_order, and
+%% under lww the write with the greater clock), r1 not yet. r1 then deletes object b, the
+%% record it shows: prepared as a delete, it leaves both replicas empty. A delete_object of
+%% a, which r1 does not show, stays one: both replicas show b.
 stabilize_then_delete_object_test_() ->
     [{lists:flatten(io_lib:format("~p/~p", [T, P])), ?_test(stabilize_then_delete_object(T, P))}
      || T <- [pawset, prwset], P <- [term_order, lww, siblings]].
@@ -655,10 +677,28 @@ stabilize_then_delete_object(Type, Policy) ->
     R2 = Eff(A, {r1, 1}, #{r1 => 1}, Eff(B, {r2, 1}, #{r2 => 1}, hm_ec_key:new())),
     R2s = hm_ec_key:stabilize(Type, Policy, {#{r1 => 1, r2 => 1}, R2}),
     ?assertEqual(0, hm_ec_key:timestamps(R2s)),
-    Del = {delete_object, rec(b)},
+    Shown = hm_ec_key:view(Type, Policy, R1),
+    ?assertEqual(Shown, hm_ec_key:view(Type, Policy, R2s)),
     DelTs = #{r1 => 2, r2 => 1},
-    ?assertEqual([rec(a)], hm_ec_key:view(Type, Policy, Eff(Del, {r1, 2}, DelTs, R1))),
-    ?assertEqual([rec(a)], hm_ec_key:view(Type, Policy, Eff(Del, {r1, 2}, DelTs, R2s))).
+    Del = fun(V) -> hm_ec_key:prepare(Policy, {delete_object, rec(V)}, Shown) end,
+    After = fun(V, KS) -> hm_ec_key:view(Type, Policy, Eff(Del(V), {r1, 2}, DelTs, KS)) end,
+    case Policy of
+        siblings ->
+            %% both show: a delete_object removes its record only
+            ?assertEqual([rec(a), rec(b)], Shown),
+            ?assertEqual([rec(a)], After(b, R1)),
+            ?assertEqual([rec(a)], After(b, R2s));
+        _ ->
+            ?assertEqual([rec(b)], Shown),
+            ?assertEqual(delete, Del(b)),
+            ?assertEqual([], After(b, R1)),
+            ?assertEqual([], After(b, R2s)),
+            ?assertEqual({delete_object, rec(a)}, Del(a)),
+            ?assertEqual([rec(b)], After(a, R1)),
+            ?assertEqual([rec(b)], After(a, R2s)),
+            %% the stable key keeps the shown version only: no metadata row
+            ?assertEqual(none, hm_ec_key:compact(Type, Policy, R2s))
+    end.
 
 %%% ================================================================ join: one entry a side
 

@@ -12,17 +12,21 @@
 %% rule) and never stored. `prwset': it is stored, and beats concurrent writes.</li>
 %% <li>`{delete_object, Rec}': as delete, but only for versions equal to `Rec'.</li>
 %% </ul>
+%% {@link prepare/3} runs at the origin, before the operation is broadcast (the prepare step
+%% of an op-based CRDT): under `term_order' and `lww', a `delete_object' of the record the
+%% key shows there becomes a `delete', since the key as its node saw it is that record. Reads
+%% then never show a version that lost to the deleted record, and a stable key keeps only
+%% the version it shows.
 %% Live versions: `pawset' the stable ones and the stored writes; `prwset' the same unless a
 %% stored delete is live, minus versions a live `delete_object' names. The conflict policy
 %% turns live versions into what reads show: `term_order' (the greatest record in Erlang term
 %% order, as in the paper), `lww' (the write with the greatest hybrid logical clock, then
 %% origin), or `siblings' (all of them, sorted).
 %%
-%% {@link stabilize/3}: once every entry of a key is stable, the key keeps its live versions
-%% without timestamps; {@link compact/3} says when storage alone represents the key, and the
-%% table layer then drops its metadata row. A quiescent key costs no metadata
-%% unless it holds concurrent versions the policy does not show; those stay, timestamp-free,
-%% until the next write or delete of the key.
+%% {@link stabilize/3}: once every entry of a key is stable, the key keeps what the policy
+%% shows without timestamps (`siblings': every live version); {@link compact/3} says when
+%% storage alone represents the key, and the table layer then drops its metadata row. A
+%% quiescent key costs no metadata, except under `siblings'.
 %%
 %% {@link join/2}: catching up by state. The key's state at a replica that has delivered what
 %% two replicas delivered, from their two states and delivered vectors, without their
@@ -33,8 +37,8 @@
 %% delivered after a version became stable causally follows it and pruned it).
 -module(hm_ec_key).
 
--export([concurrent/2, new/0, new/1, effect/5, stabilize/3, compact/3, live/2, view/3, timestamps/1,
-         is_empty/1, join/2]).
+-export([concurrent/2, new/0, new/1, prepare/3, effect/5, stabilize/3, compact/3, live/2, view/3,
+         timestamps/1, is_empty/1, join/2]).
 -export_type([key_state/0, op/0, ec_type/0, policy/0]).
 
 -type ec_type() :: pawset | prwset.
@@ -60,6 +64,14 @@ new(Stable) -> {[{R, stable} || R <- Stable], []}.
 %% unstable entry it has not seen (the conflicts the table's policy resolves).
 -spec concurrent(hm_vv:vv(), key_state()) -> boolean().
 concurrent(Ts, {_Seq, Log}) -> lists:any(fun({D, _, _}) -> not hm_vv:contains(D, Ts) end, Log).
+
+%% @doc The operation to broadcast for `Op', given what reads show for the key at its origin,
+%% `Shown': under `term_order' and `lww' a `delete_object' of the record shown is a
+%% `delete' (it removes every version the origin has seen, the ones the policy hid too);
+%% any other operation is itself.
+-spec prepare(policy(), op(), [tuple()]) -> op().
+prepare(Policy, {delete_object, Rec}, [Rec]) when Policy =/= siblings -> delete;
+prepare(_, Op, _) -> Op.
 
 %% @doc Apply a causally delivered operation (the Hypermnesia paper, Algorithm 2 `add'/`delete' with
 %% `remove_redundant').
@@ -119,11 +131,12 @@ resolve(lww, Vs) ->
         Stamped -> [element(2, lists:max(Stamped))]
     end.
 
-%% @doc Causal stability (the Hypermnesia paper, §4.7): when every entry's dot is in the stable vector `V',
-%% the key keeps its live versions without timestamps. All of them, not only the one the
-%% policy shows: nodes stabilize independently, and a later `delete_object' of the shown
-%% version must leave the same survivors everywhere (found by hm_ec_prop). Otherwise the key
-%% is unchanged.
+%% @doc Causal stability (the Hypermnesia paper, §4.7): when every entry's dot is in the stable
+%% vector `V', the key keeps without timestamps the live version the policy shows
+%% (`siblings': every live version). The others can never show again: every later operation
+%% has seen them, and removes them with the shown one (a write, a delete, or a
+%% `delete_object' of the shown record, prepared as a delete), or leaves the shown one, which
+%% still beats them (a `delete_object' of another record). Otherwise the key is unchanged.
 -spec stabilize(ec_type(), policy(), {hm_vv:vv(), key_state()}) -> key_state().
 stabilize(_, _, {V, S = {[], [{{R, C}, write, Version}]}}) ->
     %% one write, the common case under load
@@ -131,10 +144,20 @@ stabilize(_, _, {V, S = {[], [{{R, C}, write, Version}]}}) ->
         true -> {[Version], []};
         false -> S
     end;
-stabilize(Type, _Policy, {V, S = {_, Log}}) ->
+stabilize(Type, Policy, {V, S = {_, Log}}) ->
     case lists:all(fun({D, _, _}) -> hm_vv:contains(D, V) end, Log) of
-        true -> {lists:usort(live(Type, S)), []};
+        true -> {shown_versions(Policy, lists:usort(live(Type, S))), []};
         false -> S
+    end.
+
+%% The live versions a stable key keeps: the one the policy shows (resolve/2), or every one.
+shown_versions(siblings, Vs) -> Vs;
+shown_versions(_, []) -> [];
+shown_versions(term_order, Vs) -> [lists:max(Vs)];
+shown_versions(lww, Vs) ->
+    case [{H, V} || V = {_, H} <- Vs, H =/= stable] of
+        [] -> [lists:max(Vs)];
+        Stamped -> [element(2, lists:max(Stamped))]
     end.
 
 %% @doc The key's state, or `none' when what reads show says it all (no timestamps and no

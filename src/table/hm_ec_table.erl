@@ -339,7 +339,7 @@ submit1({Key, Op}, Mode, From, Env, T = #t{crdt = Spec, tcsb = B, tab = Tab}) ->
     end.
 
 submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
-    {Op, H1} = stamp(Op0, H0, Clock, node_of(B)),
+    {Op, H1} = stamp(prepare(Key, Op0, T), H0, Clock, node_of(B)),
     {Msg = {Self, Ts, _}, Out, B1} = hm_tcsb:broadcast({Mode, Key, Op}, B),
     {T0, Evs} = apply_op(T#t{tcsb = B1, hlc = H1}, Msg, hm_tcsb:delivered(B1)),
     %% a sync write on a disc copy is on disc before any member hears of it (and before it
@@ -536,6 +536,12 @@ flush(T = #t{batch = Bt, crdt = Spec, store = St}) ->
               false -> St1
           end,
     {T1#t{store = St2}, [E || E <- Effs, E =/= {reply, crdt_epoch, ok}]}.
+
+%% A `delete_object' of the record the key shows here is broadcast as a delete of the key as
+%% this copy sees it (hm_ec_key:prepare/3).
+prepare(Key, Op = {delete_object, _}, T = #t{policy = Policy}) ->
+    hm_ec_key:prepare(Policy, Op, read(Key, T));
+prepare(_, Op, _) -> Op.
 
 %% Hybrid logical clock for lww: the wall clock, never behind what was seen.
 stamp({write, Rec}, H, Clock, Node) ->
