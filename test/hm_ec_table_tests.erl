@@ -254,6 +254,37 @@ catch_up_by_state(Type) ->
     {B3, _} = hm_ec_table:handle(n1, c, State2, B2),
     ?assertEqual(lists:sort(hm_ec_table:rows(A4)), lists:sort(hm_ec_table:rows(B3))).
 
+%% A state built for one member goes to every other member as far behind (after a heal, the
+%% whole other side), which joins it without asking; a state not asked for is not joined
+%% within ?MERGE_RETRY_TICKS ticks of a join, and not sent to a member no longer behind.
+state_to_every_member_behind_test() ->
+    Three = fun(Node) -> hm_ec_table:set_members([n1, n2, n3], copy(Node, pawset, 5)) end,
+    {C1, _} = writes([{K rem 3, {write, {t, K rem 3, K}}} || K <- lists:seq(1, 12)], Three(n3)),
+    A1 = Three(n1),
+    B1 = Three(n2),
+    %% n3 knows what n1 and n2 have: nothing
+    C3 = ack_from(n2, B1, ack_from(n1, A1, C1)),
+    {A2, E1} = ack_effects(n3, C3, A1),
+    [Req] = [R || {send, n3, R = {merge_req, _}} <- E1],
+    {_, E2} = hm_ec_table:handle(n1, c, Req, C3),
+    [State] = lists:usort([S || {send, n1, S = {merge, _}} <- E2]),
+    ?assertEqual([n1, n2], lists:sort([N || {send, N, {merge, _}} <- E2])),
+    %% n2 never asked: it joins the state, being 12 operations behind
+    {B2, _} = hm_ec_table:handle(n3, c, State, B1),
+    ?assertEqual(lists:sort(hm_ec_table:rows(C3)), lists:sort(hm_ec_table:rows(B2))),
+    ?assertEqual(1, maps:get(state_catch_ups, hm_ec_table:info([n3], B2))),
+    %% the same state again, or n1's answer arriving late: not joined again
+    {B3, _} = writes([{9, {write, {t, 9, 9}}}], B2),
+    {C4, _} = writes([{K rem 3, {write, {t, K rem 3, -K}}} || K <- lists:seq(1, 12)], C3),
+    [Later] = [S || {send, n2, S} <- element(2, hm_ec_table:handle(n2, c, {merge_req, #{}}, C4))],
+    ?assertEqual({B3, []}, hm_ec_table:handle(n3, c, Later, B3)),
+    %% n1 asked: it joins the answer
+    {A3, _} = hm_ec_table:handle(n3, c, State, A2),
+    ?assertEqual(1, maps:get(state_catch_ups, hm_ec_table:info([n3], A3))),
+    %% once n2 has acknowledged what it joined, it is not sent the state again
+    C5 = ack_from(n2, B2, C3),
+    ?assertEqual([n1], [N || {send, N, {merge, _}} <- element(2, hm_ec_table:handle(n1, c, Req, C5))]).
+
 %% A copy that has just joined a state does not take another for ?MERGE_RETRY_TICKS (8)
 %% ticks, however far behind: what the members made meanwhile arrives as operations.
 catch_up_not_again_at_once_test() ->

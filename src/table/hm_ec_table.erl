@@ -645,13 +645,17 @@ remote(From, Msg = {merge_req, V}, T0 = #t{tab = Tab}) ->
             %% what the member joins is on disc here first, as for a snapshot
             T = sync_store(T0),
             {T1, Ask} = merge_request_back(From, V, T),
-            {T1, Ask ++ [{send, From, merge_state(T)}]}
+            State = merge_state(T),
+            {T1, Ask ++ [{send, M, State} || M <- [From | also_behind(From, State, T)]]}
     end;
-remote(From, Msg = {merge, _}, T0 = #t{tab = Tab}) ->
-    T = T0#t{merge_req = none},
+remote(From, Msg = {merge, _}, T0 = #t{tab = Tab, merge_req = Req}) ->
     case hm_ec_wire:is_merge(Msg) of
-        false -> {T, [{drop, {bad_message, Tab, From, Msg}}]};
-        true -> merge(From, Msg, T)
+        false -> {T0#t{merge_req = none}, [{drop, {bad_message, Tab, From, Msg}}]};
+        true ->
+            case Req of
+                {From, _} -> merge(From, Msg, T0#t{merge_req = none});
+                _ -> merge_unasked(From, Msg, T0)
+            end
     end;
 remote(_From, {merge_none}, T) ->
     {T#t{merge_req = none}, []};
@@ -993,8 +997,11 @@ stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V
 %% reported ?STUCK_TICKS ticks ago. A member asked that is as far behind the copy that asks
 %% asks it back before it answers (merge_request_back/3). The member answers with the
 %% metadata of its unstable keys, the rows of its other keys and its delivered vector
-%% (`{merge, State}'), or `{merge_none}'. The copy joins each key (hm_ec_key:join/2) and
-%% counts the member's delivered vector as delivered (hm_tcsb:merge/2); the operations
+%% (`{merge, State}'), or `{merge_none}', and sends the same state to every other member
+%% as far behind by its last acknowledgement (also_behind/3), which joins it without having
+%% asked when it is far enough behind (merge_unasked/3). The copy joins each key
+%% (hm_ec_key:join/2) and counts the member's delivered vector as delivered
+%% (hm_tcsb:merge/2); the operations
 %% themselves then arrive
 %% as duplicates. It does not log them: their origin does, and every copy that received
 %% them as operations, until they are stable. A copy that lacks one that only copies caught
@@ -1078,6 +1085,30 @@ merge_request_back(From, V, T = #t{catch_up = Lag, tcsb = B, merge_req = none})
         false -> {T, []}
     end;
 merge_request_back(_, _, T) -> {T, []}.
+
+%% The other members that a state built for `From' would catch up too: those that lack as
+%% many of this copy's operations, by their last acknowledgement, as would make them take a
+%% state (more than `catch_up' and than the table's rows, measured here). After a heal
+%% every copy of the other side is as far behind as the first one to ask: built once, the
+%% state goes to all of them, and none waits for this copy to answer it in turn. Not only
+%% to the members reachable at the last tick: a heal reconnects them one by one within it
+%% (what is sent to a node not connected is dropped).
+also_behind(From, {merge, _}, #t{catch_up = Lag, tcsb = B, store = St})
+  when Lag =/= infinity ->
+    D = hm_tcsb:delivered(B),
+    Self = node_of(B),
+    [M || M <- hm_tcsb:members(B), M =/= From, M =/= Self,
+          L <- [hm_vv:missing(D, hm_tcsb:reported(M, B))], L > Lag, L > hm_ec_store:size(St)];
+also_behind(_, _, _) -> [].
+
+%% A state this copy did not ask for (also_behind/3 at the member that built it, or the
+%% late answer to a request since given up): joined only when this copy lacks enough of it
+%% to take a state now (far_enough/2; not within ?MERGE_RETRY_TICKS of its last join).
+merge_unasked(From, Msg = {merge, #{delivered := VP}}, T = #t{tcsb = B}) ->
+    case takes_state(T) andalso far_enough(hm_vv:missing(VP, hm_tcsb:delivered(B)), T) of
+        true -> merge(From, Msg, T#t{merge_req = none});
+        false -> {T, []}
+    end.
 
 %% Ask member `M' for its state, telling what this copy has delivered; the request is
 %% asked again after ?MERGE_RETRY_TICKS ticks without an answer (merge_request/2).

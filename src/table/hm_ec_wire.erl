@@ -86,7 +86,9 @@ is_merge({merge, #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) -
     is_list(Rows) andalso lists:all(fun(R) -> is_tuple(R) andalso tuple_size(R) >= 2 end, Rows)
         andalso is_list(Meta)
         andalso lists:all(fun(M) -> is_tuple(M) andalso tuple_size(M) =:= 2 end, Meta)
-        andalso is_map(V) andalso is_list(Cs)
+        andalso is_map(V) andalso lists:all(fun(C) -> is_integer(C) andalso C > 0 end,
+                                            maps:values(V))
+        andalso is_list(Cs)
         andalso lists:all(fun({{_, _}, Ts, H}) -> is_map(Ts) andalso is_map(H);
                              (_) -> false
                           end, Cs);
