@@ -724,7 +724,8 @@ heal_steps_summary(TLs) ->
                            "the end of the timeline (first run; every step in the run's .md), "
                            "by what they handled: `merge` joins a member's state, `merge_req` "
                            "builds this copy's for a member, `acknowledge` and `tick` fold "
-                           "stable metadata and retransmit, `ops` applies members' operations. "
+                           "stable metadata and retransmit, `ops` applies members' operations, `submit` "
+                           "takes a write of the node's own writers. "
                            "Wall time includes waiting for a core: three nodes share two.~n~n"
                            "| context | step | steps | wall time summed | reductions "
                            "(millions) |~n|---|---|---|---|---|~n", [?SLOW_STEP_MS]),
