@@ -1001,12 +1001,10 @@ stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V
 %% as far behind by its last acknowledgement (also_behind/3), which joins it without having
 %% asked when it is far enough behind (merge_unasked/3). The copy joins each key
 %% (hm_ec_key:join/2) and counts the member's delivered vector as delivered
-%% (hm_tcsb:merge/2); the operations
-%% themselves then arrive
-%% as duplicates. It does not log them: their origin does, and every copy that received
-%% them as operations, until they are stable. A copy that lacks one that only copies caught
-%% up by state still have (its loggers crashed) is stuck behind those copies, and takes
-%% their state in turn.
+%% (hm_tcsb:merge/2); the operations themselves then arrive as duplicates. It does not log
+%% them: their origin does, and every copy that received them as operations, until they
+%% are stable. A copy that lacks one that only copies caught up by state still have (its
+%% loggers crashed) is stuck behind those copies, and takes their state in turn.
 %%
 %% A `prwset' clear applies to keys that reach a copy after it: each side's unstable clears
 %% leave their delete on every key of its state they have not settled on before the join,
