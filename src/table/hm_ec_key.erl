@@ -121,15 +121,8 @@ view(_, _, {[{R, _}], []}) -> [R];
 view(Type, Policy, S) ->
     resolve(Policy, live(Type, S)).
 
-resolve(_, []) -> [];
-resolve(term_order, Vs) -> [lists:max([R || {R, _} <- Vs])];
-resolve(siblings, Vs) -> lists:usort([R || {R, _} <- Vs]);
-resolve(lww, Vs) ->
-    %% a stable version precedes every live write, so it only shows when it is alone
-    case [{H, R} || {R, H} <- Vs, H =/= stable] of
-        [] -> [lists:max([R || {R, _} <- Vs])];
-        Stamped -> [element(2, lists:max(Stamped))]
-    end.
+%% The records of the versions the policy shows (shown_versions/2), sorted.
+resolve(Policy, Vs) -> lists:usort([R || {R, _} <- shown_versions(Policy, Vs)]).
 
 %% @doc Causal stability (the Hypermnesia paper, §4.7): when every entry's dot is in the stable
 %% vector `V', the key keeps without timestamps the live version the policy shows
@@ -150,11 +143,13 @@ stabilize(Type, Policy, {V, S = {_, Log}}) ->
         false -> S
     end.
 
-%% The live versions a stable key keeps: the one the policy shows (resolve/2), or every one.
+%% The live versions the policy shows, and a stable key keeps: `term_order' the greatest
+%% record, `lww' the write with the greatest clock, `siblings' every one.
 shown_versions(siblings, Vs) -> Vs;
 shown_versions(_, []) -> [];
 shown_versions(term_order, Vs) -> [lists:max(Vs)];
 shown_versions(lww, Vs) ->
+    %% a stable version precedes every live write, so it only shows when it is alone
     case [{H, V} || V = {_, H} <- Vs, H =/= stable] of
         [] -> [lists:max(Vs)];
         Stamped -> [element(2, lists:max(Stamped))]
