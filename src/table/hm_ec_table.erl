@@ -1058,9 +1058,16 @@ far_behind(M, T = #t{tcsb = B}) ->
 %% option `catch_up' and than the table's rows, and no state joined within
 %% ?MERGE_RETRY_TICKS ticks (what the members made while this copy joined one arrives as
 %% operations).
-far_enough(L, #t{catch_up = Lag, store = St, ticks = N, merged_at = At}) ->
-    (At =:= none orelse N - At >= ?MERGE_RETRY_TICKS)
-        andalso L > Lag andalso L > hm_ec_store:size(St).
+far_enough(L, T = #t{ticks = N, merged_at = At}) ->
+    (At =:= none orelse N - At >= ?MERGE_RETRY_TICKS) andalso worth_a_state(L, T).
+
+%% Whether lacking `L' operations is worth a state rather than the operations: more than
+%% the option `catch_up' and than the table's rows.
+worth_a_state(L, #t{catch_up = Lag, store = St}) -> L > Lag andalso L > hm_ec_store:size(St).
+
+%% Whether this copy would take now a state that has delivered `V' (far_enough/2).
+takes_state_of(V, T = #t{tcsb = B}) ->
+    takes_state(T) andalso far_enough(hm_vv:missing(V, hm_tcsb:delivered(B)), T).
 
 %% An acknowledgement tells what its member has delivered: when this copy is far behind
 %% it (far_behind/2), it asks for its state at once, not at the next tick (after a heal,
@@ -1076,9 +1083,8 @@ merge_request_now(_, T) -> {T, []}.
 %% ahead of this copy (far_enough/2), this copy asks it back at once rather than once the
 %% member's acknowledgements tell the same. After a heal both sides then join each other's
 %% state together, not one after the other.
-merge_request_back(From, V, T = #t{catch_up = Lag, tcsb = B, merge_req = none})
-  when Lag =/= infinity ->
-    case takes_state(T) andalso far_enough(hm_vv:missing(V, hm_tcsb:delivered(B)), T) of
+merge_request_back(From, V, T = #t{catch_up = Lag, merge_req = none}) when Lag =/= infinity ->
+    case takes_state_of(V, T) of
         true -> ask_state(From, T);
         false -> {T, []}
     end;
@@ -1091,19 +1097,18 @@ merge_request_back(_, _, T) -> {T, []}.
 %% state goes to all of them, and none waits for this copy to answer it in turn. Not only
 %% to the members reachable at the last tick: a heal reconnects them one by one within it
 %% (what is sent to a node not connected is dropped).
-also_behind(From, {merge, _}, #t{catch_up = Lag, tcsb = B, store = St})
-  when Lag =/= infinity ->
+also_behind(From, {merge, _}, T = #t{catch_up = Lag, tcsb = B}) when Lag =/= infinity ->
     D = hm_tcsb:delivered(B),
     Self = node_of(B),
     [M || M <- hm_tcsb:members(B), M =/= From, M =/= Self,
-          L <- [hm_vv:missing(D, hm_tcsb:reported(M, B))], L > Lag, L > hm_ec_store:size(St)];
+          worth_a_state(hm_vv:missing(D, hm_tcsb:reported(M, B)), T)];
 also_behind(_, _, _) -> [].
 
 %% A state this copy did not ask for (also_behind/3 at the member that built it, or the
 %% late answer to a request since given up): joined only when this copy lacks enough of it
 %% to take a state now (far_enough/2; not within ?MERGE_RETRY_TICKS of its last join).
-merge_unasked(From, Msg = {merge, #{delivered := VP}}, T = #t{tcsb = B}) ->
-    case takes_state(T) andalso far_enough(hm_vv:missing(VP, hm_tcsb:delivered(B)), T) of
+merge_unasked(From, Msg = {merge, #{delivered := VP}}, T) ->
+    case takes_state_of(VP, T) of
         true -> merge(From, Msg, T#t{merge_req = none});
         false -> {T, []}
     end.
