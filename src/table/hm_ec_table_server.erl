@@ -149,10 +149,8 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
           {reply, term(), map()} | {noreply, map()} | {stop, normal, term(), map()}.
 handle_call({submit, KeyOp, Mode}, From, S) ->
     handle_call({submit_after, none, KeyOp, Mode}, From, S);
-handle_call(Submit = {submit_after, _, _, _}, From, S = #{slow := {_, _}}) ->
-    timed(submit, fun() -> submit(Submit, From, S) end, S);
 handle_call(Submit = {submit_after, _, _, _}, From, S) ->
-    submit(Submit, From, S);
+    timed(submit, fun() -> submit(Submit, From, S) end, S);
 handle_call({crdt_value_parts, Key}, _From, S = #{t := T}) ->
     {reply, hm_ec_table:crdt_value_parts(Key, T), S};
 handle_call(info, _From, S = #{t := T, slow := Slow}) ->
@@ -286,14 +284,13 @@ step(Step, S = #{t := T}) ->
             end
     end.
 
-%% A step of the core of kind `Kind', timed when the diagnostic of slow steps is on.
-step(Kind, Step, S = #{slow := {_, _}}) ->
-    timed(Kind, fun() -> step(Step, S) end, S);
-step(_Kind, Step, S) ->
-    step(Step, S).
+%% A step of the core of kind `Kind' (timed/3).
+step(Kind, Step, S) -> timed(Kind, fun() -> step(Step, S) end, S).
 
-%% Run `Step' (a step of kind `Kind' that returns the gen_server result), timed: added to the
-%% totals of its kind, and kept when it took at least the diagnostic's limit.
+%% Run `Step' (a step of kind `Kind' that returns the gen_server result). When the diagnostic
+%% of slow steps is on it is timed: added to the totals of its kind, and kept when it took at
+%% least the diagnostic's limit.
+timed(_Kind, Step, #{slow := none}) -> Step();
 timed(Kind, Step, #{slow := {Limit, _}}) ->
     T0 = erlang:monotonic_time(microsecond),
     {reductions, R0} = process_info(self(), reductions),
@@ -309,22 +306,27 @@ timed(Kind, Step, #{slow := {Limit, _}}) ->
 %% The sums of the steps by kind, `{Steps, Microseconds, Reductions}', shown by `info' as
 %% `step_totals'.
 step_total(Kind, Us, Reds, Result) ->
-    S = element(tuple_size(Result), Result),
-    Totals = maps:get(totals, S),
-    {N0, Us0, R0} = maps:get(Kind, Totals, {0, 0, 0}),
-    setelement(tuple_size(Result), Result,
-               S#{totals := Totals#{Kind => {N0 + 1, Us0 + Us, R0 + Reds}}}).
+    in_result(fun(S = #{totals := Totals}) ->
+                      {N0, Us0, R0} = maps:get(Kind, Totals, {0, 0, 0}),
+                      S#{totals := Totals#{Kind => {N0 + 1, Us0 + Us, R0 + Reds}}}
+              end, Result).
 
 %% The diagnostic of slow steps (application variable `slow_step_ms'): each step of the
 %% core that took at least that long is kept, the newest ?SLOW_KEPT, as
 %% `{Kind, StartedAtMs, TookMs, Reductions}' (system time), and shown by `info'.
 slow_step(Kind, T0, Us, Reds, Result) ->
-    S = #{slow := {Limit, Steps}} = element(tuple_size(Result), Result),
     At = erlang:convert_time_unit(T0 + erlang:time_offset(microsecond), microsecond,
                                   millisecond),
     Step = {Kind, At, Us div 1000, Reds},
-    setelement(tuple_size(Result), Result,
-               S#{slow := {Limit, lists:sublist([Step | Steps], ?SLOW_KEPT)}}).
+    in_result(fun(S = #{slow := {Limit, Steps}}) ->
+                      S#{slow := {Limit, lists:sublist([Step | Steps], ?SLOW_KEPT)}}
+              end, Result).
+
+%% A gen_server callback result (`{noreply, S}', `{reply, R, S}', `{stop, ...}') with `F'
+%% applied to its state, the last element.
+in_result(F, Result) ->
+    N = tuple_size(Result),
+    setelement(N, Result, F(element(N, Result))).
 
 %% What kind of step a member's message makes, for the diagnostic of slow steps.
 msg_kind(Msg) when is_tuple(Msg), tuple_size(Msg) > 0, is_atom(element(1, Msg)) ->
