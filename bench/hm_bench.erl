@@ -711,12 +711,8 @@ heal_steps(C, HealAt) ->
 %% Where the EC table processes' time went after the heal, by kind of step (the first run
 %% of each EC timeline): the report's summary of heal_steps/2.
 heal_steps_summary(TLs) ->
-    Rows = [{N, K, length(Ss), lists:sum([maps:get(ms, X) || X <- Ss]),
-             lists:sum([maps:get(reductions, X) || X <- Ss])}
-            || #{context := N, heal_steps := Steps} <- TLs,
-               K <- lists:usort([maps:get(kind, X) || X <- Steps]),
-               Ss <- [[X || X = #{kind := K1, at_ms := At} <- Steps, K1 =:= K, At >= 0]],
-               Ss =/= []],
+    Rows = [{N, K, C, Ms, R} || #{context := N, heal_steps := Steps} <- TLs,
+                                {K, C, Ms, R} <- heal_step_sums(Steps)],
     case Rows of
         [] -> [];
         _ ->
@@ -734,6 +730,15 @@ heal_steps_summary(TLs) ->
                                                          {N1, -R1} =< {N2, -R2}
                                                  end, Rows)]]
     end.
+
+%% The steps of heal_steps/2 from the heal on, summed by kind: `{Kind, Steps, Ms,
+%% Reductions}'.
+heal_step_sums(Steps) ->
+    [{K, length(Ss), lists:sum([maps:get(ms, X) || X <- Ss]),
+      lists:sum([maps:get(reductions, X) || X <- Ss])}
+     || K <- lists:usort([maps:get(kind, X) || X <- Steps]),
+        Ss <- [[X || X = #{kind := K1, at_ms := At} <- Steps, K1 =:= K, At >= 0]],
+        Ss =/= []].
 
 %% Every step of heal_steps/2, for the run's .md.
 heal_steps_list(TLs) ->
@@ -1947,10 +1952,9 @@ where_table(Pts) ->
      "|---|---|---|", [["---|"] || _ <- States], "---|", [["---|"] || _ <- Kinds], "---|\n",
      [begin
           Sel = [X || X = #{context := N1, gens_per_node := G1} <- Pts, N1 =:= N, G1 =:= G],
-          W = lists:sum([maps:get(writes, maps:get(cpu, X), 0) || X <- Sel]),
+          {W, Rd} = where_sums(Sel),
           CpuMs = lists:sum([maps:get(cpu_ms, maps:get(cpu, X), 0) || X <- Sel]),
           Us = lists:foldl(fun(#{where := #{msacc_us := M}}, A) -> merge_add(M, A) end, #{}, Sel),
-          Rd = lists:foldl(fun(#{where := #{reductions := R}}, A) -> merge_add(R, A) end, #{}, Sel),
           Per = fun(V) when W > 0 -> fmt1(V / W); (_) -> "n/a" end,
           Busy = lists:sum(maps:values(Us)),
           Pct = fun(V) when Busy > 0 -> fmt1(100 * V / Busy); (_) -> "n/a" end,
@@ -1975,6 +1979,11 @@ where_table(Pts) ->
      "Mnesia, the rest of Hypermnesia, the floor's receiver, the benchmark's own samplers. "
      "Both from just before the load starts to the end of the cool-down (a little longer than "
      "the CPU column's window, which ends when the node is idle), over all rounds.\n"].
+
+%% The writes of points and their reductions by process kind, summed.
+where_sums(Pts) ->
+    {lists:sum([maps:get(writes, maps:get(cpu, X), 0) || X <- Pts]),
+     lists:foldl(fun(#{where := #{reductions := R}}, A) -> merge_add(R, A) end, #{}, Pts)}.
 
 where_label(exited) -> "generators";
 where_label(ec_table) -> "EC table";
@@ -2071,13 +2080,7 @@ why_throughput(Speed) ->
 %% reductions per write over the three nodes, by process kind, per context (all points)
 why_cpu(Simple, Steps) ->
     Ctxs = lists:usort([N || #{context := N} <- Simple]),
-    Per = fun(N) ->
-                  Sel = [X || X = #{context := N1} <- Simple, N1 =:= N],
-                  W = lists:sum([maps:get(writes, maps:get(cpu, X), 0) || X <- Sel]),
-                  Rd = lists:foldl(fun(#{where := #{reductions := R}}, A) -> merge_add(R, A) end,
-                                   #{}, Sel),
-                  {W, Rd}
-          end,
+    Per = fun(N) -> where_sums([X || X = #{context := N1} <- Simple, N1 =:= N]) end,
     Kinds = [{exited, "writers"}, {ec_table, "table processes"}, {mnesia_tm, "mnesia_tm"},
              {floor_receiver, "receivers"}],
     Ctx = fun(N) ->
@@ -2154,11 +2157,8 @@ why_heal(TLs) ->
              {<<"acknowledge">>, "folding stable metadata"}, {<<"tick">>, "ticks"},
              {<<"merge_req">>, "building a state for a member"},
              {<<"ops">>, "applying operations"}],
-    Rows = [{N, [{L, R} || {K, L} <- Kinds,
-                           R <- [lists:sum([Rd || #{kind := K1, at_ms := At, reductions := Rd}
-                                                      <- Steps, K1 =:= K, At >= 0])],
-                           R > 0]}
-            || #{context := N, heal_steps := Steps} <- TLs, Steps =/= []],
+    Rows = [{N, [{L, R} || {K, L} <- Kinds, {K1, _, _, R} <- Sums, K1 =:= K, R > 0]}
+            || #{context := N, heal_steps := Steps} <- TLs, Sums <- [heal_step_sums(Steps)]],
     [["- **What the heal costs.** Reductions of the table processes' steps of ",
       integer_to_list(?SLOW_STEP_MS), " ms or more after the heal (first run), over the "
       "cluster: ",
