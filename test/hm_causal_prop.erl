@@ -26,7 +26,7 @@
          prop_nc_lattice/0, prop_nc_from_vv/0, prop_nc_binary/0, prop_nc_decode_garbage/0,
          prop_nc_decode_entries/0, prop_nc_strip/0,
          prop_dcc_join/1, prop_dcc_join_delta/0, prop_dcc_strip_fill/1,
-         prop_buffer/1, prop_buffer_invariants/0, prop_is_message/0]).
+         prop_buffer/1, prop_buffer_invariants/0, prop_rcv_ready/0, prop_is_message/0]).
 
 check(Prop) -> hm_crdt_prop:check(Prop).
 
@@ -572,6 +572,19 @@ buf_deliver(J, Id, S = #{reps := Reps, msgs := Msgs}) ->
     [throw({is_ready, J, Msg, D0})
      || hm_causal_buffer:is_ready(Msg, D0) =/= (not IsDup andalso sets:is_subset(Past, Dl))],
     {Out, CB1} = hm_causal_buffer:rcv_msg(Msg, CB),
+    %% as a busy table receives it (hm_tcsb:receive_op/2): rcv_ready/2 first, which answers
+    %% what rcv_msg/2 does, for every ready message naming only replicas delivered from that
+    %% has no buffered twin
+    Fast = not IsDup andalso sets:is_subset(Past, Dl)
+        andalso lists:all(fun(K) -> is_map_key(K, D0) end, maps:keys(element(2, Msg)))
+        andalso [Pm || Pm = {O, PTs, _} <- hm_causal_buffer:pending(CB), O =:= element(1, Msg),
+                      maps:get(O, PTs) =:= maps:get(O, element(2, Msg))] =:= [],
+    case hm_causal_buffer:rcv_ready(Msg, CB) of
+        not_ready when Fast -> throw({rcv_ready_declined, J, Msg, D0});
+        not_ready -> ok;
+        {Out, CB1} when Fast -> ok;
+        Other -> throw({rcv_ready, J, Msg, D0, Other, {Out, CB1}})
+    end,
     P1 = case IsDup of
              true -> P;
              false -> P#{rc := sets:add_element(Id, Rc)}
@@ -692,6 +705,39 @@ prop_buffer_invariants() ->
                 Ok
             end).
 
+%% rcv_ready/2 answers exactly what rcv_msg/2 would, and answers (is not `not_ready') for
+%% every message that is ready, names only replicas delivered from, and has no buffered twin
+%% (a message of its origin filed at its number), under arbitrary, inconsistent messages
+%% (prop_buffer/1 checks the same on histories a cluster can make).
+small_message() ->
+    ?LET({R, L, Own, P}, {elements([a, b, c]), list({elements([a, b, c]), range(1, 3)}),
+                          range(1, 4), range(1, 2)},
+         {R, (maps:from_list(L))#{R => Own}, P}).
+
+prop_rcv_ready() ->
+    ?SAFE_FORALL(Msgs, list(small_message()),
+            begin
+                {_, Ok} =
+                    lists:foldl(
+                      fun(M = {R, Ts, _}, {CB, true}) ->
+                              D = hm_causal_buffer:delivered(CB),
+                              Expected = hm_causal_buffer:rcv_msg(M, CB),
+                              Twin = [P || P = {O, PTs, _} <- hm_causal_buffer:pending(CB),
+                                           O =:= R, maps:get(O, PTs) =:= maps:get(R, Ts)],
+                              Should = hm_causal_buffer:is_ready(M, D)
+                                  andalso lists:all(fun(K) -> is_map_key(K, D) end,
+                                                    maps:keys(Ts))
+                                  andalso Twin =:= [],
+                              Agrees = case hm_causal_buffer:rcv_ready(M, CB) of
+                                           not_ready -> not Should;
+                                           Got -> Should andalso Got =:= Expected
+                                       end,
+                              {element(2, Expected), Agrees};
+                         (_, Acc) -> Acc
+                      end, {hm_causal_buffer:new(), true}, Msgs),
+                Ok
+            end).
+
 %% is_message/1 accepts well-formed messages and rejects (never crashes on) anything else.
 bad_counter() -> oneof([0, -1, 1.0, a, "1", {1}]).
 
@@ -746,4 +792,5 @@ causal_buffer_test_() ->
     [?P("hm_causal_buffer: exactly once, causal order, final state", prop_buffer(false)),
      ?P("hm_causal_buffer: same with advance/2 catch-ups", prop_buffer(true)),
      ?P("hm_causal_buffer: invariants under arbitrary messages", prop_buffer_invariants()),
-     ?P("hm_causal_buffer: is_message/1", prop_is_message())].
+     ?P("hm_causal_buffer: is_message/1", prop_is_message()),
+     ?P("hm_causal_buffer: rcv_ready/2 is rcv_msg/2 where it answers", prop_rcv_ready())].

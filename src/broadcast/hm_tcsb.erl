@@ -185,7 +185,17 @@ broadcast(Payload, S = #tcsb{self = Self = {Node, _}, cb = CB, members = Ms}) ->
 
 %% @doc Algorithm 1 "on receive": the messages that became deliverable, in causal order.
 -spec receive_op(message(), state()) -> {[message()], state()}.
-receive_op(Msg = {Origin, Ts, _}, S0) ->
+receive_op(Msg, S = #tcsb{cb = CB}) ->
+    %% a message ready on arrival that names only replicas delivered from here, nearly
+    %% every one on a busy table: see/2 would learn nothing from it (every replica
+    %% delivered from was taken note of when it was first named), and a ready message is
+    %% delivered even when its origin is superseded
+    case hm_causal_buffer:rcv_ready(Msg, CB) of
+        not_ready -> receive_other(Msg, S);
+        Ready -> log_delivered(Ready, S)
+    end.
+
+receive_other(Msg = {Origin, Ts, _}, S0) ->
     S = #tcsb{cb = CB} = see(maps:keys(Ts), S0),
     case superseded(Origin, S) andalso
         not hm_causal_buffer:is_ready(Msg, hm_causal_buffer:delivered(CB)) of
@@ -208,6 +218,13 @@ log_ready({Ready, CB1}, S) ->
 
 %% log_ready/2 of a delivery: the acknowledgements waiting can settle only when an
 %% operation of their sender was delivered (nothing else moves what they wait for).
+log_delivered({[Msg], CB1}, S = #tcsb{early_acks = E}) ->
+    %% the common case: the message alone, ready on arrival
+    S1 = log_msg(Msg, S#tcsb{cb = CB1}),
+    case is_map_key(element(1, Msg), E) of
+        true -> {[Msg], settle_acks(S1)};
+        false -> {[Msg], S1}
+    end;
 log_delivered({Ready, CB1}, S = #tcsb{early_acks = E}) ->
     S1 = lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready),
     case map_size(E) > 0 andalso lists:any(fun(M) -> is_map_key(element(1, M), E) end, Ready) of

@@ -25,7 +25,7 @@
 %% filed under the next sequence number of its origin it would bring.
 -module(hm_causal_buffer).
 
--export([new/0, new/1, send_msg/2, rcv_msg/2, delivered/1, pending/1, pending_count/1,
+-export([new/0, new/1, send_msg/2, rcv_msg/2, rcv_ready/2, delivered/1, pending/1, pending_count/1,
          is_ready/2, is_duplicate/2, is_message/1, advance/2, drop_origins/2]).
 -export_type([buffer/0, message/0]).
 
@@ -103,6 +103,44 @@ rcv_msg(Msg, CB = #cb{delivered = D, pending = P, count = N}) ->
     end.
 
 %% hm_vv:get/2.
+%% @doc {@link rcv_msg/2} of a message that is causally ready here and names only replicas
+%% this buffer has delivered from (on a busy table, nearly every message), or `not_ready'
+%% when it is not both (rcv_msg/2 then decides). What it delivers is what rcv_msg/2 would:
+%% the message, then whatever buffered it made ready. Nothing buffered was ready before it
+%% came, so it goes first; a buffered twin of it (same origin and number) leaves the choice
+%% to rcv_msg/2.
+-spec rcv_ready(message(), buffer()) -> {[message()], buffer()} | not_ready.
+rcv_ready(Msg = {Origin, Ts, _}, CB = #cb{delivered = D, pending = P, count = N}) ->
+    case D of
+        #{Origin := Seen} ->
+            Next = Seen + 1,
+            case Ts of
+                #{Origin := Next} ->
+                    case deps_known(maps:to_list(Ts), Origin, D) of
+                        false -> not_ready;
+                        true when N =:= 0 -> {[Msg], CB#cb{delivered = D#{Origin := Next}}};
+                        true ->
+                            case P of
+                                #{Origin := #{Next := _}} -> not_ready;
+                                _ -> deliver_ready(CB#cb{delivered = D#{Origin := Next}}, [Msg])
+                            end
+                    end;
+                _ -> not_ready
+            end;
+        _ -> not_ready
+    end;
+rcv_ready(_, _) -> not_ready.
+
+%% Every other replica a timestamp names is delivered here up to its count (and has been
+%% delivered from).
+deps_known([], _, _) -> true;
+deps_known([{Origin, _} | Rest], Origin, D) -> deps_known(Rest, Origin, D);
+deps_known([{R, C} | Rest], Origin, D) ->
+    case D of
+        #{R := Seen} -> C =< Seen andalso deps_known(Rest, Origin, D);
+        _ -> false
+    end.
+
 seq(R, V) -> maps:get(R, V, 0).
 
 %% The origin's last sequence number a message brings, and the first it brings that `D'
