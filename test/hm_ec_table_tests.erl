@@ -356,3 +356,35 @@ catch_up_lag_from_environment_test() ->
     ?assertEqual([10000, 100, infinity, 10000, 10000],
                  from_env(catch_up_lag, [100, infinity, 0, "x"],
                           fun() -> hm_ec_table_server:catch_up_lag(no_such_table) end)).
+
+%%% A member's batch of operations
+
+%% A member's operations arrive together (`{ops, Msgs}') and are taken in one pass: a bad
+%% message among them is dropped and the others go on, one waiting for its cause is applied
+%% once the cause comes later in the batch, a duplicate is counted, and the `sync' caller at
+%% the origin is answered. The copy ends as if they had come one `op' message each.
+member_batch_test() ->
+    {B0, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                                record => {t, 3}, cookie => c, node => n2, incarnation => 1,
+                                members => [n2], store => hm_ec_store_map:new(set, ram)}),
+    B1 = hm_ec_table:set_members([n1, n2], B0),
+    Sent = fun(Effs) -> [M || {send, n1, {op, M}} <- Effs] end,
+    {B2, E1} = hm_ec_table:submit({k1, {write, {t, k1, 1}}}, async, w, {0, [n1]}, B1),
+    {B3, E2} = hm_ec_table:submit({k2, {write, {t, k2, 2}}}, sync, w, {0, [n1]}, B2),
+    {_, E3} = hm_ec_table:submit({k3, {write, {t, k3, 3}}}, async, w, {0, [n1]}, B3),
+    [M1, M2, M3] = Sent(E1 ++ E2 ++ E3),
+    {_, M2Ts, _} = M2,
+    Bad = {{n2, 1}, #{{n2, 1} => -1}, {async, k9, delete}},
+    A0 = hm_ec_table:set_members([n1, n2], table([n1])),
+    {A1, Effs} = hm_ec_table:handle(n2, c, {ops, [M1, Bad, M3, M2, M1]}, A0),
+    ?assertEqual([{drop, {bad_op_message, t, n2}}], [D || D = {drop, _} <- Effs]),
+    ?assertEqual([{send, n2, {applied, {{n2, 1}, maps:get({n2, 1}, M2Ts)}}}],
+                 [S || S = {send, _, {applied, _}} <- Effs]),
+    ?assertEqual(1, hm_ec_table:duplicates(A1)),
+    Rows = fun(T) -> lists:sort(hm_ec_table:rows(T)) end,
+    ?assertEqual([{t, k1, 1}, {t, k2, 2}, {t, k3, 3}], Rows(A1)),
+    OneByOne = lists:foldl(fun(M, T) -> element(1, hm_ec_table:handle(n2, c, {op, M}, T)) end,
+                           A0, [M1, Bad, M3, M2, M1]),
+    ?assertEqual(Rows(OneByOne), Rows(A1)),
+    ?assertEqual(hm_tcsb:delivered(hm_ec_table:tcsb(OneByOne)),
+                 hm_tcsb:delivered(hm_ec_table:tcsb(A1))).

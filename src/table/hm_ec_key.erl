@@ -63,6 +63,7 @@ new(Stable) -> {[{R, stable} || R <- Stable], []}.
 %% @doc Whether an operation with timestamp `Ts' meets a concurrent one on the key: an
 %% unstable entry it has not seen (the conflicts the table's policy resolves).
 -spec concurrent(hm_vv:vv(), key_state()) -> boolean().
+concurrent(_Ts, {_Seq, []}) -> false;
 concurrent(Ts, {_Seq, Log}) -> lists:any(fun({D, _, _}) -> not hm_vv:contains(D, Ts) end, Log).
 
 %% @doc The operation to broadcast for `Op', given what reads show for the key at its origin,
@@ -76,6 +77,9 @@ prepare(_, Op, _) -> Op.
 %% @doc Apply a causally delivered operation (the Hypermnesia paper, Algorithm 2 `add'/`delete' with
 %% `remove_redundant').
 -spec effect(ec_type(), op(), hm_vv:dot(), hm_vv:vv(), key_state()) -> key_state().
+effect(_Type, {write, Rec, Hlc}, Dot, _Ts, {[], []}) ->
+    %% a key with no version here, the common case under load
+    {[], [{Dot, write, {Rec, Hlc}}]};
 effect(Type, Op, Dot, Ts, {Seq, Log}) ->
     Older = fun({D, _, _}) -> hm_vv:contains(D, Ts) end,
     case Op of

@@ -166,7 +166,7 @@
             flow = ?FLOW_LIMIT :: pos_integer() | infinity,
             flow_base = #{} :: #{node() => non_neg_integer()},
             %% what flow/1 last found, for as long as nothing but this copy's own writes
-            %% changed since (flow_check/2): no member holds writers back while this copy's
+            %% changed since (flow_check/3): no member holds writers back while this copy's
             %% own sequence number is at most this (0: ask flow/1)
             flow_until = 0 :: non_neg_integer() | infinity,
             held = [] :: [{term(), hm_vv:dot(), non_neg_integer()}],
@@ -360,9 +360,13 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
             {T1#t{waiters = W#{Dot => {From, Reachable}}},
              Evs ++ Sends ++ [{timer, ?SYNC_TIMEOUT_MS, {sync_timeout, Dot}}]};
         {async, _} when From =/= crdt_epoch ->
-            case flow_check(Up, T1) of
+            Seq = maps:get(Self, Ts),
+            case flow_check(Up, Seq, T1) of
                 {T2 = #t{held = Held, ticks = N}, true} ->
-                    {T2#t{held = [{From, {Self, maps:get(Self, Ts)}, N} | Held]}, Evs ++ Sends};
+                    {T2#t{held = [{From, {Self, Seq}, N} | Held]}, Evs ++ Sends};
+                {T2 = #t{held = []}, false} when Evs =:= [] ->
+                    %% the common case: nothing held, no event
+                    {T2, Sends ++ [{reply, From, ok}]};
                 {T2, false} ->
                     {T3, Released} = release_held(all, T2),
                     {T3, Evs ++ Sends ++ Released ++ [{reply, From, ok}]}
@@ -391,7 +395,7 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
 %% Its inputs other than this copy's own writes (members' acknowledgements, ticks, the
 %% members reachable, members coming and going) change far less often than a copy writes,
 %% so flow/1 also says up to which of its own sequence numbers its answer `false' holds
-%% (`flow_until'), and flow_check/2 asks it again only past that or once an input changed
+%% (`flow_until'), and flow_check/3 asks it again only past that or once an input changed
 %% (flow_changed/1).
 flow(T = #t{flow = infinity}) -> {T#t{flow_until = infinity}, false};
 flow(T = #t{flow = Limit, flow_base = Base0, up = Up, tcsb = B}) ->
@@ -422,13 +426,11 @@ flow(T = #t{flow = Limit, flow_base = Base0, up = Up, tcsb = B}) ->
     {T#t{flow_base = Base, flow_until = if Holds -> 0; CatchingUp -> infinity; true -> Until end},
      Holds}.
 
-%% flow/1 for a write, `Up' the members reachable now: its last answer while it holds.
-flow_check(Up, T = #t{up = Up, flow_until = Until, tcsb = B}) when Until =/= 0 ->
-    case own_seq(B) =< Until of
-        true -> {T, false};
-        false -> flow(T)
-    end;
-flow_check(Up, T) -> flow(T#t{up = Up}).
+%% flow/1 for a write, `Seq' its sequence number, `Up' the members reachable now: its last
+%% answer while it holds.
+flow_check(Up, Seq, T = #t{up = Up, flow_until = Until}) when Until =/= 0, Seq =< Until ->
+    {T, false};
+flow_check(Up, _Seq, T) -> flow(T#t{up = Up}).
 
 %% Something flow/1 reads other than this copy's own writes changed.
 flow_changed(T) -> T#t{flow_until = 0}.
@@ -592,9 +594,10 @@ handle(From, _Cookie, Msg, T = #t{tcsb = B, tab = Tab}) ->
         false -> {T, [{drop, {not_a_member, From, Tab}}]}
     end.
 
+remote(From, {ops, Msgs}, T = #t{status = ready}) when is_list(Msgs) ->
+    receive_ops(From, Msgs, T);
 remote(From, {ops, Msgs}, T) when is_list(Msgs) ->
-    %% most operations have no effect to report (no event, no sync caller waiting): the
-    %% effects are gathered newest first and put in order once
+    %% not caught up yet: each kept for after the state transfer, as one `op'
     {T1, Effs} = lists:foldl(fun(M, {Tx, E}) ->
                                      case remote(From, {op, M}, Tx) of
                                          {Ty, []} -> {Ty, E};
@@ -659,27 +662,8 @@ remote(From, Msg = {merge, _}, T0 = #t{tab = Tab, merge_req = Req}) ->
     end;
 remote(_From, {merge_none}, T) ->
     {T#t{merge_req = none}, []};
-remote(From, {op, Msg}, T = #t{tcsb = B, hlc = H, tab = Tab}) ->
-    case hm_ec_wire:is_op_message(Msg) andalso fits(T, Msg) of
-        false -> {T, [{drop, {bad_op_message, Tab, From}}]};
-        true ->
-            D0 = hm_tcsb:delivered(B),
-            case hm_tcsb:receive_op(Msg, B) of
-                {[], B1} ->
-                    %% buffered until its causes arrive, or a duplicate
-                    Dup = case hm_causal_buffer:is_duplicate(Msg, D0) of
-                              true -> 1;
-                              false -> 0
-                          end,
-                    {T#t{tcsb = B1, duplicates = T#t.duplicates + Dup}, applied_syncs([Msg], B1)};
-                {Ready, B1} ->
-                    H1 = lists:foldl(fun({_, _, {_, _, {write, _, {Hx, _}}}}, Acc) -> max(Acc, Hx);
-                                        (_, Acc) -> Acc
-                                     end, H, Ready),
-                    {T1, Evs} = apply_ready(T#t{tcsb = B1, hlc = H1}, Ready, D0),
-                    {T1, Evs ++ applied_syncs([Msg | Ready], B1)}
-            end
-    end;
+remote(From, {op, Msg}, T) ->
+    receive_ops(From, [Msg], T);
 remote(From, Ack = {ack, Replica, V, Newest}, T = #t{tcsb = B, tab = Tab}) ->
     case hm_ec_wire:is_ack(Ack) of
         true ->
@@ -700,6 +684,70 @@ remote(From, {applied, Dot}, T = #t{waiters = W}) ->
     end;
 remote(From, Other, T = #t{tab = Tab}) ->
     {T, [{drop, {bad_message, Tab, From, Other}}]}.
+
+%% Algorithm 1 "on receive" for a member's operations, in the order sent, in one pass
+%% (a member sends the operations of a millisecond together; taken one message at a time,
+%% the steps around each one cost a seventh of applying it, bench/REPORT.md): each is
+%% checked (its shape, its record), handed to causal delivery, and what became deliverable
+%% is applied in causal order, the hybrid clock moved past every write applied. A
+%% duplicate is counted; a bad message is dropped and the others go on. `sync' callers
+%% are answered once for the whole batch.
+receive_ops(From, Msgs, T = #t{tcsb = B0, hlc = H0}) ->
+    D0 = hm_tcsb:delivered(B0),
+    {Ready, B1, Dups, Syncs, Drops} = deliverable(Msgs, From, T, B0, [], 0, [], []),
+    {T1, Evs} = case Ready of
+                    [] -> {T#t{tcsb = B1}, []};
+                    _ -> apply_ready(T#t{tcsb = B1, hlc = newest_hlc(Ready, H0)}, Ready, D0)
+                end,
+    Effs = case Syncs =:= [] andalso not any_sync(Ready) of
+               true -> Evs;
+               false -> Evs ++ applied_syncs(Syncs ++ Ready, B1)
+           end,
+    {T1#t{duplicates = T#t.duplicates + Dups},
+     case Drops of
+         [] -> Effs;
+         _ -> lists:reverse(Drops, Effs)
+     end}.
+
+%% The messages of `Msgs' that are well formed, fit the table and became deliverable, with
+%% what causal delivery had buffered and they made deliverable, in delivery order; the
+%% duplicates among them (already delivered here) counted, the well-formed `sync' ones
+%% kept (applied_syncs/2), the bad ones dropped.
+deliverable([], _From, _T, B, Ready, Dups, Syncs, Drops) ->
+    {lists:reverse(Ready), B, Dups, Syncs, Drops};
+deliverable([Msg | Rest], From, T, B, Ready, Dups, Syncs0, Drops) ->
+    case hm_ec_wire:is_op_message(Msg) andalso fits(T, Msg) of
+        false ->
+            deliverable(Rest, From, T, B, Ready, Dups, Syncs0,
+                        [{drop, {bad_op_message, T#t.tab, From}} | Drops]);
+        true ->
+            Syncs = case Msg of
+                        {_, _, {sync, _, _}} -> [Msg | Syncs0];
+                        _ -> Syncs0
+                    end,
+            case hm_tcsb:receive_op(Msg, B) of
+                {[Msg], B1} ->
+                    %% the common case: ready on arrival, and nothing waited for it
+                    deliverable(Rest, From, T, B1, [Msg | Ready], Dups, Syncs, Drops);
+                {[], B1} ->
+                    %% buffered until its causes arrive, or a duplicate
+                    Dup = case hm_causal_buffer:is_duplicate(Msg, hm_tcsb:delivered(B)) of
+                              true -> 1;
+                              false -> 0
+                          end,
+                    deliverable(Rest, From, T, B1, Ready, Dups + Dup, Syncs, Drops);
+                {More, B1} ->
+                    deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups, Syncs,
+                                Drops)
+            end
+    end.
+
+%% The hybrid clock past every write of `Msgs' (lww: a copy's clock stays ahead of every
+%% write it holds).
+newest_hlc([{_, _, {_, _, {write, _, {H, _}}}} | Rest], Acc) when H > Acc ->
+    newest_hlc(Rest, H);
+newest_hlc([_ | Rest], Acc) -> newest_hlc(Rest, Acc);
+newest_hlc([], Acc) -> Acc.
 
 %% sync_ec callers at the origin wait for the `applied' answer: every sync operation
 %% among `Msgs' that is delivered here is answered, duplicates included (a state transfer may

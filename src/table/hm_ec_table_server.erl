@@ -489,6 +489,7 @@ flush_outbox(S = #{outbox := Box}) ->
     ok = send_now(Now, S),
     S#{outbox := Box1}.
 
+send_now([], _) -> ok;                      % held in the outbox (most operations)
 send_now(Msgs, #{tab := Tab, t := T}) ->
     Cookie = hm_ec_table:cookie(T),
     lists:foreach(fun({Node, Msg}) ->
