@@ -25,6 +25,11 @@ message_shapes_test() ->
     ?assertNot(hm_ec_wire:is_op_message({O, #{O => 0}, {async, k, delete}})),
     ?assertNot(hm_ec_wire:is_op_message({O, #{}, {async, k, delete}})),
     ?assertNot(hm_ec_wire:is_op_message({O, #{O => 1}, {later, k, delete}})),
+    %% the shape alone: everything but the vector's counters
+    ?assert(hm_ec_wire:is_op_shape({O, #{O => 0}, {async, k, delete}})),
+    ?assertNot(hm_ec_wire:is_op_shape({O, [], {async, k, delete}})),
+    ?assertNot(hm_ec_wire:is_op_shape({O, #{O => 1}, {later, k, delete}})),
+    ?assertNot(hm_ec_wire:is_op_shape({O, #{O => 1}, {async, k, {write, {t, k, v}, nohlc}}})),
     ?assert(hm_ec_wire:is_ack({ack, O, #{O => 3}, #{n1 => 1}})),
     ?assertNot(hm_ec_wire:is_ack({ack, O, [], #{}})),
     Snap = #{rows => [], meta => [], delivered => #{}, log => [], clears => []},

@@ -50,7 +50,7 @@
 %% buffered.
 -module(hm_tcsb).
 
--export([new/2, new/3, new/4, broadcast/2, receive_op/2, acks/1, receive_ack/4,
+-export([new/2, new/3, new/4, broadcast/2, receive_op/2, receive_ready/2, receive_unready/2, acks/1, receive_ack/4,
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
          gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1,
@@ -185,17 +185,30 @@ broadcast(Payload, S = #tcsb{self = Self = {Node, _}, cb = CB, members = Ms}) ->
 
 %% @doc Algorithm 1 "on receive": the messages that became deliverable, in causal order.
 -spec receive_op(message(), state()) -> {[message()], state()}.
-receive_op(Msg, S = #tcsb{cb = CB}) ->
-    %% a message ready on arrival that names only replicas delivered from here, nearly
-    %% every one on a busy table: see/2 would learn nothing from it (every replica
-    %% delivered from was taken note of when it was first named), and a ready message is
-    %% delivered even when its origin is superseded
+receive_op(Msg, S) ->
+    case receive_ready(Msg, S) of
+        not_ready -> receive_unready(Msg, S);
+        Ready -> Ready
+    end.
+
+%% @doc {@link receive_op/2} of a message ready on arrival that names only replicas
+%% delivered from here (nearly every one on a busy table), or `not_ready' (then
+%% {@link receive_unready/2} takes it). see/2 would learn nothing from such a message
+%% (every replica delivered from was taken note of when it was first named), and a ready
+%% message is delivered even when its origin is superseded. What it delivers has a valid
+%% vector ({@link hm_causal_buffer:rcv_ready/2}).
+-spec receive_ready(message(), state()) -> {[message()], state()} | not_ready.
+receive_ready(Msg, S = #tcsb{cb = CB}) ->
     case hm_causal_buffer:rcv_ready(Msg, CB) of
-        not_ready -> receive_other(Msg, S);
+        not_ready -> not_ready;
         Ready -> log_delivered(Ready, S)
     end.
 
-receive_other(Msg = {Origin, Ts, _}, S0) ->
+%% @doc {@link receive_op/2} of a message {@link receive_ready/2} did not take: any new
+%% replica it names is taken note of, then it is delivered, buffered, or (waiting on a
+%% superseded origin) dropped.
+-spec receive_unready(message(), state()) -> {[message()], state()}.
+receive_unready(Msg = {Origin, Ts, _}, S0) ->
     S = #tcsb{cb = CB} = see(maps:keys(Ts), S0),
     case superseded(Origin, S) andalso
         not hm_causal_buffer:is_ready(Msg, hm_causal_buffer:delivered(CB)) of

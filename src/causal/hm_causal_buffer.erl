@@ -108,7 +108,9 @@ rcv_msg(Msg, CB = #cb{delivered = D, pending = P, count = N}) ->
 %% when it is not both (rcv_msg/2 then decides). What it delivers is what rcv_msg/2 would:
 %% the message, then whatever buffered it made ready. Nothing buffered was ready before it
 %% came, so it goes first; a buffered twin of it (same origin and number) leaves the choice
-%% to rcv_msg/2.
+%% to rcv_msg/2. A message it delivers is one {@link is_message/1} accepts (every counter
+%% a positive integer): it checks that on the way, so a caller that validates messages may
+%% leave that check to it for the messages it delivers.
 -spec rcv_ready(message(), buffer()) -> {[message()], buffer()} | not_ready.
 rcv_ready(Msg = {Origin, Ts, _}, CB = #cb{delivered = D, pending = P, count = N}) ->
     case D of
@@ -132,14 +134,15 @@ rcv_ready(Msg = {Origin, Ts, _}, CB = #cb{delivered = D, pending = P, count = N}
 rcv_ready(_, _) -> not_ready.
 
 %% Every other replica a timestamp names is delivered here up to its count (and has been
-%% delivered from).
+%% delivered from), and every count is a positive integer.
 deps_known([], _, _) -> true;
 deps_known([{Origin, _} | Rest], Origin, D) -> deps_known(Rest, Origin, D);
-deps_known([{R, C} | Rest], Origin, D) ->
+deps_known([{R, C} | Rest], Origin, D) when is_integer(C), C > 0 ->
     case D of
         #{R := Seen} -> C =< Seen andalso deps_known(Rest, Origin, D);
         _ -> false
-    end.
+    end;
+deps_known(_, _, _) -> false.
 
 seq(R, V) -> maps:get(R, V, 0).
 

@@ -716,30 +716,41 @@ receive_ops(From, Msgs, T = #t{tcsb = B0, hlc = H0}) ->
 deliverable([], _From, _T, B, Ready, Dups, Syncs, Drops) ->
     {lists:reverse(Ready), B, Dups, Syncs, Drops};
 deliverable([Msg | Rest], From, T, B, Ready, Dups, Syncs0, Drops) ->
-    case hm_ec_wire:is_op_message(Msg) andalso fits(T, Msg) of
+    Syncs = case Msg of
+                {_, _, {sync, _, _}} -> [Msg | Syncs0];
+                _ -> Syncs0
+            end,
+    %% the common case first: well formed, ready on arrival (which checks its vector's
+    %% counters), and nothing waited for it
+    case hm_ec_wire:is_op_shape(Msg) andalso fits(T, Msg) andalso hm_tcsb:receive_ready(Msg, B) of
+        {[Msg], B1} ->
+            deliverable(Rest, From, T, B1, [Msg | Ready], Dups, Syncs, Drops);
+        {More, B1} ->
+            deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups, Syncs, Drops);
+        not_ready ->
+            case hm_causal_buffer:is_message(Msg) of
+                true -> deliver_unready(Msg, Rest, From, T, B, Ready, Dups, Syncs, Drops);
+                false -> deliverable(Rest, From, T, B, Ready, Dups, Syncs0,
+                                     [{drop, {bad_op_message, T#t.tab, From}} | Drops])
+            end;
         false ->
             deliverable(Rest, From, T, B, Ready, Dups, Syncs0,
-                        [{drop, {bad_op_message, T#t.tab, From}} | Drops]);
-        true ->
-            Syncs = case Msg of
-                        {_, _, {sync, _, _}} -> [Msg | Syncs0];
-                        _ -> Syncs0
-                    end,
-            case hm_tcsb:receive_op(Msg, B) of
-                {[Msg], B1} ->
-                    %% the common case: ready on arrival, and nothing waited for it
-                    deliverable(Rest, From, T, B1, [Msg | Ready], Dups, Syncs, Drops);
-                {[], B1} ->
-                    %% buffered until its causes arrive, or a duplicate
-                    Dup = case hm_causal_buffer:is_duplicate(Msg, hm_tcsb:delivered(B)) of
-                              true -> 1;
-                              false -> 0
-                          end,
-                    deliverable(Rest, From, T, B1, Ready, Dups + Dup, Syncs, Drops);
-                {More, B1} ->
-                    deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups, Syncs,
-                                Drops)
-            end
+                        [{drop, {bad_op_message, T#t.tab, From}} | Drops])
+    end.
+
+%% A message that is well formed but was not ready on arrival: buffered, a duplicate, or
+%% (with what it makes ready) delivered after causal delivery takes note of it.
+deliver_unready(Msg, Rest, From, T, B, Ready, Dups, Syncs, Drops) ->
+    case hm_tcsb:receive_unready(Msg, B) of
+        {[], B1} ->
+            %% buffered until its causes arrive, or a duplicate
+            Dup = case hm_causal_buffer:is_duplicate(Msg, hm_tcsb:delivered(B)) of
+                      true -> 1;
+                      false -> 0
+                  end,
+            deliverable(Rest, From, T, B1, Ready, Dups + Dup, Syncs, Drops);
+        {More, B1} ->
+            deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups, Syncs, Drops)
     end.
 
 %% The hybrid clock past every write of `Msgs' (lww: a copy's clock stays ahead of every
@@ -1254,6 +1265,7 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
 
 %% A key's state with the delete of every unstable clear of `Cs' that has not settled on the
 %% key yet, oldest clear first (as effect/2 leaves them before an operation on the key).
+unhandled_clears(_Type, _K, [], KS) -> KS;          % no unstable clear: every table but prwset's
 unhandled_clears(Type, K, Cs, KS) ->
     lists:foldl(fun({CDot, CTs, Handled}, Acc) ->
                         case maps:is_key(K, Handled) of

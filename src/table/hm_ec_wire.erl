@@ -23,7 +23,7 @@
 %% {@link disc_version/0}; a copy whose log carries another version is not restored from it.
 -module(hm_ec_wire).
 
--export([version/0, disc_version/0, envelope/4, open/1, is_op_message/1, is_ack/1,
+-export([version/0, disc_version/0, envelope/4, open/1, is_op_message/1, is_op_shape/1, is_ack/1,
          is_snapshot/1, is_merge/1]).
 
 -define(VERSION, 1).
@@ -54,10 +54,16 @@ open(_) -> {error, not_an_envelope}.
 %% whose `Op' is a write of a record with its hybrid clock, a delete, a delete_object of a
 %% record, a clear, or a CRDT table's payload (see {@link hm_ec_crdt}).
 -spec is_op_message(term()) -> boolean().
-is_op_message(Msg = {{N, _}, _, {Mode, _Key, Op}}) when is_atom(N) ->
-    hm_causal_buffer:is_message(Msg) andalso (Mode =:= async orelse Mode =:= sync)
-        andalso is_op(Op);
-is_op_message(_) -> false.
+is_op_message(Msg) -> is_op_shape(Msg) andalso hm_causal_buffer:is_message(Msg).
+
+%% @doc {@link is_op_message/1} but for the counters of the message's vector: its origin, a
+%% map for its vector, and its payload. Causal delivery checks the counters of the messages
+%% it takes on arrival ({@link hm_tcsb:receive_ready/2}); the others are checked with
+%% {@link hm_causal_buffer:is_message/1}.
+-spec is_op_shape(term()) -> boolean().
+is_op_shape({{N, _}, Ts, {Mode, _Key, Op}}) when is_atom(N), is_map(Ts) ->
+    (Mode =:= async orelse Mode =:= sync) andalso is_op(Op);
+is_op_shape(_) -> false.
 
 is_op({write, Rec, {H, N}}) -> is_tuple(Rec) andalso is_integer(H) andalso is_atom(N);
 is_op(delete) -> true;
