@@ -463,7 +463,8 @@ watch(S = #{t := T, watch := W}) ->
 clock() -> {erlang:monotonic_time(millisecond), erlang:system_time(millisecond)}.
 
 %% The core's effects, in order.
-run(Effs, S) -> lists:foldl(fun effect/2, S, Effs).
+run([], S) -> S;
+run([E | Effs], S) -> run(Effs, effect(E, S)).
 
 effect({send, Node, Msg}, S = #{outbox := Box}) ->
     {Now, Box1} = hm_ec_outbox:send(Node, Msg, Box),
