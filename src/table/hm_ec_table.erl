@@ -1211,21 +1211,25 @@ set_catch_up(Lag, T) -> T#t{catch_up = Lag}.
 %% Join member `From''s state into this copy's, key by key, then deliver what that made
 %% deliverable among the operations waiting here.
 merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears := CsP}},
-      T = #t{tcsb = B, store = St0, tab = Tab, events = Ev, type = Type, clears = CsR}) ->
+      T = #t{tcsb = B, store = St0, tab = Tab, events = Ev, type = Type, clears = CsR,
+             policy = Policy}) ->
     VR = hm_tcsb:delivered(B),
     case takes_state(T) andalso not hm_vv:leq(VP, VR) of
         false -> {T, []};
         true ->
             Meta = maps:from_list(MetaRows),
-            Theirs = lists:foldl(fun(R, Acc) ->
-                                         K = element(2, R),
-                                         Acc#{K => [R | maps:get(K, Acc, [])]}
-                                 end, #{}, Rows),
+            %% the member's rows by key (a set: one each)
+            Theirs = case Policy of
+                         siblings -> lists:foldl(fun(R, Acc) ->
+                                                         K = element(2, R),
+                                                         Acc#{K => [R | maps:get(K, Acc, [])]}
+                                                 end, #{}, Rows);
+                         _ -> maps:from_list([{element(2, R), [R]} || R <- Rows])
+                     end,
             %% every key either side holds, each once
-            Keys = maps:keys(lists:foldl(fun(K, Acc) -> Acc#{K => []} end,
-                                         maps:merge(Theirs, Meta),
-                                         hm_ec_store:all_keys(St0)
-                                         ++ hm_ec_store:meta_keys(St0))),
+            Keys = maps:keys(maps:merge(maps:merge(Theirs, Meta),
+                                        maps:from_keys(hm_ec_store:all_keys(St0)
+                                                       ++ hm_ec_store:meta_keys(St0), []))),
             {St, Hlc} =
                 lists:foldl(
                   fun(K, {Acc, H}) ->
@@ -1242,7 +1246,7 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
                               Other -> {Acc, H};
                               _ -> KS = hm_ec_key:join({VR, Mine}, {VP, Other}),
                                    {store_meta(T, K, KS, show(T, K, KS, Shown, Acc)),
-                                    max(H, key_hlc(KS))}
+                                    joined_hlc(Policy, H, KS)}
                           end
                   end, {St0, T#t.hlc}, Keys),
             {Ready, B1} = hm_tcsb:merge(VP, B),
@@ -1274,8 +1278,12 @@ unhandled_clears(Type, K, Cs, KS) ->
                         end
                 end, KS, lists:reverse(Cs)).
 
-%% The greatest hybrid clock of a key's versions (lww: this copy's clock stays ahead of every
-%% write it holds).
+%% The hybrid clock after a key's join: past the greatest clock of its versions under lww
+%% (this copy's clock stays ahead of every write it holds); other policies order no
+%% versions by it.
+joined_hlc(lww, H, KS) -> max(H, key_hlc(KS));
+joined_hlc(_, H, _) -> H.
+
 key_hlc(KS) ->
     lists:foldl(fun({_, {H, _}}, Acc) when is_integer(H) -> max(Acc, H);
                    (_, Acc) -> Acc
