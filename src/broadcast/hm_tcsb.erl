@@ -414,10 +414,10 @@ gc_ops(S = #tcsb{log = L}) ->
 %% heal, bench/REPORT.md): it goes as a whole.
 drop_upto(Upto, OL = {Lo, _, _, _}, Gone) when Upto < Lo -> {Gone, OL};
 drop_upto(Upto, {_, Hi, M, New}, Gone) when Upto >= Hi ->
-    {gone(New, maps:fold(fun(_, {Msg, _}, G) -> [Msg | G] end, Gone, M)), empty};
+    {gone(New, lists:reverse([Msg || {Msg, _} <- maps:values(M)], Gone)), empty};
 drop_upto(Upto, {Lo, Hi, M, New}, Gone0) ->
     %% the list is highest first: what is stable of it is a suffix
-    {NewKept, NewGone} = lists:splitwith(fun({Seq, _}) -> Seq > Upto end, New),
+    {NewKept, NewGone} = newer_than(Upto, New, []),
     Gone = gone(NewGone, Gone0),
     End = min(Upto, Hi),
     {Gone1, M1} = case (End - Lo + 1) * 4 < map_size(M) of
@@ -441,8 +441,14 @@ drop_upto(Upto, {Lo, Hi, M, New}, Gone0) ->
         false -> {Gone1, {End + 1, Hi, M1, NewKept}}
     end.
 
-%% The messages of a list of an origin's logged entries, put in front of `Gone'.
-gone(Entries, Gone) -> lists:foldl(fun({_, {Msg, _}}, G) -> [Msg | G] end, Gone, Entries).
+%% The messages of a list of an origin's logged entries, put in front of `Gone' (last
+%% entry first).
+gone(Entries, Gone) -> lists:reverse([Msg || {_, {Msg, _}} <- Entries], Gone).
+
+%% A list of logged entries, highest first, split after the last one above `Upto'
+%% (lists:splitwith/2 without a fun call per entry).
+newer_than(Upto, [E = {Seq, _} | Rest], Acc) when Seq > Upto -> newer_than(Upto, Rest, [E | Acc]);
+newer_than(_, Rest, Acc) -> {lists:reverse(Acc), Rest}.
 
 %% @doc Every logged operation (delivered here, not yet stable), oldest first per origin: what
 %% a state transfer hands on, so the receiver can repair others too.
