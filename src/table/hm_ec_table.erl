@@ -24,7 +24,8 @@
 %% sent to every member; `sync' answers once every reachable member applied it.</li>
 %% <li>{@link handle/4}: a member's message, after checking it names this table instance, comes
 %% from a member and has a valid shape: an operation is delivered in causal order ("on
-%% receive") and applied; acknowledgements feed stability; snapshot requests are answered.</li>
+%% receive") and applied, a member's batch of them in one pass; acknowledgements feed
+%% stability; snapshot requests are answered.</li>
 %% <li>{@link tick/2}: acknowledgements, retransmission ({@link hm_tcsb:resend_due/2}), a
 %% snapshot request while syncing, and stabilization: keys whose entries are all causally
 %% stable (§4.7) lose their timestamps and, when storage alone says it all, their metadata.
