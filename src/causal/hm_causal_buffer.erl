@@ -102,7 +102,6 @@ rcv_msg(Msg, CB = #cb{delivered = D, pending = P, count = N}) ->
             end
     end.
 
-%% hm_vv:get/2.
 %% @doc {@link rcv_msg/2} of a message that is causally ready here and names only replicas
 %% this buffer has delivered from (on a busy table, nearly every message), or `not_ready'
 %% when it is not both (rcv_msg/2 then decides). What it delivers is what rcv_msg/2 would:
@@ -144,6 +143,7 @@ deps_known([{R, C} | Rest], Origin, D) when is_integer(C), C > 0 ->
     end;
 deps_known(_, _, _) -> false.
 
+%% hm_vv:get/2.
 seq(R, V) -> maps:get(R, V, 0).
 
 %% The origin's last sequence number a message brings, and the first it brings that `D'

@@ -366,7 +366,8 @@ submit_op({Key, Op0}, Mode, From, {Clock, Up}, T = #t{tcsb = B, hlc = H0}) ->
                 {T2 = #t{held = Held, ticks = N}, true} ->
                     {T2#t{held = [{From, {Self, Seq}, N} | Held]}, Evs ++ Sends};
                 {T2 = #t{held = []}, false} when Evs =:= [] ->
-                    %% the common case: nothing held, no event
+                    %% the common case: nothing held, no event (5 reductions of a local
+                    %% write's 110 on the table core alone)
                     {T2, Sends ++ [{reply, From, ok}]};
                 {T2, false} ->
                     {T3, Released} = release_held(all, T2),
@@ -700,10 +701,7 @@ receive_ops(From, Msgs, T = #t{tcsb = B0, hlc = H0}) ->
                     [] -> {T#t{tcsb = B1}, []};
                     _ -> apply_ready(T#t{tcsb = B1, hlc = newest_hlc(Ready, H0)}, Ready, D0)
                 end,
-    Effs = case Syncs =:= [] andalso not any_sync(Ready) of
-               true -> Evs;
-               false -> Evs ++ applied_syncs(Syncs ++ Ready, B1)
-           end,
+    Effs = Evs ++ applied_syncs(Syncs ++ Ready, B1),
     {T1#t{duplicates = T#t.duplicates + Dups},
      case Drops of
          [] -> Effs;
@@ -721,22 +719,17 @@ deliverable([Msg | Rest], From, T, B, Ready, Dups, Syncs0, Drops) ->
                 {_, _, {sync, _, _}} -> [Msg | Syncs0];
                 _ -> Syncs0
             end,
-    %% the common case first: well formed, ready on arrival (which checks its vector's
-    %% counters), and nothing waited for it
+    %% the common case first: well formed and ready on arrival (which checks its vector's
+    %% counters); one not ready is checked in full before causal delivery buffers it
     case hm_ec_wire:is_op_shape(Msg) andalso fits(T, Msg) andalso hm_tcsb:receive_ready(Msg, B) of
-        {[Msg], B1} ->
-            deliverable(Rest, From, T, B1, [Msg | Ready], Dups, Syncs, Drops);
         {More, B1} ->
             deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups, Syncs, Drops);
-        not_ready ->
-            case hm_causal_buffer:is_message(Msg) of
+        NotReady ->
+            case NotReady =:= not_ready andalso hm_causal_buffer:is_message(Msg) of
                 true -> deliver_unready(Msg, Rest, From, T, B, Ready, Dups, Syncs, Drops);
                 false -> deliverable(Rest, From, T, B, Ready, Dups, Syncs0,
                                      [{drop, {bad_op_message, T#t.tab, From}} | Drops])
-            end;
-        false ->
-            deliverable(Rest, From, T, B, Ready, Dups, Syncs0,
-                        [{drop, {bad_op_message, T#t.tab, From}} | Drops])
+            end
     end.
 
 %% A message that is well formed but was not ready on arrival: buffered, a duplicate, or
