@@ -1624,6 +1624,9 @@ sync_timeout_ms() -> ?SYNC_TIMEOUT_MS.
 %% @doc How many queued operations of other members a copy applies in one step before it
 %% turns to whatever else arrived meanwhile (local writes, acknowledgements, ticks): the
 %% runtime's table process and the simulator's busy receivers both take them this many at
-%% a time, so that a heal's backlog never stalls a copy's own writers.
+%% a time, so that a heal's backlog never stalls a copy's own writers. A batch of 32 takes
+%% about a tenth of a millisecond, and the step's own costs (the process's loop, its
+%% queue, its clock) are spread over four times as many operations as with 8
+%% (bench/REPORT.md).
 -spec work_batch() -> pos_integer().
-work_batch() -> 8.
+work_batch() -> 32.
