@@ -364,6 +364,32 @@ tcsb_stability_waits_for_superseded_incarnation_test() ->
     {[Old], B4} = hm_tcsb:receive_op(Old, B3),
     ?assertEqual(#{{n1, 1} => 1}, hm_tcsb:stable(B4)).
 
+%% An acknowledgement that overtakes its sender's own operations waits; it counts once the
+%% last of them is delivered here, alone or with operations they made deliverable, and not
+%% before.
+tcsb_early_ack_settles_on_delivery_test() ->
+    N1 = {n1, 1}, N2 = {n2, 1},
+    W1 = {N1, #{N1 => 1}, {async, a, delete}},
+    W2 = {N1, #{N1 => 2}, {async, b, delete}},
+    X1 = {N2, #{N1 => 2, N2 => 1}, {async, c, delete}},
+    B0 = hm_tcsb:new({n3, 1}, [n1, n2, n3]),
+    %% n2 delivered n1's two operations and its own; n1 delivered all but n2's
+    Acked = fun(B) ->
+                    B1 = hm_tcsb:receive_ack(N2, #{N1 => 2, N2 => 1}, #{}, B),
+                    hm_tcsb:receive_ack(N1, #{N1 => 2}, #{}, B1)
+            end,
+    {[W1], B1} = hm_tcsb:receive_op(W1, Acked(B0)),
+    ?assertEqual(#{}, hm_tcsb:stable(B1)),        % n1's ack waits for W2, n2's for X1
+    {[W2], B2} = hm_tcsb:receive_op(W2, B1),
+    ?assertEqual(#{}, hm_tcsb:stable(B2)),        % n2's still waits
+    {[X1], B3} = hm_tcsb:receive_op(X1, B2),
+    ?assertEqual(#{N1 => 2}, hm_tcsb:stable(B3)),
+    %% the same when X1 arrives first, and W2 delivers itself and X1 together
+    {[], C1} = hm_tcsb:receive_op(X1, B1),
+    ?assertEqual(#{}, hm_tcsb:stable(C1)),
+    {[W2, X1], C2} = hm_tcsb:receive_op(W2, C1),
+    ?assertEqual(#{N1 => 2}, hm_tcsb:stable(C2)).
+
 %% The log per origin: missing/3 starts where the peer's knowledge ends and gives the
 %% operations in causal order (origin by origin, each one ready once those before it
 %% arrived); gc drops the stable prefix of each origin.

@@ -231,12 +231,12 @@ log_ready({Ready, CB1}, S) ->
 
 %% log_ready/2 of a delivery: the acknowledgements waiting can settle only when an
 %% operation of their sender was delivered (nothing else moves what they wait for).
-log_delivered({[Msg], CB1}, S = #tcsb{early_acks = E}) ->
+log_delivered({[Msg = {Origin, _, _}], CB1}, S = #tcsb{early_acks = E}) ->
     %% the common case: the message alone, ready on arrival
     S1 = log_msg(Msg, S#tcsb{cb = CB1}),
-    case is_map_key(element(1, Msg), E) of
-        true -> {[Msg], settle_acks(S1)};
-        false -> {[Msg], S1}
+    case E of
+        #{Origin := Ack} -> {[Msg], settle_ack(Origin, Ack, S1)};
+        _ -> {[Msg], S1}
     end;
 log_delivered({Ready, CB1}, S = #tcsb{early_acks = E}) ->
     S1 = lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready),
@@ -328,6 +328,15 @@ receive_current_ack(From = {Node, Inc}, V, New, S = #tcsb{early_acks = E, acked 
          end,
     settle_acks(S#tcsb{early_acks = E#{From => {hm_vv:join(V0, V), join_newest(New0, New)}},
                        acked = A#{Node => T}, has = H1}).
+
+%% settle_acks/1 after a delivery of `Origin''s operation alone: only its own waiting
+%% acknowledgement `Ack' can settle (a delivery moves only its origin's entry of the
+%% delivered vector), so only that one is looked at.
+settle_ack(Origin, Ack = {V, _}, S = #tcsb{early_acks = E, known = K, cb = CB}) ->
+    case hm_vv:get(Origin, V) =< hm_vv:get(Origin, hm_causal_buffer:delivered(CB)) of
+        true -> S#tcsb{early_acks = maps:remove(Origin, E), known = learn(Origin, Ack, K)};
+        false -> S
+    end.
 
 settle_acks(S = #tcsb{early_acks = E}) when map_size(E) =:= 0 -> S;
 settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
