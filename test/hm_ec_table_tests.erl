@@ -391,3 +391,27 @@ member_batch_test() ->
     ?assertEqual(Rows(OneByOne), Rows(A1)),
     ?assertEqual(hm_tcsb:delivered(hm_ec_table:tcsb(OneByOne)),
                  hm_tcsb:delivered(hm_ec_table:tcsb(A1))).
+
+%% A `sync' operation buffered for its cause in one batch is answered in the batch that
+%% makes it deliverable, once.
+buffered_sync_test() ->
+    {B0, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                                record => {t, 3}, cookie => c, node => n2, incarnation => 1,
+                                members => [n2], store => hm_ec_store_map:new(set, ram)}),
+    B1 = hm_ec_table:set_members([n1, n2], B0),
+    Sent = fun(Effs) -> [M || {send, n1, {op, M}} <- Effs] end,
+    {B2, E1} = hm_ec_table:submit({k1, {write, {t, k1, 1}}}, async, w, {0, [n1]}, B1),
+    {B3, E2} = hm_ec_table:submit({k2, {write, {t, k2, 2}}}, async, w, {0, [n1]}, B2),
+    {_, E3} = hm_ec_table:submit({k3, {write, {t, k3, 3}}}, sync, w, {0, [n1]}, B3),
+    [M1, M2, M3 = {_, M3Ts, _}] = Sent(E1 ++ E2 ++ E3),
+    Applied = fun(Effs) -> [S || S = {send, _, {applied, _}} <- Effs] end,
+    A0 = hm_ec_table:set_members([n1, n2], table([n1])),
+    {A1, Effs1} = hm_ec_table:handle(n2, c, {ops, [M3]}, A0),
+    ?assertEqual([], Applied(Effs1)),
+    {A2, Effs2} = hm_ec_table:handle(n2, c, {ops, [M1, M2]}, A1),
+    ?assertEqual([{send, n2, {applied, {{n2, 1}, maps:get({n2, 1}, M3Ts)}}}], Applied(Effs2)),
+    ?assertEqual([{t, k1, 1}, {t, k2, 2}, {t, k3, 3}], lists:sort(hm_ec_table:rows(A2))),
+    %% a message alone that makes the buffered one deliverable
+    {A3, _} = hm_ec_table:handle(n2, c, {ops, [M1]}, A1),
+    {_, Effs4} = hm_ec_table:handle(n2, c, {op, M2}, A3),
+    ?assertEqual([{send, n2, {applied, {{n2, 1}, maps:get({n2, 1}, M3Ts)}}}], Applied(Effs4)).

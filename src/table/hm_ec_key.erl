@@ -64,6 +64,7 @@ new(Stable) -> {[{R, stable} || R <- Stable], []}.
 %% unstable entry it has not seen (the conflicts the table's policy resolves).
 -spec concurrent(hm_vv:vv(), key_state()) -> boolean().
 concurrent(_Ts, {_Seq, []}) -> false;
+concurrent(Ts, {_Seq, [{{R, C}, _, _}]}) -> C > hm_vv:get(R, Ts);
 concurrent(Ts, {_Seq, Log}) -> lists:any(fun({D, _, _}) -> not hm_vv:contains(D, Ts) end, Log).
 
 %% @doc The operation to broadcast for `Op', given what reads show for the key at its origin,
@@ -80,6 +81,12 @@ prepare(_, Op, _) -> Op.
 effect(_Type, {write, Rec, Hlc}, Dot, _Ts, {[], []}) ->
     %% a key with no version here, the common case under load
     {[], [{Dot, write, {Rec, Hlc}}]};
+effect(_Type, {write, Rec, Hlc}, Dot, Ts, {_, [E = {{R, C}, _, _}]}) ->
+    %% one entry, the next most common: kept only when concurrent with the write
+    case C =< hm_vv:get(R, Ts) of
+        true -> {[], [{Dot, write, {Rec, Hlc}}]};
+        false -> {[], [E, {Dot, write, {Rec, Hlc}}]}
+    end;
 effect(Type, Op, Dot, Ts, {Seq, Log}) ->
     Older = fun({D, _, _}) -> hm_vv:contains(D, Ts) end,
     case Op of

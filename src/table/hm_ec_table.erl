@@ -694,14 +694,16 @@ remote(From, Other, T = #t{tab = Tab}) ->
 %% is applied in causal order, the hybrid clock moved past every write applied. A
 %% duplicate is counted; a bad message is dropped and the others go on. `sync' callers
 %% are answered once for the whole batch.
-receive_ops(From, Msgs, T = #t{tcsb = B0, hlc = H0}) ->
+receive_ops(From, Msgs, T = #t{tcsb = B0, hlc = H0, policy = Policy}) ->
     D0 = hm_tcsb:delivered(B0),
     {Ready, B1, Dups, Syncs, Drops} = deliverable(Msgs, From, T, B0, [], 0, [], []),
     {T1, Evs} = case Ready of
                     [] -> {T#t{tcsb = B1}, []};
-                    _ -> apply_ready(T#t{tcsb = B1, hlc = newest_hlc(Ready, H0)}, Ready, D0)
+                    _ when Policy =:= lww ->
+                        apply_ready(T#t{tcsb = B1, hlc = newest_hlc(Ready, H0)}, Ready, D0);
+                    _ -> apply_ready(T#t{tcsb = B1}, Ready, D0)
                 end,
-    Effs = Evs ++ applied_syncs(Syncs ++ Ready, B1),
+    Effs = Evs ++ applied_syncs(Syncs, B1),
     {T1#t{duplicates = T#t.duplicates + Dups},
      case Drops of
          [] -> Effs;
@@ -710,8 +712,9 @@ receive_ops(From, Msgs, T = #t{tcsb = B0, hlc = H0}) ->
 
 %% The messages of `Msgs' that are well formed, fit the table and became deliverable, with
 %% what causal delivery had buffered and they made deliverable, in delivery order; the
-%% duplicates among them (already delivered here) counted, the well-formed `sync' ones
-%% kept (applied_syncs/2), the bad ones dropped.
+%% duplicates among them (already delivered here) counted, the `sync' ones kept
+%% (applied_syncs/2: the well-formed ones of `Msgs', and those buffered before that they
+%% made deliverable), the bad ones dropped.
 deliverable([], _From, _T, B, Ready, Dups, Syncs, Drops) ->
     {lists:reverse(Ready), B, Dups, Syncs, Drops};
 deliverable([Msg | Rest], From, T, B, Ready, Dups, Syncs0, Drops) ->
@@ -723,7 +726,8 @@ deliverable([Msg | Rest], From, T, B, Ready, Dups, Syncs0, Drops) ->
     %% counters); one not ready is checked in full before causal delivery buffers it
     case hm_ec_wire:is_op_shape(Msg) andalso fits(T, Msg) andalso hm_tcsb:receive_ready(Msg, B) of
         {More, B1} ->
-            deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups, Syncs, Drops);
+            deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups,
+                        buffered_syncs(More, Syncs), Drops);
         NotReady ->
             case NotReady =:= not_ready andalso hm_causal_buffer:is_message(Msg) of
                 true -> deliver_unready(Msg, Rest, From, T, B, Ready, Dups, Syncs, Drops);
@@ -744,11 +748,17 @@ deliver_unready(Msg, Rest, From, T, B, Ready, Dups, Syncs, Drops) ->
                   end,
             deliverable(Rest, From, T, B1, Ready, Dups + Dup, Syncs, Drops);
         {More, B1} ->
-            deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups, Syncs, Drops)
+            deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups,
+                        buffered_syncs(More, Syncs), Drops)
     end.
 
-%% The hybrid clock past every write of `Msgs' (lww: a copy's clock stays ahead of every
-%% write it holds).
+%% The `sync' operations among those a message made deliverable (itself alone, the common
+%% case, is among `Syncs' already when it is one).
+buffered_syncs([_], Syncs) -> Syncs;
+buffered_syncs(More, Syncs) -> [M || M = {_, _, {sync, _, _}} <- More] ++ Syncs.
+
+%% The hybrid clock past every write of `Msgs' (lww, the one policy that orders versions by
+%% it: a copy's clock stays ahead of every write it holds).
 newest_hlc([{_, _, {_, _, {write, _, {H, _}}}} | Rest], Acc) when H > Acc ->
     newest_hlc(Rest, H);
 newest_hlc([_ | Rest], Acc) -> newest_hlc(Rest, Acc);
@@ -1453,7 +1463,7 @@ apply_key(T = #t{store = St}, Origin, Ts, Key, Op = {write, _, _}) ->
             %% every version of the key is stable, and a write supersedes them all (they
             %% precede it): what storage shows is replaced without being read (the common
             %% case under load, a row lookup saved per operation)
-            apply_key(T, Origin, Ts, Key, Op, hm_ec_key:new(), replace);
+            apply_key(T, Origin, Ts, Key, Op, {[], []}, replace);      % hm_ec_key:new()
         {ok, KS} -> apply_key(T, Origin, Ts, Key, Op, KS, unknown)
     end;
 apply_key(T = #t{store = St}, Origin, Ts, Key, Op) ->
@@ -1527,7 +1537,9 @@ show(#t{type = Type, policy = Policy}, Key, KS, Shown, St) ->
         {_, View} -> lists:foldl(fun hm_ec_store:write/2, hm_ec_store:delete(Key, St), View)
     end.
 
-%% The key's metadata, only while storage alone does not say it all.
+%% The key's metadata, only while storage alone does not say it all (hm_ec_key:compact/3;
+%% a key with timestamps keeps them, the case of every operation applied).
+store_meta(_, Key, KS = {_, [_ | _]}, St) -> hm_ec_store:meta_put(Key, KS, St);
 store_meta(#t{type = Type, policy = Policy}, Key, KS, St) ->
     case hm_ec_key:compact(Type, Policy, KS) of
         none -> hm_ec_store:meta_del(Key, St);
