@@ -392,6 +392,27 @@ member_batch_test() ->
     ?assertEqual(hm_tcsb:delivered(hm_ec_table:tcsb(OneByOne)),
                  hm_tcsb:delivered(hm_ec_table:tcsb(A1))).
 
+%% A member's write that does not fit the table (another record name, arity or key, a
+%% clock that is not one) is dropped, alone or in a batch, even when it would be next in
+%% line from its origin; the same write well formed is applied.
+bad_write_dropped_test() ->
+    A0 = hm_ec_table:set_members([n1, n2], table([n1])),
+    O = {n2, 1},
+    W = fun(Key, Rec, Hlc) -> {O, #{O => 1}, {async, Key, {write, Rec, Hlc}}} end,
+    Bad = [W(k1, {t, k2, 1}, {1, n2}), W(k1, {t, k1}, {1, n2}), W(k1, {u, k1, 1}, {1, n2}),
+           W(k1, {t, k1, 1}, nohlc), W(k1, {t, k1, 1}, {x, n2}), W(k1, {t, k1, 1}, {1, "n2"}),
+           {O, #{O => 1}, {other_mode, k1, {write, {t, k1, 1}, {1, n2}}}}],
+    D0 = hm_tcsb:delivered(hm_ec_table:tcsb(A0)),
+    lists:foreach(fun(M) ->
+                          {A1, Effs} = hm_ec_table:handle(n2, c, {ops, [M]}, A0),
+                          ?assertEqual([{drop, {bad_op_message, t, n2}}], Effs),
+                          ?assertEqual(D0, hm_tcsb:delivered(hm_ec_table:tcsb(A1))),
+                          ?assertEqual([], hm_ec_table:rows(A1))
+                  end, Bad),
+    {A2, Effs2} = hm_ec_table:handle(n2, c, {ops, Bad ++ [W(k1, {t, k1, 1}, {1, n2})]}, A0),
+    ?assertEqual(length(Bad), length([D || D = {drop, _} <- Effs2])),
+    ?assertEqual([{t, k1, 1}], hm_ec_table:rows(A2)).
+
 %% A `sync' operation buffered for its cause in one batch is answered in the batch that
 %% makes it deliverable, once.
 buffered_sync_test() ->

@@ -724,7 +724,7 @@ deliverable([Msg | Rest], From, T, B, Ready, Dups, Syncs0, Drops) ->
             end,
     %% the common case first: well formed and ready on arrival (which checks its vector's
     %% counters); one not ready is checked in full before causal delivery buffers it
-    case hm_ec_wire:is_op_shape(Msg) andalso fits(T, Msg) andalso hm_tcsb:receive_ready(Msg, B) of
+    case fits_op(T, Msg) andalso hm_tcsb:receive_ready(Msg, B) of
         {More, B1} ->
             deliverable(Rest, From, T, B1, lists:reverse(More, Ready), Dups,
                         buffered_syncs(More, Syncs), Drops);
@@ -780,6 +780,16 @@ applied_syncs(Msgs, B) ->
 any_sync([{_, _, {async, _, _}} | Rest]) -> any_sync(Rest);
 any_sync([]) -> false;
 any_sync(_) -> true.
+
+%% A member's operation is well formed (hm_ec_wire:is_op_shape/1, its vector's counters
+%% aside) and fits the table (fits/2): an `async' write of a record, the common case, in
+%% one match.
+fits_op(#t{crdt = none, record = {Name, Arity}},
+        {{N, _}, Ts, {async, Key, {write, Rec, {H, HN}}}})
+  when is_atom(N), is_map(Ts), is_integer(H), is_atom(HN), tuple_size(Rec) =:= Arity,
+       element(1, Rec) =:= Name, element(2, Rec) =:= Key ->
+    true;
+fits_op(T, Msg) -> hm_ec_wire:is_op_shape(Msg) andalso fits(T, Msg).
 
 %% A record operation names its record's own key, and the record fits the table; a CRDT
 %% table takes CRDT payloads of its type and flavor only.
