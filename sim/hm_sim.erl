@@ -873,8 +873,9 @@ send(From, To, Msg, S0 = #{cfg := Cfg = #{drop := PD, dup := PU, delay := Max},
     case connected(From, To, S) of
         false -> bump(dropped_cut, S);
         true ->
-          case busy(From, To, S) of
-            true -> bump(dropped_busy, S);
+          %% a state waits for room, as the runtime's table process sends it
+          case not hm_ec_wire:is_state_transfer(Msg) andalso busy(From, To, S) of
+            true -> bump({dropped_busy, element(1, Msg)}, bump(dropped_busy, S));
             false ->
             {Drop, S1} = case F of true -> coin(PD, S); false -> {false, S} end,
             case Drop of

@@ -108,3 +108,21 @@ disc_restart_is_a_new_incarnation_test() ->
     Later = hm_ec_store:log_put(state, {{n1, 9}, #{}}, hm_ec_store_map:new(set, disc)),
     {T9, _} = table(Later, [n1, n2]),
     ?assertEqual({n1, 10}, hm_tcsb:self(hm_ec_table:tcsb(T9))).
+
+%% The states a copy sends (a snapshot for a copy that syncs, its state for a member that
+%% catches up) are state transfers, which wait for room on a busy connection; its
+%% operations and acknowledgements are not.
+state_transfer_test() ->
+    {T0, _} = table(hm_ec_store_map:new(set, ram), [n1]),
+    {T, Writes} = hm_ec_table:submit({k, {write, {t, k, v}}}, async, from, {1, [n2]},
+                                     hm_ec_table:set_members([n1, n2], T0)),
+    {_, Snap} = hm_ec_table:handle(n2, c, {snapshot_req}, T),
+    {_, Acks} = hm_ec_table:acknowledge([n2], T),
+    Sent = fun(Effs) -> [M || {send, n2, M} <- Effs] end,
+    ?assertMatch([{snapshot, _}], Sent(Snap)),
+    ?assert(lists:all(fun hm_ec_wire:is_state_transfer/1, Sent(Snap))),
+    ?assertMatch([_ | _], Sent(Writes) ++ Sent(Acks)),
+    ?assertNot(lists:any(fun hm_ec_wire:is_state_transfer/1, Sent(Writes) ++ Sent(Acks))),
+    ?assert(hm_ec_wire:is_state_transfer({merge, #{}})),
+    ?assertNot(hm_ec_wire:is_state_transfer({merge_none})),
+    ?assertNot(hm_ec_wire:is_state_transfer({snapshot_none})).

@@ -19,12 +19,17 @@
 %% <li>`{merge_req, Delivered}', `{merge, State}', `{merge_none}': catching up by state
 %% (see {@link is_merge/1}).</li>
 %% </ul>
+%% Every message may be lost: a busy connection drops what is sent on it (the sender does
+%% not wait), and retransmission and acknowledgements repair the loss. A state
+%% (`{snapshot, Snapshot}', `{merge, State}': {@link is_state_transfer/1}) waits for room
+%% instead: it is sent once per request, and its loss would cost the copy that asked
+%% seconds before it asks again.
 %% On disc (`disc_copies' only) the log table `hm_log_Tab' holds a row `format' with
 %% {@link disc_version/0}; a copy whose log carries another version is not restored from it.
 -module(hm_ec_wire).
 
 -export([version/0, disc_version/0, envelope/4, open/1, is_op_message/1, is_op_shape/1, is_ack/1,
-         is_snapshot/1, is_merge/1]).
+         is_snapshot/1, is_merge/1, is_state_transfer/1]).
 
 -define(VERSION, 1).
 -define(DISC_VERSION, 1).
@@ -48,6 +53,13 @@ open({hm_ec, ?VERSION, Tab, From, Msg, Cookie}) when is_atom(Tab), is_atom(From)
     {ok, Tab, From, Msg, Cookie};
 open({hm_ec, V, _, _, _, _}) when V =/= ?VERSION -> {error, {unsupported_version, V}};
 open(_) -> {error, not_an_envelope}.
+
+%% @doc Whether a message carries a copy's state (a snapshot, or a state to join): its
+%% sender waits for room on a busy connection rather than drop it.
+-spec is_state_transfer(term()) -> boolean().
+is_state_transfer({snapshot, _}) -> true;
+is_state_transfer({merge, _}) -> true;
+is_state_transfer(_) -> false.
 
 %% @doc Whether a term is an operation message: an origin `{Node, Incarnation}', a version
 %% vector with a positive entry for the origin, and a payload `{async | sync, Key, Op}'
