@@ -359,21 +359,27 @@ catch_up_lag_from_environment_test() ->
 
 %%% A member's batch of operations
 
+%% The operations n2's copy sends n1 for writes of k1, k2, k3 = 1, 2, 3, in these modes.
+writes_of_n2(Modes) ->
+    {B0, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                                record => {t, 3}, cookie => c, node => n2, incarnation => 1,
+                                members => [n2], store => hm_ec_store_map:new(set, ram)}),
+    {_, Effs} = lists:foldl(
+                  fun({Mode, I}, {B, E}) ->
+                          K = list_to_atom("k" ++ integer_to_list(I)),
+                          {B1, E1} = hm_ec_table:submit({K, {write, {t, K, I}}}, Mode, w,
+                                                        {0, [n1]}, B),
+                          {B1, E ++ E1}
+                  end, {hm_ec_table:set_members([n1, n2], B0), []},
+                  lists:zip(Modes, lists:seq(1, length(Modes)))),
+    [M || {send, n1, {op, M}} <- Effs].
+
 %% A member's operations arrive together (`{ops, Msgs}') and are taken in one pass: a bad
 %% message among them is dropped and the others go on, one waiting for its cause is applied
 %% once the cause comes later in the batch, a duplicate is counted, and the `sync' caller at
 %% the origin is answered. The copy ends as if they had come one `op' message each.
 member_batch_test() ->
-    {B0, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
-                                record => {t, 3}, cookie => c, node => n2, incarnation => 1,
-                                members => [n2], store => hm_ec_store_map:new(set, ram)}),
-    B1 = hm_ec_table:set_members([n1, n2], B0),
-    Sent = fun(Effs) -> [M || {send, n1, {op, M}} <- Effs] end,
-    {B2, E1} = hm_ec_table:submit({k1, {write, {t, k1, 1}}}, async, w, {0, [n1]}, B1),
-    {B3, E2} = hm_ec_table:submit({k2, {write, {t, k2, 2}}}, sync, w, {0, [n1]}, B2),
-    {_, E3} = hm_ec_table:submit({k3, {write, {t, k3, 3}}}, async, w, {0, [n1]}, B3),
-    [M1, M2, M3] = Sent(E1 ++ E2 ++ E3),
-    {_, M2Ts, _} = M2,
+    [M1, M2 = {_, M2Ts, _}, M3] = writes_of_n2([async, sync, async]),
     Bad = {{n2, 1}, #{{n2, 1} => -1}, {async, k9, delete}},
     %% next in line from its origin, so ready but for a counter that is not positive
     BadNext = {{n2, 1}, #{{n2, 1} => 4, {n3, 1} => 0}, {async, k8, delete}},
@@ -416,15 +422,7 @@ bad_write_dropped_test() ->
 %% A `sync' operation buffered for its cause in one batch is answered in the batch that
 %% makes it deliverable, once.
 buffered_sync_test() ->
-    {B0, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
-                                record => {t, 3}, cookie => c, node => n2, incarnation => 1,
-                                members => [n2], store => hm_ec_store_map:new(set, ram)}),
-    B1 = hm_ec_table:set_members([n1, n2], B0),
-    Sent = fun(Effs) -> [M || {send, n1, {op, M}} <- Effs] end,
-    {B2, E1} = hm_ec_table:submit({k1, {write, {t, k1, 1}}}, async, w, {0, [n1]}, B1),
-    {B3, E2} = hm_ec_table:submit({k2, {write, {t, k2, 2}}}, async, w, {0, [n1]}, B2),
-    {_, E3} = hm_ec_table:submit({k3, {write, {t, k3, 3}}}, sync, w, {0, [n1]}, B3),
-    [M1, M2, M3 = {_, M3Ts, _}] = Sent(E1 ++ E2 ++ E3),
+    [M1, M2, M3 = {_, M3Ts, _}] = writes_of_n2([async, async, sync]),
     Applied = fun(Effs) -> [S || S = {send, _, {applied, _}} <- Effs] end,
     A0 = hm_ec_table:set_members([n1, n2], table([n1])),
     {A1, Effs1} = hm_ec_table:handle(n2, c, {ops, [M3]}, A0),
