@@ -722,6 +722,22 @@ join_one_entry_a_side_test() ->
     ?assertEqual({[], [A, Del]}, Join(#{r1 => 3}, A, #{r2 => 4}, Del)),
     ?assertEqual({[], [Del]}, Join(#{r1 => 3}, A, #{r1 => 3, r2 => 4}, Del)).
 
+%% A key with nothing on one side (made during a cut on the other side only, or deleted
+%% and stable on this one): the other side's entries this side has not delivered, none of
+%% its stable versions (which this side must have seen gone), whichever side is first.
+join_nothing_on_one_side_test() ->
+    A = {{r1, 3}, write, {rec(a), {5, r1}}},
+    B = {{r2, 4}, write, {rec(b), {6, r2}}},
+    Other = {[{rec(c), stable}], [A, B]},
+    Empty = {[], []},
+    %% this side delivered A: only B
+    ?assertEqual({[], [B]}, hm_ec_key:join({#{r1 => 3}, Empty}, {#{r1 => 3, r2 => 4}, Other})),
+    ?assertEqual({[], [B]}, hm_ec_key:join({#{r1 => 3, r2 => 4}, Other}, {#{r1 => 3}, Empty})),
+    %% neither: both
+    ?assertEqual({[], [A, B]}, hm_ec_key:join({#{}, Empty}, {#{r1 => 3, r2 => 4}, Other})),
+    %% nothing on either side
+    ?assertEqual(Empty, hm_ec_key:join({#{r1 => 3}, Empty}, {#{r2 => 4}, Empty})).
+
 %%% ================================================================ EUnit entry points
 
 -define(P(Name, Prop), {timeout, 1200, {Name, ?_assert(check(Prop))}}).

@@ -200,6 +200,12 @@ is_empty(_) -> false.
 %% causally follows every operation the other side holds stable (causal stability, §4.7),
 %% so it cannot be concurrent with a stable version.
 -spec join({hm_vv:vv(), key_state()}, {hm_vv:vv(), key_state()}) -> key_state().
+%% nothing on one side (a key made during a cut on the other side only): the other side's
+%% entries the first has not delivered, none of its versions (as the general clause)
+join({V1, {[], []}}, {_V2, {_, Log2}}) ->
+    {[], [E || E = {D, _, _} <- Log2, not hm_vv:contains(D, V1)]};
+join({_V1, {_, Log1}}, {V2, {[], []}}) ->
+    {[], [E || E = {D, _, _} <- Log1, not hm_vv:contains(D, V2)]};
 %% one unstable entry and no stable version on each side, the common case after a cut (each
 %% side's last write of the key): each survives unless the other side delivered it
 join({V1, {[], [E1 = {D1, _, _}]}}, {V2, {[], [E2 = {D2, _, _}]}}) when D1 =/= D2 ->

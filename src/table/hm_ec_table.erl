@@ -1269,9 +1269,14 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
                      FA0 -> hm_vv:join(FA0, VP)
                  end,
             %% both sides' clears, each now settled on every key
-            All = maps:from_list([{K, true} || K <- Keys]),
-            Clears = [{D, Ts, All} || {D, Ts, _} <- CsR]
-                ++ [{D, Ts, All} || {D, Ts, _} <- CsP, not lists:keymember(D, 1, CsR)],
+            Clears = case CsR ++ CsP of
+                         [] -> [];
+                         _ ->
+                             All = maps:from_list([{K, true} || K <- Keys]),
+                             [{D, Ts, All} || {D, Ts, _} <- CsR]
+                                 ++ [{D, Ts, All} || {D, Ts, _} <- CsP,
+                                                     not lists:keymember(D, 1, CsR)]
+                     end,
             T1 = flow_changed(T#t{store = St, tcsb = B1, hlc = Hlc, merges = T#t.merges + 1,
                                   behind = #{}, fold_after = FA, clears = Clears,
                                   merged_at = T#t.ticks}),
