@@ -329,28 +329,19 @@ receive_current_ack(From = {Node, Inc}, V, New, S = #tcsb{early_acks = E, acked 
     settle_acks(S#tcsb{early_acks = E#{From => {hm_vv:join(V0, V), join_newest(New0, New)}},
                        acked = A#{Node => T}, has = H1}).
 
-%% settle_acks/1 after a delivery of `Origin''s operation alone: only its own waiting
-%% acknowledgement `Ack' can settle (a delivery moves only its origin's entry of the
-%% delivered vector), so only that one is looked at.
+%% The acknowledgement `Ack' of `Origin' that waits counts once this replica has delivered
+%% every operation `Origin' sent before it. After a delivery of `Origin''s operation alone,
+%% only that one can settle (a delivery moves only its origin's entry of the delivered
+%% vector), so only that one is looked at.
 settle_ack(Origin, Ack = {V, _}, S = #tcsb{early_acks = E, known = K, cb = CB}) ->
     case hm_vv:get(Origin, V) =< hm_vv:get(Origin, hm_causal_buffer:delivered(CB)) of
         true -> S#tcsb{early_acks = maps:remove(Origin, E), known = learn(Origin, Ack, K)};
         false -> S
     end.
 
-settle_acks(S = #tcsb{early_acks = E}) when map_size(E) =:= 0 -> S;
-settle_acks(S = #tcsb{early_acks = E, known = K, cb = CB}) ->
-    D = hm_causal_buffer:delivered(CB),
-    %% called after every delivery: while an acknowledgement waits (a member's own
-    %% operations still on their way, as after a heal) this is the common answer, so it
-    %% builds nothing
-    case [FA || FA = {From, {V, _}} <- maps:to_list(E),
-                hm_vv:get(From, V) =< hm_vv:get(From, D)] of
-        [] -> S;
-        Ready ->
-            K1 = lists:foldl(fun({Replica, Ack}, Acc) -> learn(Replica, Ack, Acc) end, K, Ready),
-            S#tcsb{early_acks = maps:without([R || {R, _} <- Ready], E), known = K1}
-    end.
+%% Every waiting acknowledgement that counts now (settle_ack/3); one that still waits
+%% changes nothing.
+settle_acks(S = #tcsb{early_acks = E}) -> maps:fold(fun settle_ack/3, S, E).
 
 %% @doc Algorithm 1 "check stability": every operation whose dot is in the returned vector
 %% is causally stable here. Nothing is while a superseded incarnation is not settled

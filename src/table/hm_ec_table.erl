@@ -767,19 +767,12 @@ newest_hlc([], Acc) -> Acc.
 %% sync_ec callers at the origin wait for the `applied' answer: every sync operation
 %% among `Msgs' that is delivered here is answered, duplicates included (a state transfer may
 %% have brought its effect before the operation itself arrived).
-applied_syncs(Msgs, B) ->
-    case any_sync(Msgs) andalso [M || M = {_, _, {sync, _, _}} <- Msgs] of
-        false -> [];
-        Syncs ->
-            Delivered = hm_tcsb:delivered(B),
-            [{send, ON, {applied, Dot}}
-             || {O = {ON, _}, Ts, _} <- lists:usort(Syncs),
-                Dot <- [{O, maps:get(O, Ts)}], hm_vv:contains(Dot, Delivered)]
-    end.
-
-any_sync([{_, _, {async, _, _}} | Rest]) -> any_sync(Rest);
-any_sync([]) -> false;
-any_sync(_) -> true.
+applied_syncs([], _) -> [];
+applied_syncs(Syncs, B) ->
+    Delivered = hm_tcsb:delivered(B),
+    [{send, ON, {applied, Dot}}
+     || {O = {ON, _}, Ts, _} <- lists:usort(Syncs),
+        Dot <- [{O, maps:get(O, Ts)}], hm_vv:contains(Dot, Delivered)].
 
 %% A member's operation is well formed (hm_ec_wire:is_op_shape/1, its vector's counters
 %% aside) and fits the table (fits/2): an `async' write of a record, the common case, in
