@@ -4,9 +4,9 @@
 %% <li>`Tab' holds what reads show, so every `mnesia:*' read inside `async_ec' runs
 %% unchanged on it;</li>
 %% <li>the metadata of unstable keys is in `hm_meta_Tab' for a `disc_copies' table, and for
-%% `ram_copies' in a map in the store's state, on the table process's heap (as volatile as
-%% the copy; an ETS table cost a copy of the key's state in and out on each of the four
-%% metadata steps of every operation, and Mnesia's table much more);</li>
+%% `ram_copies' in an ETS table the table's process owns (as volatile as the copy, and much
+%% cheaper than Mnesia's; a map on the process's heap saves the copies in and out of ETS
+%% but cost more CPU per write in garbage collection, bench/REPORT.md);</li>
 %% <li>`hm_log_Tab' keeps, on disc only, the unstable operations, `state' (the replica and
 %% its delivered vector) and `clears'. Mnesia's log is append-only, so a crash loses a
 %% suffix: at worst an effect whose delivery was not recorded, delivered again after the
@@ -39,7 +39,7 @@
                    log := atom(), disc := boolean(), unwritten := atom() | ets:tid()}.
 
 %% @doc The store of table `Tab' with helper tables `Meta' and `Log', and the copy's storage
-%% type. A `ram_copies' copy's metadata lives in the store's state.
+%% type. A `ram_copies' copy's metadata lives in a new ETS table of the calling process.
 -spec new(atom(), atom(), atom(), ram_copies | disc_copies | atom()) -> hm_ec_store:store().
 new(Tab, Meta, Log, Storage) ->
     MetaStore = case Storage of
@@ -67,7 +67,6 @@ new(Tab, Meta, Log, Storage) ->
 %% of unwritten keys).
 -spec forget(hm_ec_store:store()) -> ok.
 forget({?MODULE, S}) ->
-    _ = [(catch ets:delete(E)) || {ets, E} <- [maps:get(meta, S)]],
     _ = [(catch ets:delete(E)) || {ets, E} <- [maps:get(meta, S)]],
     _ = (catch ets:delete(maps:get(unwritten, S))),
     ok.
