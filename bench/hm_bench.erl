@@ -1721,6 +1721,7 @@ figures_md(Out, Rel) ->
      "#### Ratios (3 nodes)\n\n", ratio_table(Pts),
      "\n#### Targets (computed from this run)\n\n",
      targets_table(Pts, maps:get(timelines, Out), maps:get(speed, Out, [])),
+     nodes_target(maps:get(sweeps, Out, [])),
      why_md(Out),
      "\n#### Throughput and latency\n\n", points_table(Pts, Cfg),
      [["\n#### CPU per write, stability backlog, memory (EC against async_dirty and the floor)\n\n",
@@ -2083,10 +2084,14 @@ why_cpu(Simple, Steps) ->
     Per = fun(N) -> where_sums([X || X = #{context := N1} <- Simple, N1 =:= N]) end,
     Kinds = [{exited, "writers"}, {ec_table, "table processes"}, {mnesia_tm, "mnesia_tm"},
              {floor_receiver, "receivers"}],
+    PartsOf = fun(N) ->
+                    {W, Rd} = Per(N),
+                    [{L, maps:get(K, Rd, 0) / W} || W > 0, {K, L} <- Kinds,
+                                                    maps:get(K, Rd, 0) / W >= 1]
+            end,
+    Total = [{N, lists:sum([V || {_, V} <- PartsOf(N)])} || N <- Ctxs],
     Ctx = fun(N) ->
-                  {W, Rd} = Per(N),
-                  Parts = [{L, maps:get(K, Rd, 0) / W} || W > 0, {K, L} <- Kinds,
-                                                          maps:get(K, Rd, 0) / W >= 1],
+                  Parts = PartsOf(N),
                   io_lib:format("~s ~s (~s)",
                                 [N, lists:join(" + ", [io_lib:format("~s ~w", [L, round(V)])
                                                        || {L, V} <- Parts]),
@@ -2099,7 +2104,24 @@ why_cpu(Simple, Steps) ->
       "each copy, the write passes the causal delivery check and stays in the log until "
       "every copy has it. It also updates the key's timestamps beside the row, and is folded "
       "away once stable, with acknowledgements going between the copies meanwhile.",
-      why_steps(Steps), "\n"] || Ctxs =/= []].
+      why_budget(Total), why_steps(Steps), "\n"] || Ctxs =/= []].
+
+%% What the two CPU targets allow an EC write, in reductions over the three nodes, against
+%% what the EC contexts used (`Total': reductions per write by context).
+why_budget(Total) ->
+    Ec = [R || {N, R} <- Total, lists:member(N, ?EC)],
+    case {Ec, proplists:get_value(<<"async_dirty">>, Total),
+          proplists:get_value(<<"floor">>, Total)} of
+        {[_ | _], D, F} when is_number(D), is_number(F) ->
+            io_lib:format(" In reductions, the target of 1.5x async_dirty allows ~w per write "
+                          "and the target of 3x the floor ~w; EC used ~w to ~w, so ~w to ~w "
+                          "more than the first allows, ~w to ~w more than the second.",
+                          [round(1.5 * D), round(3 * F), round(lists:min(Ec)),
+                           round(lists:max(Ec)), round(lists:min(Ec) - 1.5 * D),
+                           round(lists:max(Ec) - 1.5 * D), round(lists:min(Ec) - 3 * F),
+                           round(lists:max(Ec) - 3 * F)]);
+        _ -> []
+    end.
 
 %% The table processes' reductions by step, per operation (ec_step_profile/2).
 why_steps(#{per_node := PN = [_ | _]}) ->
@@ -2237,6 +2259,44 @@ targets_table(Pts, TLs) ->
                                                _ -> "does not drop to zero"
                                            end]))]),
      heal_target(TLs)].
+
+%% The target at 5 and 7 nodes, from the sweep of node counts (`bench-full'): EC at least
+%% 0.5x async_dirty at each, and every EC point's copies converged within the cool-down's
+%% wait. None when the run has no such sweep point.
+nodes_target(Sweeps) ->
+    SP = lists:append([Ps || #{param := nodes, points := Ps} <- Sweeps]
+                      ++ [Ps || #{param := <<"nodes">>, points := Ps} <- Sweeps]),
+    Get = fun(N, Cx, K) -> hd([maps:get(K, X) || X = #{value := V, context := C} <- SP,
+                                                 V =:= N, C =:= Cx] ++ [null]) end,
+    Rows = [{N, E, case {Get(N, E, throughput_ops_s), Get(N, <<"async_dirty">>, throughput_ops_s)} of
+                       {X, Y} when is_number(X), is_number(Y), Y > 0 -> X / Y;
+                       _ -> null
+                   end, Get(N, E, convergence_ms)}
+            || N <- [5, 7], E <- ?EC, Get(N, E, throughput_ops_s) =/= null],
+    case Rows of
+        [] -> [];
+        _ ->
+            Ratios = [R || {_, _, R, _} <- Rows],
+            Worst = case lists:member(null, Ratios) of
+                        true -> null;
+                        false -> lists:min(Ratios)
+                    end,
+            NotConv = [{N, E} || {N, E, _, C} <- Rows, not is_number(C)],
+            io_lib:format(
+              "| EC ≥ 0.5x async_dirty at 5 and 7 nodes, copies converged within the waits "
+              "(sweep of node counts) | ~s | ~s |~n",
+              [lists:join(", ", [io_lib:format("~s at ~w nodes: ~s, converged after ~s",
+                                               [short(E), N, fmt(R, x), fmt(C, ms)])
+                                 || {N, E, R, C} <- Rows]),
+               verdict(is_number(Worst) andalso Worst >= 0.5 andalso NotConv =:= [],
+                       lists:join("; ",
+                                  [io_lib:format("~.2fx at the worst point, ~.2f short",
+                                                 [Worst, 0.5 - Worst])
+                                   || is_number(Worst), Worst < 0.5]
+                                  ++ ["n/a at some point" || Worst =:= null]
+                                  ++ [io_lib:format("~s at ~w nodes not converged within the wait",
+                                                    [short(E), N]) || {N, E} <- NotConv]))])
+    end.
 
 %% The target of the seconds after a heal, on the median of each EC type's runs
 %% (`heal_runs' of timeline_runs/2): none when no EC timeline has them.
