@@ -1,6 +1,7 @@
 %% @doc EUnit tests of the per-table core ({@link hm_ec_table}) on a map store, for what the
 %% simulator's checkers do not look at.
 -module(hm_ec_table_tests).
+-include("hm_prop.hrl").
 -include_lib("eunit/include/eunit.hrl").
 
 table(Members) ->
@@ -253,6 +254,106 @@ catch_up_by_state(Type) ->
     {_, [{send, n2, State2}]} = hm_ec_table:handle(n2, c, Req2, A4),
     {B3, _} = hm_ec_table:handle(n1, c, State2, B2),
     ?assertEqual(lists:sort(hm_ec_table:rows(A4)), lists:sort(hm_ec_table:rows(B3))).
+
+%% Two copies that have folded the same stable keys, then cut off: a state built for a member
+%% that has delivered everything folded carries only the keys of the builder's unstable
+%% operations (a key a pawset delete emptied among them, with no rows: it has no metadata),
+%% and joining it shows what applying those operations shows. A state for a member that
+%% lacks something folded carries every row; a copy that has not delivered what a state
+%% left out does not take it.
+left_out_state_test_() ->
+    [{atom_to_list(Type), fun() -> left_out_state(Type) end} || Type <- [pawset, prwset]].
+
+left_out_state(Type) ->
+    Base = [{K, {write, {t, K, K}}} || K <- lists:seq(1, 20)],
+    {A1, Sent} = writes(Base, copy(n1, Type, 2)),
+    {B1, _} = hm_ec_table:handle(n1, c, {ops, Sent}, copy(n2, Type, 2)),
+    Fold = fun(N, From, To) ->
+                   element(1, hm_ec_table:acknowledge([N], ack_from(N, From, To)))
+           end,
+    A2 = Fold(n2, B1, A1),
+    B2 = Fold(n1, A2, B1),
+    [?assertEqual(0, maps:get(unstable_keys, hm_ec_table:info([], X))) || X <- [A2, B2]],
+    %% cut off: n1 deletes a stable key and writes one; n2 writes others
+    {A3, SentA} = writes([{1, delete} | [{2, {write, {t, 2, N}}} || N <- lists:seq(1, 25)]],
+                         A2),
+    {B3a, _} = writes([{K, {write, {t, K, -K}}} || K <- [3, 4, 5]], B2),
+    {Replayed, _} = hm_ec_table:handle(n1, c, {ops, SentA}, B3a),
+    %% n2, 26 operations behind (more than its 20 rows), asks n1 for its state
+    {B3, E3} = ack_effects(n1, A3, B3a),
+    [Req] = [R || {send, n1, R = {merge_req, _}} <- E3],
+    [State = {merge, #{rows := {left_out, _, KeyRows}, meta := Meta}}] =
+        [S || {send, n2, S = {merge, _}} <- element(2, hm_ec_table:handle(n2, c, Req, A3))],
+    ?assertEqual([1, 2], lists:sort([K || {K, _} <- KeyRows] ++ [K || {K, _} <- Meta])),
+    {B4, _} = hm_ec_table:handle(n1, c, State, B3),
+    ?assertEqual(lists:sort(hm_ec_table:rows(Replayed)), lists:sort(hm_ec_table:rows(B4))),
+    ?assertEqual([], [R || R = {t, 1, _} <- hm_ec_table:rows(B4)]),
+    %% a member that lacks what n1 folded gets every row; a copy that lacks what a state
+    %% left out does not take it
+    [{merge, #{rows := Rows}}] =
+        [S || {send, n2, S = {merge, _}}
+                  <- element(2, hm_ec_table:handle(n2, c, {merge_req, #{}}, A3))],
+    ?assertEqual(18, length(Rows)),
+    Folded = hm_tcsb:delivered(hm_ec_table:tcsb(A3)),
+    {B5, []} = hm_ec_table:handle(n1, c, {merge, #{rows => {left_out, Folded, []}, meta => [],
+                                                    delivered => Folded, clears => []}}, B3),
+    ?assertEqual(hm_ec_table:rows(B3), hm_ec_table:rows(B5)).
+
+%% The same for any operations (PropEr): two copies fold the same base, then make any
+%% operations cut off from each other, the first many on a few keys; the second, behind,
+%% asks for the first's state, and joining it shows what applying the first's operations
+%% shows, whether the state left keys out or not. Cases per type: `PROPER_NUMTESTS'.
+left_out_state_prop_test_() ->
+    [{atom_to_list(Type), {timeout, 120,
+                           fun() -> ?assert(hm_crdt_prop:check(left_out_state_prop(Type))) end}}
+     || Type <- [pawset, prwset]].
+
+left_out_state_prop(Type) ->
+    Op = fun(Keys) -> oneof([{elements(Keys), {write, elements([a, b, c])}},
+                             {elements(Keys), delete},
+                             {elements(Keys), {delete_object, elements([a, b, c])}}])
+         end,
+    ?SAFE_FORALL({Base, OpsA, OpsB},
+                 {list(Op(lists:seq(1, 20))), non_empty(list(Op([1, 2]))),
+                  list(Op(lists:seq(1, 20)))},
+                 begin
+                     Rec = fun({K, {write, V}}) -> {K, {write, {t, K, V}}};
+                              ({K, {delete_object, V}}) -> {K, {delete_object, {t, K, V}}};
+                              (KOp) -> KOp
+                           end,
+                     Kind = left_out_case(Type, [Rec(X) || X <- Base],
+                                          [Rec(X) || X <- lists:append(lists:duplicate(25, OpsA))],
+                                          [Rec(X) || X <- OpsB]),
+                     collect(Kind, Kind =/= wrong)
+                 end).
+
+%% `left_out', `whole' (the state carried every row), `not_asked' (not far enough behind), or
+%% `wrong' (the join shows something else than the operations).
+left_out_case(Type, Base, OpsA, OpsB) ->
+    {A1, Sent} = writes([{K, {write, {t, K, base}}} || K <- lists:seq(1, 20)] ++ Base,
+                        copy(n1, Type, 2)),
+    {B1, _} = hm_ec_table:handle(n1, c, {ops, Sent}, copy(n2, Type, 2)),
+    Fold = fun(N, From, To) ->
+                   element(1, hm_ec_table:acknowledge([N], ack_from(N, From, To)))
+           end,
+    A2 = Fold(n2, B1, A1),
+    B2a = Fold(n1, A2, B1),
+    {A3, SentA} = writes(OpsA, A2),
+    {B2, _} = writes(OpsB, B2a),
+    {Replayed, _} = hm_ec_table:handle(n1, c, {ops, SentA}, B2),
+    {B3, E3} = ack_effects(n1, A3, B2),
+    case [R || {send, n1, R = {merge_req, _}} <- E3] of
+        [] -> not_asked;
+        [Req] ->
+            [State = {merge, #{rows := Rows}}] =
+                [S || {send, n2, S = {merge, _}} <- element(2, hm_ec_table:handle(n2, c, Req, A3))],
+            {B4, _} = hm_ec_table:handle(n1, c, State, B3),
+            case lists:sort(hm_ec_table:rows(Replayed)) =:= lists:sort(hm_ec_table:rows(B4)) of
+                false -> wrong;
+                true when is_tuple(Rows) -> left_out;
+                true -> whole
+            end
+    end.
 
 %% A state built for one member goes to every other member as far behind (after a heal, the
 %% whole other side), which joins it without asking; a state not asked for is not joined

@@ -41,7 +41,13 @@ message_shapes_test() ->
     ?assert(hm_ec_wire:is_merge({merge, State})),
     ?assertNot(hm_ec_wire:is_merge({merge, State#{rows := [k]}})),
     ?assertNot(hm_ec_wire:is_merge({merge, State#{meta := [{k}]}})),
-    ?assertNot(hm_ec_wire:is_merge({merge, maps:remove(delivered, State)})).
+    ?assertNot(hm_ec_wire:is_merge({merge, maps:remove(delivered, State)})),
+    %% a state that left out the keys the member has: each key sent with its rows
+    ?assert(hm_ec_wire:is_merge({merge, State#{rows := {left_out, #{O => 0}, [{k, []},
+                                                                           {j, [{t, j, v}]}]}}})),
+    ?assertNot(hm_ec_wire:is_merge({merge, State#{rows := {left_out, [], []}}})),
+    ?assertNot(hm_ec_wire:is_merge({merge, State#{rows := {left_out, #{}, [{k, [j]}]}}})),
+    ?assertNot(hm_ec_wire:is_merge({merge, State#{rows := {left_out, #{}, [k]}}})).
 
 table(Store, Members) ->
     hm_ec_table:new(#{tab => t, type => pawset, policy => term_order, record => {t, 3},

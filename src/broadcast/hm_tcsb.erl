@@ -53,7 +53,8 @@
 -export([new/2, new/3, new/4, broadcast/2, receive_op/2, receive_ready/2, receive_unready/2, acks/1, receive_ack/4,
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
-         gc_dots/1, gc_ops/1, log_msgs/1, forget_member/2, resend_due/2, delivered/1, log_size/1,
+         gc_dots/1, gc_ops/1, log_msgs/1, logged/1, forget_member/2, resend_due/2, delivered/1,
+         log_size/1,
          pending/1, known/1, reported/2, silent/3, acked_within/3, lag/2, superseded/2,
          retransmission/1, behind/2, merge/2]).
 -export_type([state/0, message/0, opts/0]).
@@ -455,6 +456,12 @@ newer_than(_, Rest, Acc) -> {lists:reverse(Acc), Rest}.
 -spec log_msgs(state()) -> [message()].
 log_msgs(#tcsb{log = L}) ->
     [M || {_, OL} <- lists:sort(maps:to_list(L)), {_, {M, _}} <- lists:sort(entries(OL))].
+
+%% @doc The logged messages (not yet stable), in no particular order: {@link log_msgs/1}
+%% without its sort.
+-spec logged(state()) -> [message()].
+logged(#tcsb{log = L}) ->
+    [M || OL <- maps:values(L), {_, {M, _}} <- entries(OL)].
 
 %% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
 %% incarnation): stability waits for its next acknowledgement, and so does retransmission

@@ -182,6 +182,10 @@
             merged_at = none :: none | non_neg_integer(),
             %% what the states caught up with delivered (stabilize/2)
             fold_after = none :: none | hm_vv:vv(),
+            %% the stable vectors folded so far, joined (and what a restored copy had
+            %% delivered): every operation this copy forgot from its log is in it
+            %% (merge_state/2)
+            folded = #{} :: hm_vv:vv(),
             merges = 0 :: non_neg_integer()}).
 -opaque state() :: #t{}.
 
@@ -220,7 +224,7 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
             St1 = hm_ec_store:log_put(state, {Self, Delivered}, with_format(St0)),
             T1 = replay(Logged, lists:reverse(Batch),
                         T0#t{tcsb = B, clears = Clears, store = St1, batch = Batch,
-                             epoch_set = Batch =/= []}),
+                             epoch_set = Batch =/= [], folded = Delivered}),
             {T1, [{info, "hypermnesia: ~p restored from disc (~p unstable operations)",
                    [Tab, length(Logged)]}
                   | [{timer, T0#t.epoch, crdt_epoch} || Batch =/= []]]};
@@ -650,7 +654,7 @@ remote(From, Msg = {merge_req, V}, T0 = #t{tab = Tab}) ->
             %% what the member joins is on disc here first, as for a snapshot
             T = sync_store(T0),
             {T1, Ask} = merge_request_back(From, V, T),
-            State = merge_state(T),
+            State = merge_state(T, V),
             {T1, Ask ++ [{send, M, State} || M <- [From | also_behind(From, State, T)]]}
     end;
 remote(From, Msg = {merge, _}, T0 = #t{tab = Tab, merge_req = Req}) ->
@@ -921,8 +925,10 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen, fold_after = FA}, Full) ->
             %% operations are not in this copy's log, so every key is looked at once they
             %% are all stable
             case FA =/= none andalso hm_vv:leq(FA, V) of
-                true -> stabilize(T#t{stable_seen = V, fold_after = none}, V, true);
-                false -> stabilize(T#t{stable_seen = V}, V, Full)
+                true -> stabilize(T#t{stable_seen = V, fold_after = none,
+                                      folded = hm_vv:join(T#t.folded, V)}, V, true);
+                false -> stabilize(T#t{stable_seen = V, folded = hm_vv:join(T#t.folded, V)},
+                                   V, Full)
             end
     end.
 
@@ -1062,8 +1068,9 @@ stabilize_keys(#t{type = Type, policy = Policy, events = Ev, store = St0} = T, V
 %% (merge_request/2). At a tick it also asks a member when it still lacks what that member
 %% reported ?STUCK_TICKS ticks ago. A member asked that is as far behind the copy that asks
 %% asks it back before it answers (merge_request_back/3). The member answers with the
-%% metadata of its unstable keys, the rows of its other keys and its delivered vector
-%% (`{merge, State}'), or `{merge_none}', and sends the same state to every other member
+%% metadata of its unstable keys, the rows of its other keys (or only those of the keys its
+%% unstable operations touched, when the copy has the rest: merge_state/2) and its delivered
+%% vector (`{merge, State}'), or `{merge_none}', and sends the same state to every other member
 %% as far behind by its last acknowledgement (also_behind/3), which joins it without having
 %% asked when it is far enough behind (merge_unasked/3). The copy joins each key
 %% (hm_ec_key:join/2) and counts the member's delivered vector as delivered
@@ -1195,20 +1202,57 @@ takes_state(T = #t{catch_up = Lag, store = St}) ->
 %% What a member joins into its state: the metadata of the unstable keys, the rows of the
 %% other keys (an unstable key's metadata holds every version its rows show), the delivered
 %% vector and the unstable clears.
-merge_state(T = #t{store = St, tcsb = B, clears = Cs}) ->
+%%
+%% Only the keys a member may lack, when this copy can tell them (`{left_out, Folded,
+%% KeyRows}' for the rows): those of its unstable operations, each with its metadata or else
+%% its rows (`KeyRows', `[]' for a key they deleted). Every other key holds nothing but
+%% operations this copy has forgotten as stable, which are in `Folded'; a member that has
+%% delivered `Folded' has them all, and the join would leave its state of such a key as it
+%% is. This copy can tell when the member that asked has delivered `Folded' (`Delivered',
+%% what it has; the others the state goes to check it themselves, merge/3), no state it
+%% caught up with is still to fold (its operations are in no log here), no clear is unstable
+%% (a clear touches every key), and it is a table of records; and it does when those keys
+%% are fewer than half its rows (otherwise the whole state costs less to build). This is
+%% the anti-entropy of the DottedDB paper (§IV.G, Algorithm 3): only the keys of the
+%% operations the other node misses, found through those not yet known everywhere. After a
+%% short partition of a large table whose writes go to fewer keys, the state is then the
+%% keys written since the cut, not the whole table.
+merge_state(T = #t{store = St, tcsb = B, clears = Cs}, Delivered) ->
     case can_merge(T) of
         true ->
             MetaRows = hm_ec_store:meta_rows(St),
-            Rows = case MetaRows of
-                       [] -> hm_ec_store:rows(St);
-                       _ -> Unstable = maps:from_list(MetaRows),
-                            [R || R <- hm_ec_store:rows(St),
-                                  not is_map_key(element(2, R), Unstable)]
+            Rows = case changed_keys(T, Delivered) of
+                       {ok, Keys} ->
+                           Unstable = maps:from_list(MetaRows),
+                           {left_out, T#t.folded,
+                            [{K, hm_ec_store:read(K, St)}
+                             || K <- Keys, not is_map_key(K, Unstable)]};
+                       full when MetaRows =:= [] -> hm_ec_store:rows(St);
+                       full -> Unstable = maps:from_list(MetaRows),
+                               [R || R <- hm_ec_store:rows(St),
+                                     not is_map_key(element(2, R), Unstable)]
                    end,
             {merge, #{rows => Rows, meta => MetaRows, delivered => hm_tcsb:delivered(B),
                       clears => Cs}};
         false -> {merge_none}
     end.
+
+%% The keys of this copy's unstable operations, each once, when a state may leave out the
+%% others for a member that has delivered `Delivered' (merge_state/2); `full' otherwise.
+%% Not when they are half the table's rows or more: then the whole state costs less to build.
+changed_keys(#t{fold_after = none, clears = [], folded = Folded, tcsb = B, store = St},
+             Delivered) ->
+    case hm_vv:leq(Folded, Delivered) of
+        true -> logged_keys(hm_tcsb:logged(B), #{}, hm_ec_store:size(St) div 2);
+        false -> full
+    end;
+changed_keys(_, _) -> full.
+
+logged_keys(_, Keys, Most) when map_size(Keys) >= Most -> full;
+logged_keys([], Keys, _) -> {ok, maps:keys(Keys)};
+logged_keys([{_, _, {_, _, clear}} | _], _, _) -> full;
+logged_keys([{_, _, {_, Key, _}} | Rest], Keys, Most) ->
+    logged_keys(Rest, Keys#{Key => true}, Most).
 
 %% @doc Whether this copy may catch up by state (see the option `catch_up' of {@link new/1}):
 %% `infinity' turns it off, as for a table with a `disc_copies' copy.
@@ -1216,27 +1260,43 @@ merge_state(T = #t{store = St, tcsb = B, clears = Cs}) ->
 set_catch_up(Lag, T) -> T#t{catch_up = Lag}.
 
 %% Join member `From''s state into this copy's, key by key, then deliver what that made
-%% deliverable among the operations waiting here.
+%% deliverable among the operations waiting here. A state that left out the keys holding only
+%% what this copy has delivered (merge_state/2) is joined on its own keys only (and on every
+%% key here when this copy has unstable clears, so that they settle on every key: a key it
+%% left out joins as this copy holds it). It is not taken when this copy has not delivered
+%% what the keys it left out hold (a member builds such a state for the member that asked,
+%% and sends it to the others as far behind too).
 merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears := CsP}},
       T = #t{tcsb = B, store = St0, tab = Tab, events = Ev, type = Type, clears = CsR,
              policy = Policy}) ->
     VR = hm_tcsb:delivered(B),
-    case takes_state(T) andalso not hm_vv:leq(VP, VR) of
+    Usable = case Rows of
+                 {left_out, Folded, _} -> hm_vv:leq(Folded, VR);
+                 _ -> true
+             end,
+    case takes_state(T) andalso not hm_vv:leq(VP, VR) andalso Usable of
         false -> {T, []};
         true ->
             Meta = maps:from_list(MetaRows),
             %% the member's rows by key (a set: one each)
-            Theirs = case Policy of
-                         siblings -> lists:foldl(fun(R, Acc) ->
-                                                         K = element(2, R),
-                                                         Acc#{K => [R | maps:get(K, Acc, [])]}
-                                                 end, #{}, Rows);
+            Theirs = case Rows of
+                         {left_out, _, KeyRows} -> maps:from_list(KeyRows);
+                         _ when Policy =:= siblings ->
+                             lists:foldl(fun(R, Acc) ->
+                                                 K = element(2, R),
+                                                 Acc#{K => [R | maps:get(K, Acc, [])]}
+                                         end, #{}, Rows);
                          _ -> maps:from_list([{element(2, R), [R]} || R <- Rows])
                      end,
-            %% every key either side holds, each once
-            Keys = maps:keys(maps:merge(maps:merge(Theirs, Meta),
-                                        maps:from_keys(hm_ec_store:all_keys(St0)
-                                                       ++ hm_ec_store:meta_keys(St0), []))),
+            %% every key either side holds, each once; only the member's when it left out
+            %% the others, unless this copy's clears are to settle on its own
+            LeftOut = is_tuple(Rows),
+            Own = case LeftOut andalso CsR =:= [] of
+                      true -> #{};
+                      false -> maps:from_keys(hm_ec_store:all_keys(St0)
+                                              ++ hm_ec_store:meta_keys(St0), [])
+                  end,
+            Keys = maps:keys(maps:merge(maps:merge(Theirs, Meta), Own)),
             {St, Hlc} =
                 lists:foldl(
                   fun(K, {Acc, H}) ->
@@ -1244,11 +1304,13 @@ merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears :=
                           %% key first, where they have not yet (see effect/2)
                           {Here, Shown} = key_state(K, Acc),
                           Mine = unhandled_clears(Type, K, CsR, Here),
-                          Other = unhandled_clears(Type, K, CsP,
-                                                   case Meta of
-                                                       #{K := KSP} -> KSP;
-                                                       _ -> hm_ec_key:new(maps:get(K, Theirs, []))
-                                                   end),
+                          Other = case Meta of
+                                      #{K := KSP} -> unhandled_clears(Type, K, CsP, KSP);
+                                      %% left out: as this copy holds it
+                                      _ when LeftOut, not is_map_key(K, Theirs) -> Mine;
+                                      _ -> unhandled_clears(Type, K, CsP,
+                                                            hm_ec_key:new(maps:get(K, Theirs, [])))
+                                  end,
                           case Mine of
                               Other -> {Acc, H};
                               _ -> KS = hm_ec_key:join({VR, Mine}, {VP, Other}),

@@ -96,12 +96,14 @@ is_snapshot({snapshot, #{rows := Rows, meta := Meta, delivered := V, log := L, c
     is_list(Rows) andalso is_list(Meta) andalso is_map(V) andalso is_list(L) andalso is_list(Cs);
 is_snapshot(_) -> false.
 
-%% @doc Whether a term is the state a copy joins when it catches up by state: rows, metadata
-%% rows (`{Key, KeyState}'), the delivered vector and the unstable clears (`{Dot, Ts,
-%% HandledKeys}').
+%% @doc Whether a term is the state a copy joins when it catches up by state: rows (or
+%% `{left_out, Folded, KeyRows}': only the keys of the sender's unstable operations without
+%% metadata, `{Key, Rows}' each, the other keys left out, every operation they hold in the
+%% vector `Folded'), metadata rows (`{Key, KeyState}'), the delivered vector and the unstable
+%% clears (`{Dot, Ts, HandledKeys}').
 -spec is_merge(term()) -> boolean().
 is_merge({merge, #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) ->
-    is_list(Rows) andalso lists:all(fun(R) -> is_tuple(R) andalso tuple_size(R) >= 2 end, Rows)
+    is_merge_rows(Rows)
         andalso is_list(Meta)
         andalso lists:all(fun(M) -> is_tuple(M) andalso tuple_size(M) =:= 2 end, Meta)
         andalso is_map(V) andalso lists:all(fun(C) -> is_integer(C) andalso C > 0 end,
@@ -111,3 +113,13 @@ is_merge({merge, #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) -
                              (_) -> false
                           end, Cs);
 is_merge(_) -> false.
+
+is_merge_rows({left_out, Folded, KeyRows}) ->
+    is_map(Folded)
+        andalso lists:all(fun(C) -> is_integer(C) andalso C >= 0 end, maps:values(Folded))
+        andalso is_list(KeyRows)
+        andalso lists:all(fun({_, Rows}) -> is_rows(Rows); (_) -> false end, KeyRows);
+is_merge_rows(Rows) -> is_rows(Rows).
+
+is_rows(Rows) ->
+    is_list(Rows) andalso lists:all(fun(R) -> is_tuple(R) andalso tuple_size(R) >= 2 end, Rows).
