@@ -433,7 +433,14 @@ gc_upto(Upto) ->
     B4 = hm_tcsb:receive_ack({b, 1}, #{Self => 110}, #{a => 1, b => 1}, Cast(20, B3)),
     {Gone2, B5} = hm_tcsb:gc_ops(B4),
     ?assertEqual(lists:seq(Upto + 1, 110), Seqs(Gone2)),
-    ?assertEqual(lists:seq(111, 120), Seqs(hm_tcsb:log_msgs(B5))).
+    ?assertEqual(lists:seq(111, 120), Seqs(hm_tcsb:log_msgs(B5))),
+    %% fold_logged/3 visits what log_msgs/1 lists, and stops when told
+    All = fun(M, Acc) -> [M | Acc] end,
+    ?assertEqual(lists:sort(hm_tcsb:log_msgs(B3)), lists:sort(hm_tcsb:fold_logged(All, [], B3))),
+    ?assertEqual(lists:sort(hm_tcsb:log_msgs(B5)), lists:sort(hm_tcsb:fold_logged(All, [], B5))),
+    Three = fun(_, 2) -> {stop, three}; (_, N) -> N + 1 end,
+    ?assertEqual(case 100 - Upto >= 3 of true -> {stop, three}; false -> 100 - Upto end,
+                 hm_tcsb:fold_logged(Three, 0, B3)).
 
 %% A log partly in its map (a retransmission round sorted it) and partly in its list of
 %% newest operations: gc of any prefix, what stays, its size and what a member lacking

@@ -265,14 +265,7 @@ left_out_state_test_() ->
     [{atom_to_list(Type), fun() -> left_out_state(Type) end} || Type <- [pawset, prwset]].
 
 left_out_state(Type) ->
-    Base = [{K, {write, {t, K, K}}} || K <- lists:seq(1, 20)],
-    {A1, Sent} = writes(Base, copy(n1, Type, 2)),
-    {B1, _} = hm_ec_table:handle(n1, c, {ops, Sent}, copy(n2, Type, 2)),
-    Fold = fun(N, From, To) ->
-                   element(1, hm_ec_table:acknowledge([N], ack_from(N, From, To)))
-           end,
-    A2 = Fold(n2, B1, A1),
-    B2 = Fold(n1, A2, B1),
+    {A2, B2} = folded_pair(Type, [{K, {write, {t, K, K}}} || K <- lists:seq(1, 20)]),
     [?assertEqual(0, maps:get(unstable_keys, hm_ec_table:info([], X))) || X <- [A2, B2]],
     %% cut off: n1 deletes a stable key and writes one; n2 writes others
     {A3, SentA} = writes([{1, delete} | [{2, {write, {t, 2, N}}} || N <- lists:seq(1, 25)]],
@@ -298,6 +291,14 @@ left_out_state(Type) ->
     {B5, []} = hm_ec_table:handle(n1, c, {merge, #{rows => {left_out, Folded, []}, meta => [],
                                                     delivered => Folded, clears => []}}, B3),
     ?assertEqual(hm_ec_table:rows(B3), hm_ec_table:rows(B5)).
+
+%% Copies n1 and n2 (catching up by state past 2 operations) after n1 made `Ops', n2 applied
+%% them, and both acknowledged them all: stable, and folded on both.
+folded_pair(Type, Ops) ->
+    {A1, Sent} = writes(Ops, copy(n1, Type, 2)),
+    {B1, _} = hm_ec_table:handle(n1, c, {ops, Sent}, copy(n2, Type, 2)),
+    A2 = element(1, hm_ec_table:acknowledge([n2], ack_from(n2, B1, A1))),
+    {A2, element(1, hm_ec_table:acknowledge([n1], ack_from(n1, A2, B1)))}.
 
 %% The same for any operations (PropEr): two copies fold the same base, then make any
 %% operations cut off from each other, the first many on a few keys; the second, behind,
@@ -330,14 +331,7 @@ left_out_state_prop(Type) ->
 %% `left_out', `whole' (the state carried every row), `not_asked' (not far enough behind), or
 %% `wrong' (the join shows something else than the operations).
 left_out_case(Type, Base, OpsA, OpsB) ->
-    {A1, Sent} = writes([{K, {write, {t, K, base}}} || K <- lists:seq(1, 20)] ++ Base,
-                        copy(n1, Type, 2)),
-    {B1, _} = hm_ec_table:handle(n1, c, {ops, Sent}, copy(n2, Type, 2)),
-    Fold = fun(N, From, To) ->
-                   element(1, hm_ec_table:acknowledge([N], ack_from(N, From, To)))
-           end,
-    A2 = Fold(n2, B1, A1),
-    B2a = Fold(n1, A2, B1),
+    {A2, B2a} = folded_pair(Type, [{K, {write, {t, K, base}}} || K <- lists:seq(1, 20)] ++ Base),
     {A3, SentA} = writes(OpsA, A2),
     {B2, _} = writes(OpsB, B2a),
     {Replayed, _} = hm_ec_table:handle(n1, c, {ops, SentA}, B2),

@@ -53,7 +53,7 @@
 -export([new/2, new/3, new/4, broadcast/2, receive_op/2, receive_ready/2, receive_unready/2, acks/1, receive_ack/4,
          stable/1, gc/1,
          missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
-         gc_dots/1, gc_ops/1, log_msgs/1, logged/1, forget_member/2, resend_due/2, delivered/1,
+         gc_dots/1, gc_ops/1, log_msgs/1, fold_logged/3, forget_member/2, resend_due/2, delivered/1,
          log_size/1,
          pending/1, known/1, reported/2, silent/3, acked_within/3, lag/2, superseded/2,
          retransmission/1, behind/2, merge/2]).
@@ -457,11 +457,34 @@ newer_than(_, Rest, Acc) -> {lists:reverse(Acc), Rest}.
 log_msgs(#tcsb{log = L}) ->
     [M || {_, OL} <- lists:sort(maps:to_list(L)), {_, {M, _}} <- lists:sort(entries(OL))].
 
-%% @doc The logged messages (not yet stable), in no particular order: {@link log_msgs/1}
-%% without its sort.
--spec logged(state()) -> [message()].
-logged(#tcsb{log = L}) ->
-    [M || OL <- maps:values(L), {_, {M, _}} <- entries(OL)].
+%% @doc Fold `Fun' over the logged messages (not yet stable), in no particular order, as
+%% {@link lists:foldl/3} does, until it returns `{stop, Result}': `Result' is then the
+%% answer. Nothing is copied: it stops after the messages it needed.
+-spec fold_logged(fun((message(), Acc) -> Acc | {stop, Result}), Acc, state()) ->
+          Acc | {stop, Result}.
+fold_logged(Fun, Acc, #tcsb{log = L}) ->
+    fold_origins(Fun, Acc, maps:iterator(L)).
+
+fold_origins(Fun, Acc, I) ->
+    case maps:next(I) of
+        none -> Acc;
+        {_, {_, _, M, New}, I1} ->
+            case fold_new(Fun, fold_seqs(Fun, Acc, maps:iterator(M)), New) of
+                Stop = {stop, _} -> Stop;
+                Acc1 -> fold_origins(Fun, Acc1, I1)
+            end
+    end.
+
+fold_seqs(_, Stop = {stop, _}, _) -> Stop;
+fold_seqs(Fun, Acc, I) ->
+    case maps:next(I) of
+        none -> Acc;
+        {_, {Msg, _}, I1} -> fold_seqs(Fun, Fun(Msg, Acc), I1)
+    end.
+
+fold_new(_, Stop = {stop, _}, _) -> Stop;
+fold_new(_, Acc, []) -> Acc;
+fold_new(Fun, Acc, [{_, {Msg, _}} | Rest]) -> fold_new(Fun, Fun(Msg, Acc), Rest).
 
 %% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
 %% incarnation): stability waits for its next acknowledgement, and so does retransmission

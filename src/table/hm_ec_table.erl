@@ -1243,16 +1243,21 @@ merge_state(T = #t{store = St, tcsb = B, clears = Cs}, Delivered) ->
 changed_keys(#t{fold_after = none, clears = [], folded = Folded, tcsb = B, store = St},
              Delivered) ->
     case hm_vv:leq(Folded, Delivered) of
-        true -> logged_keys(hm_tcsb:logged(B), #{}, hm_ec_store:size(St) div 2);
+        true ->
+            Most = hm_ec_store:size(St) div 2,
+            %% the unstable keys are among them: as many are enough to say no
+            case hm_ec_store:meta_size(St) < Most andalso
+                hm_tcsb:fold_logged(fun(Msg, Keys) -> logged_key(Msg, Keys, Most) end, #{}, B) of
+                Keys when is_map(Keys), map_size(Keys) < Most -> {ok, maps:keys(Keys)};
+                _ -> full
+            end;
         false -> full
     end;
 changed_keys(_, _) -> full.
 
-logged_keys(_, Keys, Most) when map_size(Keys) >= Most -> full;
-logged_keys([], Keys, _) -> {ok, maps:keys(Keys)};
-logged_keys([{_, _, {_, _, clear}} | _], _, _) -> full;
-logged_keys([{_, _, {_, Key, _}} | Rest], Keys, Most) ->
-    logged_keys(Rest, Keys#{Key => true}, Most).
+logged_key(_, Keys, Most) when map_size(Keys) >= Most -> {stop, full};
+logged_key({_, _, {_, _, clear}}, _, _) -> {stop, full};
+logged_key({_, _, {_, Key, _}}, Keys, _) -> Keys#{Key => true}.
 
 %% @doc Whether this copy may catch up by state (see the option `catch_up' of {@link new/1}):
 %% `infinity' turns it off, as for a table with a `disc_copies' copy.
