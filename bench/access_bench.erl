@@ -10,7 +10,10 @@
 %% write, and a write's whole life on three copies (made at one, delivered at the two others,
 %% acknowledged and made stable at all three: the protocol's own cost per write, without
 %% processes, messages or a network), against one `mnesia:dirty_write/1' of a plain table:
-%% median of 5 rounds of 30,000 operations. Writes `bench/results/access-<yyyymmdd-hhmm>.md'.
+%% median of 5 rounds of 30,000 operations. Last, catching up by state after a cut (see
+%% catch_up_rows/0): the state that carries only the keys the cut's writes touched
+%% against the whole state, in bytes and in the reductions to build and to join it.
+%% Writes `bench/results/access-<yyyymmdd-hhmm>.md'.
 -module(access_bench).
 
 -export([main/1]).
@@ -42,9 +45,10 @@ main([Out]) ->
             {"write, EC table, async_ec", fun(K) -> hypermnesia:async_ec(fun() -> mnesia:write({ect, K, x}) end) end}],
     Measured = [{Name, median([per_call(F) || _ <- lists:seq(1, ?ROUNDS)])} || {Name, F} <- Rows],
     Core = core_rows(),
+    CatchUp = catch_up_rows(),
     Base = fun(Kind) -> proplists:get_value(Kind ++ ", plain table, async_dirty", Measured) end,
-    {{Y, Mo, D}, {H, Mi, _}} = calendar:universal_time(),
-    Id = io_lib:format("access-~4..0w~2..0w~2..0w-~2..0w~2..0w", [Y, Mo, D, H, Mi]),
+    %% the run's id is its file's name (the Makefile dates it when the run starts)
+    Id = filename:basename(Out, ".md"),
     Text = [io_lib:format("# The async_ec access path on one node (run ~s)~n~n"
                           "`make bench-access`: median of ~p rounds of ~p calls, ns per call; "
                           "host: ~p schedulers, load average ~s.~n~n"
@@ -59,7 +63,19 @@ main([Out]) ->
                           "| step | ns | / dirty_write |~n|---|---|---|~n", [?ROUNDS, ?CORE_N]),
             [io_lib:format("| ~s | ~p | ~.2f |~n",
                            [Name, Ns, Ns / proplists:get_value("mnesia:dirty_write, plain table", Core)])
-             || {Name, Ns} <- Core]],
+             || {Name, Ns} <- Core],
+            io_lib:format("~n## Catching up by state~n~n"
+                          "A table of R rows, stable on two copies; then one copy makes W writes "
+                          "(a fifth of them deletes) on K of its keys, and the other, behind by more "
+                          "than its rows, asks for its state. The state that carries only the keys "
+                          "the writes touched, and the whole state, built by the first copy (in "
+                          "maps) and joined by the second (on the EC table's storage): its size "
+                          "(`term_to_binary`), and the reductions to build and to join it.~n~n"
+                          "| R rows, W writes, K keys | state | KB | build, M reductions | "
+                          "join, M reductions |~n|---|---|---|---|---|~n", []),
+            [io_lib:format("| ~p, ~p, ~p | ~s | ~p | ~.2f | ~.2f |~n",
+                           [R, W, K, Kind, Bytes div 1024, Build / 1.0e6, Join / 1.0e6])
+             || {{R, W, K}, Kind, Bytes, Build, Join} <- CatchUp]],
     ok = file:write_file(Out, Text),
     io:format("~s~nwrote ~s~n", [Text, Out]),
     _ = mnesia:stop(),
@@ -115,6 +131,83 @@ core_round(Round) ->
     #{"apply another member's write" => Apply, "local write" => Local,
       "a write's whole life on three copies" => life(Round),
       "mnesia:dirty_write, plain table" => Dirty}.
+
+%% Catching up by state (hm_ec_table:merge_state/2) for a few tables and cuts: both states
+%% the member can build, the one that leaves out the keys the copy has and the whole one.
+catch_up_rows() ->
+    {atomic, ok} = hypermnesia:create_table(ecc, [{type, pawset}, {attributes, [k, v]},
+                                                  {ram_copies, [node()]}]),
+    {ok, #{meta := Meta, log := Log}} = hypermnesia:ec_options(ecc),
+    [catch_up_case(Cfg, Whole, Meta, Log)
+     || Cfg <- [{50000, 60000, 2000}, {50000, 60000, 20000}, {20000, 30000, 20000}],
+        Whole <- [false, true]].
+
+catch_up_case({R, W, K}, Whole, Meta, Log) ->
+    Opts = fun(Node, Store) ->
+                   #{tab => ecc, type => pawset, policy => term_order, record => {ecc, 3},
+                     cookie => core, node => Node, incarnation => 1, members => [Node],
+                     store => Store, catch_up => 1}
+           end,
+    Core = fun(Node, Store) ->
+                   {T, _} = hm_ec_table:new(Opts(Node, Store)),
+                   hm_ec_table:set_members([node(), 'b@core'], T)
+           end,
+    {A0, B0} = {Core(node(), hm_ec_store_mnesia:new(ecc, Meta, Log, ram_copies)),
+                Core('b@core', hm_ec_store_map:new(set, ram))},
+    Submit = fun(KOp, {Bx, Sent}) ->
+                     {By, E} = hm_ec_table:submit(KOp, async, x, {0, []}, Bx),
+                     {By, [M || {send, _, {op, M}} <- E] ++ Sent}
+             end,
+    {B1, Sent} = lists:foldl(fun(I, Acc) -> Submit({I, {write, {ecc, I, base}}}, Acc) end,
+                             {B0, []}, lists:seq(1, R)),
+    {A1, _} = hm_ec_table:handle('b@core', core, {ops, lists:reverse(Sent)}, A0),
+    Ack = fun(From, N, To) ->
+                  B = hm_ec_table:tcsb(From),
+                  hm_ec_table:handle(N, core, {ack, hm_tcsb:self(B), hm_tcsb:delivered(B), #{}},
+                                     To)
+          end,
+    %% both acknowledge everything: stable, folded
+    A2 = element(1, hm_ec_table:acknowledge(['b@core'], element(1, Ack(B1, 'b@core', A1)))),
+    B2 = element(1, hm_ec_table:acknowledge([node()], element(1, Ack(A2, node(), B1)))),
+    {B3, _} = lists:foldl(fun(I, Acc) ->
+                                  Key = I rem K + 1,
+                                  Op = case I rem 5 of
+                                           0 -> delete;
+                                           _ -> {write, {ecc, Key, I}}
+                                       end,
+                                  Submit({Key, Op}, Acc)
+                          end, {B2, []}, lists:seq(1, W)),
+    {A3, E3} = Ack(B3, 'b@core', A2),
+    [{merge_req, V}] = [Req || {send, _, Req = {merge_req, _}} <- E3],
+    %% a request from a copy that lacks what the member folded gets the whole state
+    Reds = fun(F) ->
+                   {reductions, R0} = process_info(self(), reductions),
+                   Res = F(),
+                   {reductions, R1} = process_info(self(), reductions),
+                   {R1 - R0, Res}
+           end,
+    {Build, {_, E4}} = Reds(fun() ->
+                                    hm_ec_table:handle(node(), core,
+                                                       {merge_req, case Whole of
+                                                                       true -> #{};
+                                                                       false -> V
+                                                                   end}, B3)
+                            end),
+    [State = {merge, #{rows := SR}}] = [S || {send, _, S = {merge, _}} <- E4],
+    {Join, {A4, _}} = Reds(fun() -> hm_ec_table:handle('b@core', core, State, A3) end),
+    1 = maps:get(state_catch_ups, hm_ec_table:info([], A4)),
+    ok = clear(A4),
+    Kind = case SR of
+               {left_out, _, _} -> "the keys touched";
+               _ -> "whole"
+           end,
+    {{R, W, K}, Kind, byte_size(term_to_binary(State)), Build, Join}.
+
+%% Empty the EC table's storage for the next case, and drop its metadata table.
+clear(T) ->
+    St = hm_ec_table:store(T),
+    _ = [hm_ec_store:delete(Key, St) || Key <- hm_ec_store:all_keys(St)],
+    hm_ec_store_mnesia:forget(St).
 
 %% Three copies' cores in this process (their storage in maps): each makes 50 writes in turn,
 %% the other two deliver them, then each ticks (acknowledgements, stabilization) and the

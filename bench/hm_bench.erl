@@ -2113,13 +2113,17 @@ why_budget(Total) ->
     case {Ec, proplists:get_value(<<"async_dirty">>, Total),
           proplists:get_value(<<"floor">>, Total)} of
         {[_ | _], D, F} when is_number(D), is_number(F) ->
+            Range = fun(Over) ->
+                            case {round(lists:min(Ec) - Over), round(lists:max(Ec) - Over)} of
+                                {Lo, Lo} -> integer_to_list(Lo);
+                                {Lo, Hi} -> io_lib:format("~w to ~w", [Lo, Hi])
+                            end
+                    end,
             io_lib:format(" In reductions, the target of 1.5x async_dirty allows ~w per write "
-                          "and the target of 3x the floor ~w; EC used ~w to ~w, so ~w to ~w "
-                          "more than the first allows, ~w to ~w more than the second.",
-                          [round(1.5 * D), round(3 * F), round(lists:min(Ec)),
-                           round(lists:max(Ec)), round(lists:min(Ec) - 1.5 * D),
-                           round(lists:max(Ec) - 1.5 * D), round(lists:min(Ec) - 3 * F),
-                           round(lists:max(Ec) - 3 * F)]);
+                          "and the target of 3x the floor ~w; EC used ~s, so ~s more than the "
+                          "first allows, ~s more than the second.",
+                          [round(1.5 * D), round(3 * F), Range(0), Range(1.5 * D),
+                           Range(3 * F)]);
         _ -> []
     end.
 
