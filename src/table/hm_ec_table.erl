@@ -186,7 +186,9 @@
             %% delivered): every operation this copy forgot from its log is in it
             %% (merge_state/2)
             folded = #{} :: hm_vv:vv(),
-            merges = 0 :: non_neg_integer()}).
+            merges = 0 :: non_neg_integer(),
+            %% states built for members that carried only the keys they may lack
+            partial_states = 0 :: non_neg_integer()}).
 -opaque state() :: #t{}.
 
 %%% ================================================================ starting
@@ -655,7 +657,12 @@ remote(From, Msg = {merge_req, V}, T0 = #t{tab = Tab}) ->
             T = sync_store(T0),
             {T1, Ask} = merge_request_back(From, V, T),
             State = merge_state(T, V),
-            {T1, Ask ++ [{send, M, State} || M <- [From | also_behind(From, State, T)]]}
+            N = case State of
+                    {merge, #{rows := {left_out, _, _}}} -> T1#t.partial_states + 1;
+                    _ -> T1#t.partial_states
+                end,
+            {T1#t{partial_states = N},
+             Ask ++ [{send, M, State} || M <- [From | also_behind(From, State, T)]]}
     end;
 remote(From, Msg = {merge, _}, T0 = #t{tab = Tab, merge_req = Req}) ->
     case hm_ec_wire:is_merge(Msg) of
@@ -1640,7 +1647,7 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       sync_waiting => map_size(W), crdt => T#t.crdt, unsent_updates => length(T#t.batch),
       unwritten_keys => map_size(T#t.unwritten),
       conflicts => T#t.conflicts, duplicates => T#t.duplicates,
-      state_catch_ups => T#t.merges}.
+      state_catch_ups => T#t.merges, partial_states => T#t.partial_states}.
 
 %% @doc What reads show for `Key' on this copy: for a CRDT table, the key's updates its row
 %% does not have yet included (`[{Name, Key, Crdt}]', or `[]').
