@@ -931,11 +931,10 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen, fold_after = FA}, Full) ->
             %% the keys a state this copy caught up with brought unstable entries to: their
             %% operations are not in this copy's log, so every key is looked at once they
             %% are all stable
+            T1 = T#t{stable_seen = V, folded = hm_vv:join(T#t.folded, V)},
             case FA =/= none andalso hm_vv:leq(FA, V) of
-                true -> stabilize(T#t{stable_seen = V, fold_after = none,
-                                      folded = hm_vv:join(T#t.folded, V)}, V, true);
-                false -> stabilize(T#t{stable_seen = V, folded = hm_vv:join(T#t.folded, V)},
-                                   V, Full)
+                true -> stabilize(T1#t{fold_after = none}, V, true);
+                false -> stabilize(T1, V, Full)
             end
     end.
 
@@ -1228,15 +1227,14 @@ merge_state(T = #t{store = St, tcsb = B, clears = Cs}, Delivered) ->
     case can_merge(T) of
         true ->
             MetaRows = hm_ec_store:meta_rows(St),
+            Unstable = maps:from_list(MetaRows),
             Rows = case changed_keys(T, Delivered) of
                        {ok, Keys} ->
-                           Unstable = maps:from_list(MetaRows),
                            {left_out, T#t.folded,
                             [{K, hm_ec_store:read(K, St)}
                              || K <- Keys, not is_map_key(K, Unstable)]};
                        full when MetaRows =:= [] -> hm_ec_store:rows(St);
-                       full -> Unstable = maps:from_list(MetaRows),
-                               [R || R <- hm_ec_store:rows(St),
+                       full -> [R || R <- hm_ec_store:rows(St),
                                      not is_map_key(element(2, R), Unstable)]
                    end,
             {merge, #{rows => Rows, meta => MetaRows, delivered => hm_tcsb:delivered(B),

@@ -106,8 +106,7 @@ is_merge({merge, #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) -
     is_merge_rows(Rows)
         andalso is_list(Meta)
         andalso lists:all(fun(M) -> is_tuple(M) andalso tuple_size(M) =:= 2 end, Meta)
-        andalso is_map(V) andalso lists:all(fun(C) -> is_integer(C) andalso C > 0 end,
-                                            maps:values(V))
+        andalso is_vv(V, 1)
         andalso is_list(Cs)
         andalso lists:all(fun({{_, _}, Ts, H}) -> is_map(Ts) andalso is_map(H);
                              (_) -> false
@@ -115,11 +114,14 @@ is_merge({merge, #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) -
 is_merge(_) -> false.
 
 is_merge_rows({left_out, Folded, KeyRows}) ->
-    is_map(Folded)
-        andalso lists:all(fun(C) -> is_integer(C) andalso C >= 0 end, maps:values(Folded))
+    is_vv(Folded, 0)
         andalso is_list(KeyRows)
         andalso lists:all(fun({_, Rows}) -> is_rows(Rows); (_) -> false end, KeyRows);
 is_merge_rows(Rows) -> is_rows(Rows).
+
+%% A version vector whose counters are integers from `Least' up (a stable vector may count 0).
+is_vv(V, Least) ->
+    is_map(V) andalso lists:all(fun(C) -> is_integer(C) andalso C >= Least end, maps:values(V)).
 
 is_rows(Rows) ->
     is_list(Rows) andalso lists:all(fun(R) -> is_tuple(R) andalso tuple_size(R) >= 2 end, Rows).
