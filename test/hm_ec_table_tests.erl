@@ -425,6 +425,26 @@ catch_up_when_far_or_stuck_test() ->
     {_, E25} = Tick(A24),
     ?assertMatch([{merge_req, _}], Reqs(E25)).
 
+%% The member a copy is stuck behind may be idle: it then acknowledges only every 8 ticks,
+%% and between two of its acknowledgements the copy must not forget since when it lacks
+%% what the member reported. Before, the wait restarted at every acknowledgement, so the
+%% copy never asked, and nothing became stable again (the simulator's membership family,
+%% seed 3593: a member removed after the only copy that logged its last operation had sent
+%% it as a state).
+stuck_behind_an_idle_member_test() ->
+    Reqs = fun(E) -> [R || {send, _, R = {merge_req, _}} <- E] end,
+    {B1, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, pawset, 5)),
+    {A0, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(11, 14)], copy(n1, pawset, 2)),
+    %% n2 acknowledges at ticks 0, 8, 16, ...: the copy asks within 24 + 8 ticks
+    Tick = fun(I, T) when I rem 8 =:= 0 -> hm_ec_table:tick([n1, n2], ack_from(n2, B1, T));
+              (_, T) -> hm_ec_table:tick([n1, n2], T)
+           end,
+    {_, Asked} = lists:foldl(fun(I, {T, Acc}) ->
+                                     {T1, E} = Tick(I, T),
+                                     {T1, Acc ++ [I || Reqs(E) =/= []]}
+                             end, {A0, []}, lists:seq(0, 40)),
+    ?assertMatch([I | _] when I =< 32, Asked).
+
 %% A copy that may not catch up by state (`catch_up' `infinity', as for a table with a copy
 %% on disc) ignores a state it is sent; a copy still syncing answers `merge_none'; a state
 %% of a bad shape is dropped.

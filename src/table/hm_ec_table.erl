@@ -88,6 +88,8 @@
 
 -define(SYNC_TIMEOUT_MS, 30000).
 -define(ACK_EVERY, 8).
+%% a member heard from within this many ticks runs (it acknowledges at least every ?ACK_EVERY)
+-define(HEARD_TICKS, 2 * ?ACK_EVERY).
 %% a sync_ec caller stops waiting for a member silent this long (release_waiters/2)
 -define(WAITER_SILENT_TICKS, 2 * ?ACK_EVERY).
 -define(FULL_SCAN_TICKS, 240).
@@ -1095,7 +1097,11 @@ merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, ticks = N, merge_req = Req
                             behind = Behind0})
   when Lag =/= infinity ->
     D = hm_tcsb:delivered(B),
+    %% a member is asked when it acknowledged lately; an idle one acknowledges only every
+    %% ?ACK_EVERY ticks, so how long this copy has lacked what it reported is kept while it
+    %% is heard from within twice that
     Alive = [M || M <- Reach, hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B)],
+    Heard = [M || M <- Reach, hm_tcsb:acked_within(M, ?HEARD_TICKS, B)],
     %% per member: the tick since which this copy lacks something it reported, and what it
     %% reported then
     Behind = maps:from_list(
@@ -1105,7 +1111,7 @@ merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, ticks = N, merge_req = Req
                                                   false -> {At, Then}
                                               end;
                         _ -> {N, Rep}
-                    end} || M <- Alive, Rep <- [hm_tcsb:reported(M, B)],
+                    end} || M <- Heard, Rep <- [hm_tcsb:reported(M, B)],
                             not hm_vv:leq(Rep, D)]),
     T1 = T#t{behind = Behind},
     Due = case Req of
@@ -1115,8 +1121,10 @@ merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, ticks = N, merge_req = Req
     case Due andalso takes_state(T1) of
         false -> {T1, []};
         true ->
-            Far = [{-L, M} || M <- maps:keys(Behind), L <- [far_behind(M, T1)], L > 0],
-            Stuck = [{At, M} || {M, {At, _}} <- maps:to_list(Behind), N - At >= ?STUCK_TICKS],
+            Far = [{-L, M} || M <- Alive, is_map_key(M, Behind), L <- [far_behind(M, T1)],
+                              L > 0],
+            Stuck = [{At, M} || {M, {At, _}} <- maps:to_list(Behind), N - At >= ?STUCK_TICKS,
+                                lists:member(M, Alive)],
             case lists:sort(Far) ++ lists:sort(Stuck) of
                 [{_, M} | _] -> ask_state(M, T1);
                 [] -> {T1#t{merge_req = none}, []}
