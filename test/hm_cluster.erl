@@ -23,6 +23,16 @@
 %% (Mnesia's `running_db_nodes' whole on every node). Cuts add up; `heal/1' removes them all.
 %% A node restarted while cut gets the cut's cookies before it connects to anyone.
 %%
+%% Such a cut is clean: both sides see `nodedown' at once. A real netsplit is silent: packets
+%% are lost, the connection stays up, whatever is sent fills its buffers, and a node notices
+%% only when the distribution's tick time runs out (`net_ticktime', 60 s by default). With
+%% the option `network => netns' (Linux, as root, with `ip' from iproute2) each node runs in
+%% a network namespace of its own, on a bridge of private addresses (`10.77.0.I', long node
+%% names), and {@link cut/3} adds a `blackhole' route to the other side on each side: every
+%% packet between them is dropped, silently. It returns at once; {@link heal/1} deletes the
+%% routes. A cut shorter than the tick time leaves the connections up, and whatever waited in
+%% their buffers arrives after the heal. {@link netns_available/0} says whether this host can.
+%%
 %% <h3>State</h3>
 %% A cluster is a small process holding the peers, the nodes and the current cuts, so a
 %% cluster started in one process (a Common Test `init_per_group') can be used from others
@@ -51,7 +61,7 @@
 
 -export([start/1, stop/1, nodes/1, node/2, ids/1, status/2, call/5, call/6, eval/3, cut/3,
          heal/1, heal/2, stop_mnesia/2, start_mnesia/2, restart/2, restart/3, kill/2,
-         add_node/1, wait_until/2, netsplit_filter/2]).
+         add_node/1, wait_until/2, netsplit_filter/2, netns_available/0]).
 -export_type([cluster/0, options/0, id/0, status/0]).
 
 -compile({no_auto_import, [nodes/1]}).
@@ -70,7 +80,8 @@
           args => [string()],
           app_env => [{atom(), term()}],
           hypermnesia => boolean(),
-          log_filter => {logger:filter_id(), logger:filter()}}.
+          log_filter => {logger:filter_id(), logger:filter()},
+          network => loopback | netns}.
 %% <ul>
 %% <li>`nodes': how many (default 3).</li>
 %% <li>`dir': where the Mnesia directories and node logs go (default: a new directory under
@@ -87,6 +98,9 @@
 %% <li>`log_filter': a logger primary filter added on every node before Mnesia starts, for
 %% example `{Id, {fun hm_cluster:netsplit_filter/2, []}}' to drop the reports a partition
 %% is expected to cause. Its fun must be in a module the nodes can load.</li>
+%% <li>`network': `loopback' (the default), or `netns': a network namespace per node, and
+%% silent cuts (see Partitions above). Give the nodes a short tick time with `args'
+%% (`["-kernel", "net_ticktime", "8"]') to see a silent cut turn into a disconnection.</li>
 %% </ul>
 
 -define(CALL_MS, 30000).
@@ -119,10 +133,13 @@ start(Opts) ->
            app_env => maps:get(app_env, Opts, [{max_backoff_ms, 500}]),
            hypermnesia => maps:get(hypermnesia, Opts, true),
            log_filter => maps:get(log_filter, Opts, none),
+           network => network(maps:get(network, Opts, loopback)),
            cuts => [], members => #{}},
     Names = [name(Prefix, I) || I <- lists:seq(1, N)],
-    Members = maps:from_list([{I, start_peer(S0, Name)}
-                              || {I, Name} <- lists:zip(lists:seq(1, N), Names)]),
+    Members = try maps:from_list([{I, start_peer(S0, I, Name)}
+                                  || {I, Name} <- lists:zip(lists:seq(1, N), Names)])
+              catch C1:R1:St1 -> netns_delete(S0), erlang:raise(C1, R1, St1)
+              end,
     S = S0#{members := Members},
     try
         Nodes = [maps:get(node, maps:get(I, Members)) || I <- lists:seq(1, N)],
@@ -132,6 +149,7 @@ start(Opts) ->
         ok = wait_whole(S, lists:seq(1, N), ?START_MS)
     catch Class:Reason:Stack ->
             stop_peers(S),
+            netns_delete(S),
             erlang:raise(Class, Reason, Stack)
     end,
     Up = S#{members := maps:map(fun(_, M) -> M#{status := up} end, Members)},
@@ -142,6 +160,7 @@ start(Opts) ->
 stop(C) ->
     S = state(C),
     stop_peers(S),
+    netns_delete(S),
     _ = case S of
             #{owned := true, dir := Dir} -> file:del_dir_r(Dir);
             _ -> ok
@@ -191,7 +210,8 @@ eval(C, I, Fun) -> call(C, I, erlang, apply, [Fun, []]).
 %%% ------------------------------------------------------------- partitions
 
 %% @doc Cut every node of `Side1' from every node of `Side2' (indexes), and return once no
-%% such pair is connected. Links inside a side, and cuts made before, stay as they are.
+%% such pair is connected. Links inside a side, and cuts made before, stay as they are. With
+%% `network => netns' the cut is silent and it returns at once (see Partitions above).
 -spec cut(cluster(), [id()], [id()]) -> ok.
 cut(C, Side1, Side2) ->
     with_lock(C, fun() -> cut_locked(C, Side1, Side2) end).
@@ -202,6 +222,16 @@ cut_locked(C, Side1, Side2) ->
     Cuts = lists:usort(maps:get(cuts, S) ++ Pairs ++ [{J, I} || {I, J} <- Pairs]),
     update(C, fun(St) -> St#{cuts := Cuts} end),
     S1 = S#{cuts := Cuts},
+    case S of
+        #{network := {netns, _}} ->
+            %% silent: nothing is told, nothing is waited for
+            lists:foreach(fun({I, J}) -> ok = route(S, add, I, J) end,
+                          Cuts -- maps:get(cuts, S));
+        _ ->
+            cut_cookies(S1, Cuts)
+    end.
+
+cut_cookies(S1, Cuts) ->
     %% cookies first, so that no reconnection attempt can get through in between
     [ok = set_cookies(S1, I) || I <- up(S1)],
     %% (false when the other direction already disconnected the pair)
@@ -215,10 +245,10 @@ cut_locked(C, Side1, Side2) ->
                        Connected =:= [] orelse {still_connected, Connected}
                end, ?CALL_MS).
 
-%% @doc Remove every cut (restore the cookies), then wait, up to 60 s, until every node that
-%% is up runs Mnesia with all of them (`running_db_nodes'): Hypermnesia reconnects the nodes
-%% and re-joins Mnesia by itself. Without Hypermnesia (`hypermnesia => false') it only
-%% restores the cookies. Same as `heal(C, #{})'.
+%% @doc Remove every cut (restore the cookies, or delete the routes), then wait, up to 60 s,
+%% until every node that is up runs Mnesia with all of them (`running_db_nodes'):
+%% Hypermnesia reconnects the nodes and re-joins Mnesia by itself. Without Hypermnesia
+%% (`hypermnesia => false') it only restores the cookies. Same as `heal(C, #{})'.
 -spec heal(cluster()) -> ok.
 heal(C) -> heal(C, #{}).
 
@@ -228,9 +258,15 @@ heal(C) -> heal(C, #{}).
 -spec heal(cluster(), #{wait => boolean(), timeout => non_neg_integer()}) -> ok.
 heal(C, Opts) ->
     S = with_lock(C, fun() ->
+                             S0 = state(C),
                              update(C, fun(St) -> St#{cuts := []} end),
                              S1 = state(C),
-                             [ok = set_cookies(S1, I) || I <- up(S1)],
+                             _ = case S1 of
+                                     #{network := {netns, _}} ->
+                                         [ok = route(S1, del, I, J)
+                                          || {I, J} <- maps:get(cuts, S0)];
+                                     _ -> [ok = set_cookies(S1, I) || I <- up(S1)]
+                                 end,
                              S1
                      end),
     case {S, maps:get(wait, Opts, true)} of
@@ -300,7 +336,7 @@ restart_peer(C, I) ->
             down -> ok;
             _ -> catch peer:stop(Old)
         end,
-    M = start_peer_retry(S0, Name, erlang:monotonic_time(millisecond) + ?CALL_MS),
+    M = start_peer_retry(S0, I, Name, erlang:monotonic_time(millisecond) + ?CALL_MS),
     update(C, fun(St = #{members := Ms}) -> St#{members := Ms#{I := M}} end),
     S = state(C),
     ok = set_cookies(S, I),
@@ -335,7 +371,7 @@ add_node(C) ->
 add_peer(C) ->
     S0 = #{prefix := Prefix, members := Ms0} = state(C),
     I = lists:max(maps:keys(Ms0)) + 1,
-    M = start_peer(S0, name(Prefix, I)),
+    M = start_peer(S0, I, name(Prefix, I)),
     update(C, fun(St = #{members := Ms}) -> St#{members := Ms#{I => M}} end),
     S = state(C),
     ok = set_cookies(S, I),
@@ -395,18 +431,19 @@ new_dir() ->
 name(Prefix, I) -> list_to_atom(lists:concat([Prefix, I, "_", os:getpid()])).
 
 %% Right after a kill -9 the name may still be registered for a moment.
-start_peer_retry(S, Name, Deadline) ->
-    try start_peer(S, Name)
+start_peer_retry(S, I, Name, Deadline) ->
+    try start_peer(S, I, Name)
     catch _:_ ->
             case erlang:monotonic_time(millisecond) < Deadline of
-                true -> timer:sleep(100), start_peer_retry(S, Name, Deadline);
-                false -> start_peer(S, Name)
+                true -> timer:sleep(100), start_peer_retry(S, I, Name, Deadline);
+                false -> start_peer(S, I, Name)
             end
     end.
 
-start_peer(#{dir := Dir, args := Args, log_filter := Filter}, Name) ->
+start_peer(S = #{dir := Dir, args := Args, log_filter := Filter}, I, Name) ->
     MnesiaDir = "\"" ++ filename:join(Dir, atom_to_list(Name)) ++ "\"",
-    {ok, P, Node} = peer:start(#{name => Name, connection => standard_io,
+    {ok, P, Node} = peer:start((network_opts(S, I))#{
+                                 name => Name, connection => standard_io,
                                  args => Args ++ ["-connect_all", "false",
                                                   "-kernel", "prevent_overlapping_partitions",
                                                   "false", "-mnesia", "dir", MnesiaDir]}),
@@ -432,6 +469,7 @@ stop_peers(#{members := Ms}) ->
 
 %% Node `I' gets the right cookie for every node it is not cut from, a wrong one (its own,
 %% per side) for the others.
+set_cookies(#{network := {netns, _}}, _) -> ok;      % its cuts are routes in its namespace
 set_cookies(S = #{cookie := Cookie, cuts := Cuts}, I) ->
     [true = pcall(S, I, erlang, set_cookie,
                   [node_of(S, J), case lists:member({I, J}, Cuts) of
@@ -514,6 +552,85 @@ request(C, Msg) ->
     receive
         {Ref, Reply} -> demonitor(Ref, [flush]), Reply;
         {'DOWN', Ref, process, C, _} -> error(cluster_stopped)
+    end.
+
+%%% ------------------------------------------------------------- network namespaces
+
+%% @doc Whether this host can run a cluster with `network => netns': `ip' is there and a
+%% network namespace can be made (Linux, as root).
+-spec netns_available() -> boolean().
+netns_available() ->
+    Ns = "hmprobe" ++ os:getpid(),
+    case ip(["netns", "add", Ns]) of
+        ok -> ok =:= ip(["netns", "del", Ns]);
+        {error, _} -> false
+    end.
+
+network(loopback) -> loopback;
+network(netns) ->
+    S = #{network => {netns, "hm" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:unique_integer([positive]))}},
+    Br = ns(S, br),
+    case ip(["netns", "add", Br]) of
+        ok ->
+            ok = ip(["-n", Br, "link", "add", "br0", "type", "bridge"]),
+            ok = ip(["-n", Br, "link", "set", "br0", "up"]),
+            maps:get(network, S);
+        {error, Out} -> error({netns_unavailable, Out})
+    end.
+
+%% The peer options that start node `I' in its namespace (made here), on its address.
+network_opts(#{network := loopback}, _) -> #{};
+network_opts(S = #{network := {netns, _}}, I) when I < 255 ->
+    Ns = ns(S, I),
+    _ = ip(["netns", "add", Ns]),                       % kept from a start before
+    V = "b" ++ integer_to_list(I),
+    _ = case ip(["-n", ns(S, br), "link", "add", V, "type", "veth", "peer", "name", "v0",
+                 "netns", Ns]) of
+            ok ->
+                ok = ip(["-n", ns(S, br), "link", "set", V, "master", "br0"]),
+                ok = ip(["-n", ns(S, br), "link", "set", V, "up"]),
+                ok = ip(["-n", Ns, "addr", "add", address(I) ++ "/24", "dev", "v0"]),
+                ok = ip(["-n", Ns, "link", "set", "v0", "up"]),
+                ok = ip(["-n", Ns, "link", "set", "lo", "up"]);
+            {error, _} -> ok
+        end,
+    #{host => address(I), longnames => true,
+      exec => {os:find_executable("ip"), ["netns", "exec", Ns, os:find_executable("erl")]}}.
+
+%% Drop (`add') or let through again (`del') every packet from node I to node J.
+route(S, Op, I, J) -> ip(["-n", ns(S, I), "route", atom_to_list(Op), "blackhole",
+                          address(J) ++ "/32"]).
+
+%% Delete the namespaces, and end what still runs in them (each has its own `epmd').
+netns_delete(#{network := loopback}) -> ok;
+netns_delete(#{network := {netns, Base}}) ->
+    Ours = [Ns || Line <- string:split(os:cmd("ip netns list"), "\n", all),
+                  [Ns | _] <- [string:lexemes(Line, " ")],
+                  lists:prefix(Base ++ "_", Ns)],
+    lists:foreach(fun(Ns) ->
+                          _ = os:cmd("ip netns pids " ++ Ns ++ " | xargs -r kill -9"),
+                          _ = ip(["netns", "del", Ns])
+                  end, Ours).
+
+ns(#{network := {netns, Base}}, br) -> Base ++ "_br";
+ns(#{network := {netns, Base}}, I) -> Base ++ "_" ++ integer_to_list(I).
+
+address(I) -> "10.77.0." ++ integer_to_list(I).
+
+ip(Args) ->
+    case os:find_executable("ip") of
+        false -> {error, no_ip};
+        Ip ->
+            Port = open_port({spawn_executable, Ip}, [{args, Args}, exit_status, stderr_to_stdout,
+                                                     binary]),
+            ip_result(Port, <<>>)
+    end.
+
+ip_result(Port, Out) ->
+    receive
+        {Port, {data, D}} -> ip_result(Port, <<Out/binary, D/binary>>);
+        {Port, {exit_status, 0}} -> ok;
+        {Port, {exit_status, _}} -> {error, Out}
     end.
 
 %%% ------------------------------------------------------------- logs
