@@ -3,7 +3,7 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access \
+.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access bench-netsplit \
         bench-crdt bench-crdt-sync bench-crdt-tables bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
 
 all: compile
@@ -177,6 +177,13 @@ bench: bench-build
 
 bench-full: bench-build
 	$(BENCH_ERL) -eval 'hm_bench:main(["full"]), halt().'
+
+## make bench-netsplit: the quick partition timeline of async_ec pawset and prwset with a
+## clean cut and with a silent one (each node in a network namespace, every packet across
+## the cut dropped, the connections up; Linux, as root), 3 rounds interleaved ->
+## bench/results/netsplit-<date>.md (about 5 minutes)
+bench-netsplit: bench-build
+	$(BENCH_ERL) -eval 'hm_bench:netsplit(["bench/results/netsplit-'$$(date -u +%Y%m%d-%H%M)'.md"]), halt().'
 
 ## make faults: the real-node fault campaign (test/hm_faults_SUITE.erl: 5 peer nodes, kill -9,
 ## partitions, heals) for HM_FAULTS_SECONDS per case (default here 180; `make test' runs it for

@@ -32,12 +32,16 @@
 %% retransmission amplification at 1, 2, 4 generators per node). HM_BENCH_SCALE=F scales
 %% every phase for a smoke run written under `_build/bench/'.
 %%
+%% `make bench-netsplit' ({@link netsplit/1}) runs the partition timeline of the EC contexts
+%% with the cut made both ways: clean as above, and silent, each node in a network namespace
+%% of its own and every packet across the cut dropped, the connections up (Linux, as root).
+%%
 %% The migration the paper advertises is one line: every transaction type below is a plain
 %% Mnesia fun (`t1/2' .. `t5/2'), and {@link run_in/2} runs it under a context; `async_ec'
 %% only replaces `mnesia:activity(transaction, F)' by `hypermnesia:async_ec(F)'.
 -module(hm_bench).
 
--export([main/1, render/2]).
+-export([main/1, render/2, netsplit/1]).
 %% run on the peer nodes
 -export([node_create/3, node_populate/3, node_start/1, node_collect/1, node_memory/1,
          node_hash/1, node_ec_quiet/1, node_sample_start/0, node_sample_stop/0, node_sample_stop/1,
@@ -429,12 +433,89 @@ with_cluster(P, F) ->
 %% node names and the storage type beside the cluster.
 cluster(N, Storage) ->
     HC = hm_cluster:start(#{nodes => N, prefix => "bench", modules => [?MODULE],
+                            network => network(),
                             log_filter => {hm_bench_netsplit,
                                            {fun hm_cluster:netsplit_filter/2,
                                             ["unknown_table"]}}}),
     #{cluster => HC, nodes => hm_cluster:nodes(HC), storage => Storage}.
 
 stop_cluster(#{cluster := HC}) -> hm_cluster:stop(HC).
+
+%% HM_BENCH_NETWORK=netns: every node in a network namespace of its own, and the partition
+%% timeline's cut silent (hm_cluster, option `network'): packets dropped, the connections
+%% up, shorter than the tick time, so no node notices it.
+network() ->
+    case os:getenv("HM_BENCH_NETWORK", "loopback") of
+        "netns" -> netns;
+        _ -> loopback
+    end.
+
+%%% ============================================================= clean and silent cuts
+
+%% @doc `make bench-netsplit': the quick profile's partition timeline of `async_ec' on
+%% `pawset' and `prwset', each with a clean cut (cookies and `disconnect_node': both sides
+%% see `nodedown' at once) and with a silent one (network namespaces, packets dropped, the
+%% connections up: no node notices a cut of 4 s), interleaved, 3 rounds, each on a fresh
+%% cluster. Writes to `Out' (Markdown) per run: the rate from 2 s after the heal against
+%% before the cut, each node's lowest second after the heal against its own rate before the
+%% cut, and when every copy was the same after the generators stopped.
+-spec netsplit([string()]) -> ok.
+netsplit([Out]) ->
+    P = (profile("quick"))#{heal_runs => 1},
+    #{timeline_s := Tot} = P,
+    To = 2 * Tot div 3,
+    Started = clock(),
+    Runs = [begin
+                os:putenv("HM_BENCH_NETWORK", case Cut of clean -> "loopback"; silent -> "netns" end),
+                T = timeline_runs(P, {async_ec, Type}),
+                #{per_node_per_sec := PN, before_ops_s := B} = T,
+                %% the windows of before_ops_s and after_ops_s (timeline/6), per node
+                Lowest = [lists:min(sub(S, To + 3, Tot - To - 3))
+                          / max(1, mean(sub(S, 2, Tot div 3 - 1))) || S <- PN],
+                io:format("~s ~s round ~w: after/before ~s, lowest node second after the heal ~s, "
+                          "converged ~s after the stop~n",
+                          [Type, Cut, R, fmt(rel_before(T, after_ops_s), x),
+                           fmt(lists:min(Lowest), x), fmt(maps:get(converged_ms_after_stop, T), ms)]),
+                #{type => Type, cut => Cut, round => R, before => B,
+                  after_over_before => rel_before(T, after_ops_s), lowest => lists:min(Lowest),
+                  conv_stop => maps:get(converged_ms_after_stop, T),
+                  conv_heal => maps:get(converged_ms_after_heal, T)}
+            end || R <- [1, 2, 3], Type <- [pawset, prwset], Cut <- [clean, silent]],
+    os:unsetenv("HM_BENCH_NETWORK"),
+    Id = filename:rootname(filename:basename(Out)),
+    Rows = [io_lib:format("| ~s | ~s | ~s | ~s | ~s | ~s |~n",
+                          [Type, Cut, join([fmt(A, x) || #{after_over_before := A} <- Rs]),
+                           join([fmt(L, x) || #{lowest := L} <- Rs]),
+                           join([fmt(C, ms) || #{conv_stop := C} <- Rs]),
+                           join([fmt(C, ms) || #{conv_heal := C} <- Rs])])
+            || Type <- [pawset, prwset], Cut <- [clean, silent],
+               Rs <- [[X || X = #{type := T1, cut := C1} <- Runs, T1 =:= Type, C1 =:= Cut]]],
+    ok = file:write_file(
+           Out, [io_lib:format("# Clean and silent cuts (run `~s`)~n~n- **Started:** ~s. "
+                               "**Command:** `make bench-netsplit`.~n- **Machine:** ~s.~n"
+                               "- **Timeline:** the quick profile's: ~w s, node 3 of 3 cut "
+                               "off from second ~w to ~w, two generators per node; the "
+                               "rounds interleaved, each on a fresh cluster.~n~n",
+                               [Id, Started, machine_line(), Tot, Tot div 3, To]),
+                 "| type | cut | after the heal / before the cut | each node's lowest second "
+                 "after the heal / its rate before | every copy the same, from the "
+                 "generators' stop | the same, from the heal |\n|---|---|---|---|---|---|\n",
+                 Rows,
+                 "\nRounds in order. After the heal: the mean rate from 2 s after the heal to "
+                 "the end, summed over the nodes, against before the cut. Lowest second: of "
+                 "every node, its lowest whole second from 2 s after the heal on, against its "
+                 "own mean before the cut (0.00x: a node whose writers all but stopped for a "
+                 "second). A clean cut gives the nodes wrong cookies and disconnects them; a "
+                 "silent one drops every packet between them in their network namespaces, "
+                 "and no node notices a cut shorter than `net_ticktime` (60 s).\n"]),
+    io:format("wrote ~s~n", [Out]).
+
+join(L) -> lists:join(", ", L).
+
+machine_line() ->
+    #{cores := Cores, otp := Otp, erts := Erts, mnesia := Mn, loadavg_end := Load} = machine(),
+    io_lib:format("~w cores, Erlang/OTP ~s (ERTS ~s), Mnesia ~s; load average at the end `~s`",
+                  [Cores, Otp, Erts, Mn, Load]).
 
 ids(#{cluster := HC}) -> hm_cluster:ids(HC).
 
