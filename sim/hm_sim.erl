@@ -22,6 +22,14 @@
 %% `service', a receiver takes that many µs to apply each member operation, queued behind
 %% everything else as in the runtime's table process ({@link slow_load/0}: the family with
 %% both).
+%% With option `silent', every partition of the schedule is silent, as a real netsplit is:
+%% nothing tells the copies (no `nodedown'; the members cut off stay reachable to them),
+%% what is sent across waits in the connection's buffers while they have room (the link's
+%% `link_cap', or ?SILENT_BUFFER messages) and is dropped beyond, as `nosuspend' drops it
+%% (a state waits for room), and what was on its way stops there. The heal lets the buffers
+%% through, a tick later (TCP's retransmission timer, backed off during the cut). A silent
+%% cut still there ?SILENT_NOTICED_MS later is noticed (the distribution's tick time): it
+%% becomes a cut as above, and what waited in the buffers is lost with the connection.
 %% For benchmarks ({@link run/2} only): `drop_replicate' loses that share of operations'
 %% first transmissions (retransmission repairs them), and `probe' folds every step of every
 %% copy into an accumulator of the caller's (a measurement hook: it only looks).
@@ -94,6 +102,10 @@
 -define(KEYS, [k1, k2, k3]).
 -define(VALUES, [a, b, c]).
 -define(QUIESCE_CAP, 60000).
+%% option `silent': a silent cut this long is noticed (the tick time), and the messages a
+%% connection's buffers take when its link has no `link_cap'
+-define(SILENT_NOTICED_MS, 2000).
+-define(SILENT_BUFFER, 16).
 
 -type cfg() :: #{n := pos_integer(), type := hm_ec_key:ec_type(),
                  policy := hm_ec_key:policy(), storage := ram | disc | mixed,
@@ -111,6 +123,13 @@
 %% @doc The configuration and trace of seed `Seed'. Options override configuration fields
 %% (`n', `type', `policy', `storage', `drop', `dup', `delay', `duration', `ops', `faults').
 -spec gen(integer(), map()) -> {cfg(), [action()]}.
+gen(Seed, Opts = #{silent := true}) ->
+    %% the same schedule, every partition silent
+    {Cfg, Trace} = gen(Seed, maps:remove(silent, Opts)),
+    {Cfg, [case A of
+               {T, {partition, Shape, Groups}} -> {T, {silent, Shape, Groups}};
+               _ -> A
+           end || A <- Trace]};
 gen(Seed, Opts = #{load := true}) ->
     gen_load(Seed, maps:remove(load, Opts));
 gen(Seed, Opts = #{crdt := true}) ->
@@ -540,8 +559,21 @@ event({deliver, From, To, Msg, Epoch}, S) ->
     %% Erlang distribution: a message lives only as long as the connection it was sent on
     case deliverable(From, To, Epoch, S) of
         false -> bump(dropped_cut, S);
-        true -> receive_msg(From, To, Msg, S)
+        true ->
+            case passes(From, To, S) of
+                true -> receive_msg(From, To, Msg, S);
+                false -> hold(From, To, Msg, Epoch, S)
+            end
     end;
+event({silent_noticed, N}, S = #{silent_n := N, silent := Groups}) when Groups =/= all ->
+    %% the tick time ran out: the nodes see the cut, and what waited is lost
+    Held = maps:get(held, S, #{}),
+    S1 = maps:fold(fun({From, To}, Ms, Acc) ->
+                           bump(dropped_cut, length(Ms), in_flight(From, To, -length(Ms), Acc))
+                   end, S#{held => #{}, silent := all}, Held),
+    bump(silent_noticed, reconnect(S1#{groups := Groups}, S1));
+event({silent_noticed, _}, S) ->
+    S;
 event({apply, From, To, Msg, Inc}, S = #{inc := Incs}) ->
     %% a member's operations, taken from the receiver's queue once it had time for them
     case up(To, S) andalso maps:get(To, Incs) =:= Inc of
@@ -709,8 +741,12 @@ action({remove, Nd}, S = #{nodes := Nodes, reps := Reps, ops := Ops}) ->
     end;
 action({partition, Shape, Groups}, S) ->
     bump({partition, Shape}, reconnect(S#{groups := Groups}, S));
+action({silent, Shape, Groups}, S = #{now := Now}) ->
+    N = maps:get(silent_n, S, 0) + 1,
+    S1 = release(S#{silent => Groups, silent_n => N}),
+    bump({silent, Shape}, schedule_at(Now + ?SILENT_NOTICED_MS, {silent_noticed, N}, S1));
 action(heal, S) ->
-    reconnect(S#{groups := all}, S);
+    reconnect((release(S#{silent => all}))#{groups := all}, S);
 action({crash, Nd}, S) ->
     action({crash, Nd, random}, S);
 action({crash, Nd, Kept}, S) ->
@@ -872,34 +908,76 @@ left_out(_, S) -> S.
 send_all(From, Out, S) -> lists:foldl(fun({To, Msg}, Acc) -> send(From, To, Msg, Acc) end,
                                       S, Out).
 
-send(From, To, Msg, S0 = #{cfg := Cfg = #{drop := PD, dup := PU, delay := Max},
-                          faults := F}) ->
+send(From, To, Msg, S0 = #{cfg := Cfg}) ->
     S = left_out(Msg, bump({msg, element(1, Msg)}, bump(msgs, wire_bytes(Msg, Cfg, S0)))),
     case connected(From, To, S) of
         false -> bump(dropped_cut, S);
         true ->
-          %% a state waits for room, as the runtime's table process sends it
-          case not hm_ec_wire:is_state_transfer(Msg) andalso busy(From, To, S) of
-            true -> bump({dropped_busy, element(1, Msg)}, bump(dropped_busy, S));
-            false ->
-            {Drop, S1} = case F of true -> coin(PD, S); false -> {false, S} end,
-            case Drop of
-                true -> bump(dropped, S1);
+            %% a state waits for room, as the runtime's table process sends it
+            case not hm_ec_wire:is_state_transfer(Msg) andalso busy(From, To, S) of
+                true -> bump({dropped_busy, element(1, Msg)}, bump(dropped_busy, S));
                 false ->
-                    {D1, S2} = uniform(Max, S1),
-                    E = epoch(From, To, S2),
-                    S3 = schedule(D1, {deliver, From, To, Msg, E}, in_flight(From, To, 1, S2)),
-                    {Dup, S4} = case F of true -> coin(PU, S3); false -> {false, S3} end,
-                    case Dup of
-                        false -> S4;
-                        true ->
-                            {D2, S5} = uniform(Max, S4),
-                            bump(duplicated, schedule(D2, {deliver, From, To, Msg, E},
-                                                      in_flight(From, To, 1, S5)))
+                    case passes(From, To, S) of
+                        true -> send_now(From, To, Msg, S);
+                        false -> hold(From, To, Msg, epoch(From, To, S), S)
                     end
             end
-          end
     end.
+
+send_now(From, To, Msg, S = #{cfg := #{drop := PD, dup := PU, delay := Max}, faults := F}) ->
+    {Drop, S1} = case F of true -> coin(PD, S); false -> {false, S} end,
+    case Drop of
+        true -> bump(dropped, S1);
+        false ->
+            {D1, S2} = uniform(Max, S1),
+            E = epoch(From, To, S2),
+            S3 = schedule(D1, {deliver, From, To, Msg, E}, in_flight(From, To, 1, S2)),
+            {Dup, S4} = case F of true -> coin(PU, S3); false -> {false, S3} end,
+            case Dup of
+                false -> S4;
+                true ->
+                    {D2, S5} = uniform(Max, S4),
+                    bump(duplicated, schedule(D2, {deliver, From, To, Msg, E},
+                                              in_flight(From, To, 1, S5)))
+            end
+    end.
+
+%%% ---------------------------------------------------------------- silent cuts
+
+%% Whether a message from `A' gets through to `B' now: not across a silent cut (option
+%% `silent'), where the nodes stay connected.
+passes(A, A, _) -> true;
+passes(A, B, S) ->
+    case maps:get(silent, S, all) of
+        all -> true;
+        Gs -> lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G) end, Gs)
+    end.
+
+%% A message waits in the buffers of a silently cut connection, counted in flight; beyond
+%% the link's `link_cap' (busy/3, already) or ?SILENT_BUFFER, it is dropped, as `nosuspend'
+%% drops it; a state waits for room.
+hold(From, To, Msg, Epoch, S) ->
+    Held = maps:get(held, S, #{}),
+    Ms = maps:get({From, To}, Held, []),
+    case length(Ms) >= ?SILENT_BUFFER andalso not hm_ec_wire:is_state_transfer(Msg) of
+        true -> bump({dropped_busy, element(1, Msg)}, bump(dropped_busy, S));
+        false ->
+            S1 = S#{held => Held#{{From, To} => [{Msg, Epoch} | Ms]}},
+            bump(held_silent, in_flight(From, To, 1, S1))
+    end.
+
+%% The messages held on links that let them through now go on, in the order they were sent,
+%% from a tick on, a millisecond apart (TCP's retransmission timer, backed off during the
+%% cut, fires again); still counted in flight.
+release(S) ->
+    {Go, Stay} = lists:partition(fun({{From, To}, _}) -> passes(From, To, S) end,
+                                 maps:to_list(maps:get(held, S, #{}))),
+    lists:foldl(fun({{From, To}, Ms}, Acc) ->
+                        element(2, lists:foldl(
+                                     fun({Msg, E}, {D, Sx}) ->
+                                             {D + 1, schedule(D, {deliver, From, To, Msg, E}, Sx)}
+                                     end, {?TICK, Acc}, lists:reverse(Ms)))
+                end, S#{held => maps:from_list(Stay)}, Go).
 
 %% With option `bytes': the bytes every message sent takes in the external term format (what
 %% Erlang distribution carries, before its atom cache).
@@ -983,7 +1061,7 @@ ready(R) -> hm_ec_table:status(R) =:= ready.
 %% every crashed replica.
 -spec final_heal(map()) -> map().
 final_heal(S = #{nodes := Nodes, reps := Reps}) ->
-    S1 = (reconnect(S#{groups := all}, S))#{faults := false},
+    S1 = (reconnect((release(S#{silent => all}))#{groups := all}, S))#{faults := false},
     lists:foldl(fun(Nd, Acc) ->
                         case maps:get(Nd, Reps) of
                             {down, _, _} -> act({restart, Nd}, Acc);
@@ -1290,6 +1368,18 @@ main(["seeds", N]) ->
                maps:get(quiesced_ms, STot, 0) / max(1, SP + SF) / 1000,
                maps:get(max_quiesced_ms, STot, 0) / 1000]),
     io:format("sim slow receivers: ~p passed, ~p failed~n", [SP, SF]),
+    {QP, QF, QTot, QBad} = check_seeds({1, Count}, #{membership => true, silent => true}),
+    [print_failure(Seed, #{membership => true, silent => true}, Res) || {Seed, Res} <- QBad],
+    {WP, WF, WTot, WBad} = check_seeds({1, max(1, Count div 6)}, #{load => true, silent => true}),
+    [print_failure(Seed, #{load => true, silent => true}, Res) || {Seed, Res} <- WBad],
+    io:format("~p table schedules with every partition silent (~p with faults and copies added "
+              "and removed, ~p under full load; ~p messages waited in a silently cut "
+              "connection, ~p dropped by a full one, ~p cuts noticed after the tick time)~n",
+              [QP + QF + WP + WF, QP + QF, WP + WF,
+               maps:get(held_silent, QTot, 0) + maps:get(held_silent, WTot, 0),
+               maps:get(dropped_busy, QTot, 0) + maps:get(dropped_busy, WTot, 0),
+               maps:get(silent_noticed, QTot, 0) + maps:get(silent_noticed, WTot, 0)]),
+    io:format("sim silent partitions: ~p passed, ~p failed~n", [QP + WP, QF + WF]),
     {CP, CF, CTot, CBad} = hm_sim_crdt:check_seeds({1, Count}, #{}),
     [hm_sim_crdt:print_failure(Seed, Res) || {Seed, Res} <- CBad],
     io:format("~p CRDT schedules (type x flavor x ram/disc), ~p client ops, ~p messages, "
@@ -1312,9 +1402,9 @@ main(["seeds", N]) ->
     [hm_sim_dotted:print_failure(Seed, Res) || {Seed, Res} <- DBad],
     io:format("~s", [hm_sim_dotted:summary_line(DP, DF, DTot)]),
     io:format("sim: ~p passed, ~p failed~n",
-              [P + MP + LP + SP + CP + TP + FP + XP + DP,
-               F + MF + LF + SF + CF + TF + FF + XF + DF]),
-    halt(case F + MF + LF + SF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
+              [P + MP + LP + SP + QP + WP + CP + TP + FP + XP + DP,
+               F + MF + LF + SF + QF + WF + CF + TF + FF + XF + DF]),
+    halt(case F + MF + LF + SF + QF + WF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
@@ -1323,6 +1413,10 @@ main(["seed", S]) ->
     MOk = replay(Seed, MCfg, MTrace),
     {LCfg, LTrace} = gen(Seed, #{load => true}),
     LOk = replay(Seed, LCfg, LTrace),
+    {QCfg, QTrace} = gen(Seed, #{membership => true, silent => true}),
+    QOk = replay(Seed, QCfg, QTrace),
+    {WCfg, WTrace} = gen(Seed, #{load => true, silent => true}),
+    WOk = replay(Seed, WCfg, WTrace),
     {CCfg, CTrace} = hm_sim_crdt:gen(Seed, #{}),
     COk = hm_sim_crdt:replay(Seed, CCfg, CTrace),
     {TCfg, TTrace} = gen(Seed, #{crdt => true}),
@@ -1335,8 +1429,8 @@ main(["seed", S]) ->
     XOk = maps:get(ok, XRes),
     {DCfg, DTrace} = hm_sim_dotted:gen(Seed, #{}),
     DOk = hm_sim_dotted:replay(Seed, DCfg, DTrace),
-    halt(case Ok andalso MOk andalso LOk andalso COk andalso TOk andalso FOk andalso XOk
-             andalso DOk of
+    halt(case Ok andalso MOk andalso LOk andalso QOk andalso WOk andalso COk andalso TOk
+             andalso FOk andalso XOk andalso DOk of
              true -> 0;
              false -> 1
          end);

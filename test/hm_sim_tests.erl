@@ -6,8 +6,9 @@
 %% every fault (drops, duplicates, reordering, delays, the four partition shapes) with and
 %% without `clear', crashes/restarts of disc replicas with `clear', everything at once
 %% (ram, disc and mixed storage, crashes of ram replicas included), and everything with copies
-%% added and removed, and partitioned tables ({@link hm_sim_frag}). All must pass every
-%% checker.</li>
+%% added and removed, full load, every partition silent (nothing tells the copies; what is
+%% sent across waits in the connection's buffers or is dropped when they are full), and
+%% partitioned tables ({@link hm_sim_frag}). All must pass every checker.</li>
 %% <li>`regression_*_test': hand-minimised schedules of bugs A to R the simulator found
 %% (sim/REPORT.md), fixed since; each must now pass every checker.</li>
 %% </ul>
@@ -49,6 +50,10 @@ seeds_test_() ->
             max(1, N div 6), #{load => true}),
      regime("full load with crashes, restarts and receivers that take time to apply", 1,
             max(1, N div 10), hm_sim:slow_load()),
+     regime("every partition silent: faults, copies added and removed", 300001,
+            max(1, N div 5), #{membership => true, silent => true}),
+     regime("every partition silent, under full load", 1, max(1, N div 10),
+            #{load => true, silent => true}),
      frag_regime(N)].
 
 %% Partitioned tables (hm_sim_frag): fragments on a ring, writes from any node, hints,
