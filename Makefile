@@ -184,14 +184,16 @@ bench-full: bench-build
 ## make bench-netsplit: the quick partition timeline of async_ec pawset and prwset with a
 ## clean cut and with a silent one (each node in a network namespace, every packet across
 ## the cut dropped, the connections up; Linux, as root), 3 rounds interleaved ->
-## bench/results/netsplit-<date>.md (about 5 minutes)
+## bench/results/netsplit-<date>.md (about 3 minutes)
 bench-netsplit: bench-build
 	$(BENCH_ERL) -eval 'hm_bench:netsplit(["bench/results/netsplit-'$$(date -u +%Y%m%d-%H%M)'.md"]), halt().'
 
 ## make faults: the real-node fault campaign (test/hm_faults_SUITE.erl: 5 peer nodes, kill -9,
 ## partitions, heals) for HM_FAULTS_SECONDS per case (default here 180; `make test' runs it for
 ## 10 s). HM_FAULTS_SEED=S replays a nemesis schedule; HM_FAULTS_PAUSE_MS sets the clients'
-## pause between operations (default 20). Prints `faults: P passed, F failed (...)' per case.
+## pause between operations (default 20); HM_FAULTS_NETWORK=netns makes every partition
+## silent (each node in a network namespace, packets dropped, the connections up; Linux, as
+## root). Prints `faults: P passed, F failed (...)' per case.
 ## Then a partition under full load (hm_ec_SUITE:partition_under_full_load with HM_LOAD=full:
 ## 3 nodes, 2 unthrottled writers each, node 3 cut off from second 4 to 8, writers stop at
 ## 14; every copy must converge within 60 s; `make test' runs a shorter one).

@@ -466,7 +466,10 @@ netsplit([Out]) ->
     To = 2 * Tot div 3,
     Started = clock(),
     Runs = [begin
-                os:putenv("HM_BENCH_NETWORK", case Cut of clean -> "loopback"; silent -> "netns" end),
+                os:putenv("HM_BENCH_NETWORK", case Cut of
+                                                  clean -> "loopback";
+                                                  silent -> "netns"
+                                              end),
                 T = timeline_runs(P, {async_ec, Type}),
                 #{per_node_per_sec := PN, before_ops_s := B} = T,
                 %% the windows of before_ops_s and after_ops_s (timeline/6), per node
@@ -475,7 +478,8 @@ netsplit([Out]) ->
                 io:format("~s ~s round ~w: after/before ~s, lowest node second after the heal ~s, "
                           "converged ~s after the stop~n",
                           [Type, Cut, R, fmt(rel_before(T, after_ops_s), x),
-                           fmt(lists:min(Lowest), x), fmt(maps:get(converged_ms_after_stop, T), ms)]),
+                           fmt(lists:min(Lowest), x),
+                           fmt(maps:get(converged_ms_after_stop, T), ms)]),
                 #{type => Type, cut => Cut, round => R, before => B,
                   after_over_before => rel_before(T, after_ops_s), lowest => lists:min(Lowest),
                   conv_stop => maps:get(converged_ms_after_stop, T),

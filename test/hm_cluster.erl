@@ -568,7 +568,9 @@ netns_available() ->
 
 network(loopback) -> loopback;
 network(netns) ->
-    S = #{network => {netns, "hm" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:unique_integer([positive]))}},
+    %% the namespaces' names: this cluster's own prefix, then `_br' (the bridge) or `_I'
+    Base = lists:concat(["hm", os:getpid(), "_", erlang:unique_integer([positive])]),
+    S = #{network => {netns, Base}},
     Br = ns(S, br),
     case ip(["netns", "add", Br]) of
         ok ->

@@ -24,7 +24,9 @@
 %% `kill -9' of a disc_copies node ({@link hm_cluster:kill/2}), or the restart of a killed node
 %% (same name, same Mnesia directory, `hypermnesia:start/0' again: {@link hm_cluster:restart/3}).
 %% A partition ({@link hm_cluster:cut/3} between its two sides; a bridge node is on neither)
-%% gives each side a wrong cookie for the other (different per side) and disconnects; it
+%% gives each side a wrong cookie for the other (different per side) and disconnects (with
+%% `HM_FAULTS_NETWORK=netns', it drops every packet between the sides silently instead, the
+%% nodes in network namespaces of their own with `net_ticktime' 8 s); it
 %% replaces the previous partition, which is healed first. A heal ({@link hm_cluster:heal/2}
 %% without waiting) only restores the cookies: reconnecting nodes and Mnesia is left to
 %% Hypermnesia. ram_copies nodes are never killed (guide §7 item 2: a restarted ram node may
@@ -120,7 +122,9 @@ init_per_testcase(checker_self_test, Config) -> Config;
 init_per_testcase(Case, Config) ->
     Prefix = case Case of faults_pawset -> "fa"; faults_prwset -> "fr" end,
     C = hm_cluster:start(#{nodes => ?N, dir => ?config(priv_dir, Config), prefix => Prefix,
-                           modules => [?MODULE]}),
+                           modules => [?MODULE], network => network(),
+                           args => [A || network() =:= netns,
+                                         A <- ["-kernel", "net_ticktime", "8"]]}),
     [{cluster, C}, {ets, ets:new(hm_faults, [public, set])}, {nodes, hm_cluster:nodes(C)}
      | Config].
 
@@ -284,6 +288,15 @@ calls(Ops, Start) ->
 phases(Start) ->
     fun(What) ->
             log("faults phase: ~s at +~p ms", [What, erlang:monotonic_time(millisecond) - Start])
+    end.
+
+%% HM_FAULTS_NETWORK=netns: every node in a network namespace of its own, every partition
+%% silent (hm_cluster, option `network'; Linux, as root), and `net_ticktime' 8 s, so that
+%% the longer ones are noticed.
+network() ->
+    case os:getenv("HM_FAULTS_NETWORK") of
+        "netns" -> netns;
+        _ -> loopback
     end.
 
 env_int(Var, Default) ->
