@@ -104,6 +104,8 @@
 %% operations behind a member a copy takes its state; asked again after this many ticks
 %% without an answer
 -define(MERGE_RETRY_TICKS, 8).
+%% a member syncing asks for a snapshot at every tick; it is sent one at most this often
+-define(SNAPSHOT_RETRY_TICKS, 8).
 %% a copy still lacking after this many ticks what a member reported takes its state (the
 %% member may be the only one left with those operations, and unable to relay them)
 -define(STUCK_TICKS, 24).
@@ -190,7 +192,9 @@
             folded = #{} :: hm_vv:vv(),
             merges = 0 :: non_neg_integer(),
             %% states built for members that carried only the keys they may lack
-            partial_states = 0 :: non_neg_integer()}).
+            partial_states = 0 :: non_neg_integer(),
+            %% per member: the tick this copy last sent it a snapshot
+            snapshots_sent = #{} :: #{node() => non_neg_integer()}}).
 -opaque state() :: #t{}.
 
 %%% ================================================================ starting
@@ -621,12 +625,18 @@ remote(From, {op, Msg}, T = #t{status = {syncing, Raw, Empty}, tab = Tab}) ->
         false -> {T, [{drop, {bad_op_message, Tab, From}}]};
         true -> {T#t{status = {syncing, [Msg | Raw], Empty}}, []}
     end;
-remote(From, {snapshot_req}, T0) ->
+remote(From, {snapshot_req}, T = #t{status = ready, ticks = N, snapshots_sent = Sent})
+  when is_map_key(From, Sent), N - map_get(From, Sent) < ?SNAPSHOT_RETRY_TICKS ->
+    %% one sent lately may still be on its way or being installed: a snapshot carries every
+    %% operation not yet stable, after a long cut under load a million of them, and the
+    %% member asks again at every tick until it has one
+    {T, []};
+remote(From, {snapshot_req}, T0 = #t{ticks = N, snapshots_sent = Sent}) ->
     %% a state or delta CRDT table's updates waiting for the epoch's end leave now: the
     %% snapshot shows them, and they must be in the broadcast (its log travels with the
     %% snapshot) or a copy that installs it would hold updates no other copy will receive
     {T1, Flushed} = case T0 of
-                        #t{status = ready} -> flush(T0);
+                        #t{status = ready} -> flush(T0#t{snapshots_sent = Sent#{From => N}});
                         _ -> {T0, []}
                     end,
     %% what a member installs is every row as reads here show it, on disc here first (see
