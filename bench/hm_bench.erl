@@ -465,6 +465,7 @@ netsplit([Out]) ->
     #{timeline_s := Tot} = P,
     To = 2 * Tot div 3,
     Started = clock(),
+    Load0 = loadavg(),
     Runs = [begin
                 os:putenv("HM_BENCH_NETWORK", case Cut of
                                                   clean -> "loopback";
@@ -496,11 +497,12 @@ netsplit([Out]) ->
                Rs <- [[X || X = #{type := T1, cut := C1} <- Runs, T1 =:= Type, C1 =:= Cut]]],
     ok = file:write_file(
            Out, [io_lib:format("# Clean and silent cuts (run `~s`)~n~n- **Started:** ~s. "
-                               "**Command:** `make bench-netsplit`.~n- **Machine:** ~s.~n"
+                               "**Command:** `make bench-netsplit`.~n~s"
                                "- **Timeline:** the quick profile's: ~w s, node 3 of 3 cut "
                                "off from second ~w to ~w, two generators per node; the "
                                "rounds interleaved, each on a fresh cluster.~n~n",
-                               [Id, Started, machine_line(), Tot, Tot div 3, To]),
+                               [Id, Started, machine_md((machine())#{loadavg_start => Load0}),
+                                Tot, Tot div 3, To]),
                  "| type | cut | after the heal / before the cut | each node's lowest second "
                  "after the heal / its rate before | every copy the same, from the "
                  "generators' stop | the same, from the heal |\n|---|---|---|---|---|---|\n",
@@ -516,10 +518,6 @@ netsplit([Out]) ->
 
 join(L) -> lists:join(", ", L).
 
-machine_line() ->
-    #{cores := Cores, otp := Otp, erts := Erts, mnesia := Mn, loadavg_end := Load} = machine(),
-    io_lib:format("~w cores, Erlang/OTP ~s (ERTS ~s), Mnesia ~s; load average at the end `~s`",
-                  [Cores, Otp, Erts, Mn, Load]).
 
 ids(#{cluster := HC}) -> hm_cluster:ids(HC).
 
@@ -1768,6 +1766,17 @@ machine() ->
 
 %%% ============================================================= Markdown
 
+%% The machine a run ran on (machine/0, with `loadavg_start'), as a line of its Markdown.
+machine_md(M) ->
+    io_lib:format("- **Machine:** ~w cores (~w schedulers per node), ~s, Erlang/OTP ~s "
+                  "(ERTS ~s), Mnesia ~s. Load average (1, 5, 15 min) at the start `~s`, at the "
+                  "end `~s`: every node and the generators share these cores with whatever "
+                  "else runs, so compare ratios within a run, not absolute ops/s.~n",
+                  [maps:get(cores, M, 0), maps:get(schedulers, M, 0), maps:get(uname, M, ""),
+                   maps:get(otp_version, M, maps:get(otp, M, "")), maps:get(erts, M, ""),
+                   maps:get(mnesia, M, ""), maps:get(loadavg_start, M, "?"),
+                   maps:get(loadavg_end, M, "?")]).
+
 %% The figures of a run: what REPORT.md's generated section for the profile holds, and the
 %% head of the run's own .md. `Rel' is the path from the Markdown file to the results.
 figures_md(Out, Rel) ->
@@ -1780,14 +1789,7 @@ figures_md(Out, Rel) ->
     [io_lib:format("### Run `~s` (generated from that run)~n~n", [Id]),
      io_lib:format("- **Started:** ~s. **Command:** `~s`.~n",
                    [maps:get(started, Out, maps:get(date, Out, "")), maps:get(command, Out, "")]),
-     io_lib:format("- **Machine:** ~w cores (~w schedulers per node), ~s, Erlang/OTP ~s "
-                   "(ERTS ~s), Mnesia ~s. Load average (1, 5, 15 min) at the start `~s`, at the "
-                   "end `~s`: every node and the generators share these cores with whatever "
-                   "else runs, so compare ratios within a run, not absolute ops/s.~n",
-                   [maps:get(cores, M, 0), maps:get(schedulers, M, 0), maps:get(uname, M, ""),
-                    maps:get(otp_version, M, maps:get(otp, M, "")), maps:get(erts, M, ""),
-                    maps:get(mnesia, M, ""), maps:get(loadavg_start, M, "?"),
-                    maps:get(loadavg_end, M, "?")]),
+     machine_md(M),
      io_lib:format("- **Wall time:** ~s from the start of `make` to this report, build included "
                    "(the benchmark run alone: ~s).~n",
                    [fmt(maps:get(make_wall_s, Out, null), s),

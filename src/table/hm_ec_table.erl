@@ -88,10 +88,10 @@
 
 -define(SYNC_TIMEOUT_MS, 30000).
 -define(ACK_EVERY, 8).
-%% a member heard from within this many ticks runs (it acknowledges at least every ?ACK_EVERY)
+%% a member heard from within this many ticks runs (it acknowledges at least every
+%% ?ACK_EVERY): a sync_ec caller stops waiting for one silent longer (release_waiters/2), and
+%% a copy keeps counting how long it has lacked what one reported (merge_request/2)
 -define(HEARD_TICKS, 2 * ?ACK_EVERY).
-%% a sync_ec caller stops waiting for a member silent this long (release_waiters/2)
--define(WAITER_SILENT_TICKS, 2 * ?ACK_EVERY).
 -define(FULL_SCAN_TICKS, 240).
 %% flow control (see flow/1): how many of its own operations a copy lets a member fall
 %% behind by, beyond the least it was behind since it was last heard from anew
@@ -896,7 +896,7 @@ acknowledge(Up, T0 = #t{tcsb = B}) ->
 %% A sync_ec caller stops waiting for a member that acknowledged the write (its `applied'
 %% answer was lost: it goes once, without waiting for room on a busy connection), that is no
 %% longer reachable (a nodedown this copy missed), or whose copy has not acknowledged for
-%% ?WAITER_SILENT_TICKS ticks (a running copy acknowledges at least every ?ACK_EVERY: this one is
+%% ?HEARD_TICKS ticks (a running copy acknowledges at least every ?ACK_EVERY: this one is
 %% restarting, or its node's Mnesia has not loaded the table yet, and what is sent to it is
 %% lost; one not heard from since this copy started is still waited for). Else the caller waited the whole 30 s timeout: at the end of hm_faults_SUITE's full
 %% load, a write on the side of a restarted disc copy whose table Mnesia could not load
@@ -906,7 +906,7 @@ release_waiters(Up, T = #t{waiters = W, tcsb = B}) ->
     {W1, Replies} =
         maps:fold(fun(Dot, {Caller, Nodes}, {Acc, R}) ->
                           case [N || N <- Nodes, lists:member(N, Up),
-                                     not hm_tcsb:silent(N, ?WAITER_SILENT_TICKS, B),
+                                     not hm_tcsb:silent(N, ?HEARD_TICKS, B),
                                      not hm_vv:contains(Dot, hm_tcsb:reported(N, B))] of
                               [] -> {Acc, [reply(Caller, Dot, ok) | R]};
                               Rest -> {Acc#{Dot => {Caller, Rest}}, R}
