@@ -27,9 +27,13 @@
 %% what is sent across waits in the connection's buffers while they have room (the link's
 %% `link_cap', or ?SILENT_BUFFER messages) and is dropped beyond, as `nosuspend' drops it
 %% (a state waits for room), and what was on its way stops there. The heal lets the buffers
-%% through, a tick later (TCP's retransmission timer, backed off during the cut). A silent
-%% cut still there ?SILENT_NOTICED_MS later is noticed (the distribution's tick time): it
-%% becomes a cut as above, and what waited in the buffers is lost with the connection.
+%% through, a tick later (TCP's retransmission timer, backed off during the cut), except on
+%% about half the connections across the cut, chosen by the seed: each of those stays
+%% silent for up to ?SILENT_LAG_MS more (the timer of each connection fires at its own
+%% time), though not past the moment the tick time would have noticed it, while the others
+%% carry traffic (action `{heal, [{A, B, Ms}]}'). A silent cut still there
+%% ?SILENT_NOTICED_MS later is noticed (the distribution's tick time): it becomes a cut as
+%% above, and what waited in the buffers is lost with the connection.
 %% For benchmarks ({@link run/2} only): `drop_replicate' loses that share of operations'
 %% first transmissions (retransmission repairs them), and `probe' folds every step of every
 %% copy into an accumulator of the caller's (a measurement hook: it only looks).
@@ -106,6 +110,8 @@
 %% connection's buffers take when its link has no `link_cap'
 -define(SILENT_NOTICED_MS, 2000).
 -define(SILENT_BUFFER, 16).
+%% a connection across a silent cut may stay silent this long after the heal, at most
+-define(SILENT_LAG_MS, 1500).
 
 -type cfg() :: #{n := pos_integer(), type := hm_ec_key:ec_type(),
                  policy := hm_ec_key:policy(), storage := ram | disc | mixed,
@@ -124,12 +130,13 @@
 %% (`n', `type', `policy', `storage', `drop', `dup', `delay', `duration', `ops', `faults').
 -spec gen(integer(), map()) -> {cfg(), [action()]}.
 gen(Seed, Opts = #{silent := true}) ->
-    %% the same schedule, every partition silent
-    {Cfg, Trace} = gen(Seed, maps:remove(silent, Opts)),
-    {Cfg, [case A of
-               {T, {partition, Shape, Groups}} -> {T, {silent, Shape, Groups}};
-               _ -> A
-           end || A <- Trace]};
+    %% the same schedule, every partition silent, and connections that stay silent after
+    %% the heal
+    {Cfg = #{n := N}, Trace} = gen(Seed, maps:remove(silent, Opts)),
+    R0 = rand:seed_s(exsss, {Seed, 16#51e, 16#1a9}),
+    {Silent, _, _} = lists:foldl(fun(A, Acc) -> silent_action(A, nodes_of(N), Acc) end,
+                                 {[], none, R0}, Trace),
+    {Cfg, lists:reverse(Silent)};
 gen(Seed, Opts = #{load := true}) ->
     gen_load(Seed, maps:remove(load, Opts));
 gen(Seed, Opts = #{crdt := true}) ->
@@ -336,6 +343,28 @@ shuffle(L, R) ->
                                        {[{U, X} | Acc], Ra1}
                                end, {[], R}, L),
     {[X || {_, X} <- lists:sort(Tagged)], R1}.
+
+%% A partition of a schedule made silent, and its heal: about half the connections across
+%% the cut (each with a coin) lag, by up to ?SILENT_LAG_MS, and by less than what is left of
+%% ?SILENT_NOTICED_MS since the cut (or its last change of shape) at the heal.
+silent_action({T, {partition, Shape, Groups}}, _, {Acc, _, R}) ->
+    {[{T, {silent, Shape, Groups}} | Acc], {T, Groups}, R};
+silent_action({T, heal}, Universe, {Acc, {T0, Groups}, R}) ->
+    Max = min(?SILENT_LAG_MS, T0 + ?SILENT_NOTICED_MS - T - 1),
+    Pairs = [{A, B} || A <- Universe, B <- Universe, A < B,
+                       not lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G)
+                                     end, Groups)],
+    {Lags, R1} = lists:foldl(fun({A, B}, {L, Ra}) ->
+                                     {U, Ra1} = rand:uniform_s(Ra),
+                                     {Ms, Ra2} = rand:uniform_s(max(1, Max), Ra1),
+                                     case U < 0.5 andalso Max >= 1 of
+                                         true -> {[{A, B, Ms} | L], Ra2};
+                                         false -> {L, Ra2}
+                                     end
+                             end, {[], R}, Pairs),
+    {[{T, {heal, lists:reverse(Lags)}} | Acc], none, R1};
+silent_action(A, _, {Acc, Cut, R}) ->
+    {[A | Acc], Cut, R}.
 
 %% @doc The node names `n1' .. `nN'.
 -spec nodes_of(pos_integer()) -> [node()].
@@ -570,10 +599,19 @@ event({silent_noticed, N}, S = #{silent_n := N, silent := Groups}) when Groups =
     Held = maps:get(held, S, #{}),
     S1 = maps:fold(fun({From, To}, Ms, Acc) ->
                            bump(dropped_cut, length(Ms), in_flight(From, To, -length(Ms), Acc))
-                   end, S#{held => #{}, silent := all}, Held),
+                   end, S#{held => #{}, silent := all, lagging => #{}}, Held),
     bump(silent_noticed, reconnect(S1#{groups := Groups}, S1));
 event({silent_noticed, _}, S) ->
     S;
+event({link_back, A, B}, S = #{now := Now}) ->
+    %% a connection silent after the heal carries traffic again (unless a later heal made
+    %% it lag longer)
+    L = maps:get(lagging, S, #{}),
+    case L of
+        #{{A, B} := Until} when Until =< Now ->
+            bump(silent_lagged, release(S#{lagging => maps:without([{A, B}, {B, A}], L)}));
+        _ -> S
+    end;
 event({apply, From, To, Msg, Inc}, S = #{inc := Incs}) ->
     %% a member's operations, taken from the receiver's queue once it had time for them
     case up(To, S) andalso maps:get(To, Incs) =:= Inc of
@@ -746,7 +784,15 @@ action({silent, Shape, Groups}, S = #{now := Now}) ->
     S1 = release(S#{silent => Groups, silent_n => N}),
     bump({silent, Shape}, schedule_at(Now + ?SILENT_NOTICED_MS, {silent_noticed, N}, S1));
 action(heal, S) ->
-    reconnect((release(S#{silent => all}))#{groups := all}, S);
+    action({heal, []}, S);
+action({heal, Lags}, S = #{now := Now}) ->
+    %% the connections of `Lags' stay silent `Ms' more
+    S1 = lists:foldl(fun({A, B, Ms}, Acc) ->
+                             L = maps:get(lagging, Acc, #{}),
+                             schedule(Ms, {link_back, A, B},
+                                      Acc#{lagging => L#{{A, B} => Now + Ms, {B, A} => Now + Ms}})
+                     end, S, Lags),
+    reconnect((release(S1#{silent => all}))#{groups := all}, S);
 action({crash, Nd}, S) ->
     action({crash, Nd, random}, S);
 action({crash, Nd, Kept}, S) ->
@@ -945,12 +991,17 @@ send_now(From, To, Msg, S = #{cfg := #{drop := PD, dup := PU, delay := Max}, fau
 %%% ---------------------------------------------------------------- silent cuts
 
 %% Whether a message from `A' gets through to `B' now: not across a silent cut (option
-%% `silent'), where the nodes stay connected.
+%% `silent'), where the nodes stay connected, nor on a connection still silent after the
+%% heal.
 passes(A, A, _) -> true;
 passes(A, B, S) ->
-    case maps:get(silent, S, all) of
-        all -> true;
-        Gs -> lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G) end, Gs)
+    case maps:get(lagging, S, #{}) of
+        #{{A, B} := _} -> false;
+        _ ->
+            case maps:get(silent, S, all) of
+                all -> true;
+                Gs -> lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G) end, Gs)
+            end
     end.
 
 %% A message waits in the buffers of a silently cut connection, counted in flight; beyond
@@ -1061,7 +1112,8 @@ ready(R) -> hm_ec_table:status(R) =:= ready.
 %% every crashed replica.
 -spec final_heal(map()) -> map().
 final_heal(S = #{nodes := Nodes, reps := Reps}) ->
-    S1 = (reconnect((release(S#{silent => all}))#{groups := all}, S))#{faults := false},
+    S0 = release(S#{silent => all, lagging => #{}}),
+    S1 = (reconnect(S0#{groups := all}, S))#{faults := false},
     lists:foldl(fun(Nd, Acc) ->
                         case maps:get(Nd, Reps) of
                             {down, _, _} -> act({restart, Nd}, Acc);
@@ -1269,7 +1321,13 @@ partner({_, {crash, N}}, Post) ->
 partner({_, {mnesia_stop, N}}, Post) ->
     case [A || A = {_, {mnesia_start, M}} <- Post, M =:= N] of [A | _] -> [A]; [] -> [] end;
 partner({_, {partition, _, _}}, Post) ->
-    case [A || A = {_, heal} <- Post] of [A | _] -> [A]; [] -> [] end;
+    case [A || A = {_, H} <- Post, H =:= heal orelse is_tuple(H) andalso element(1, H) =:= heal]
+    of
+        [A | _] -> [A];
+        [] -> []
+    end;
+partner({_, {silent, _, _}}, Post) ->
+    partner({x, {partition, x, x}}, Post);
 partner(_, _) -> [].
 
 %%% ================================================================ seeds, CLI, report
