@@ -571,7 +571,7 @@ tcsb_resend_busy_member_test() ->
 %% Relays: one member relays other origins' operations to a member that lacks them (the first
 %% node among those alive that had some of them 8 ticks ago), not all of them (after a heal
 %% every member relayed everything to the other side: each operation arrived N-1 times).
-%% The others relay only once the member has not moved on that origin for 8 ticks (the
+%% The others relay only once the member has not moved on that origin for 4 ticks (the
 %% first one cannot reach it, say).
 tcsb_relay_by_one_member_test() ->
     A = {a, 1}, B = {b, 1}, C = {c, 1},
@@ -593,14 +593,55 @@ tcsb_relay_by_one_member_test() ->
     %% a is alive: b leaves the relay to a
     {R1, B1} = hm_tcsb:resend_due(c, AtB(true)),
     ?assertEqual([], R1),
-    %% c does not move on a's operations for 8 ticks: b relays them
+    %% c does not move on a's operations for 4 ticks: b relays them
     B2 = lists:foldl(fun(_, X) -> {[], X1} = hm_tcsb:resend_due(c, Tick(X)), X1 end, B1,
-                     lists:seq(1, 7)),
+                     lists:seq(1, 3)),
     {R2, _} = hm_tcsb:resend_due(c, Tick(B2)),
     ?assertEqual([1, 2, 3], Seqs(R2)),
     %% a is not alive: b relays at once
     {R3, _} = hm_tcsb:resend_due(c, AtB(false)),
     ?assertEqual([1, 2, 3], Seqs(R3)).
+
+%% A member that stopped moving on an origin for 4 ticks gets that origin's operations from
+%% another member as soon as they are 2 ticks old there, whoever the chosen relay is: the
+%% origin and the chosen relay may be alive for every member but this one (after a heal,
+%% the connection between two nodes can stay silent for seconds while TCP's retransmission
+%% timer, backed off during the cut, runs out; a third node that got the origin's
+%% operations meanwhile relayed them only once they were 8 ticks old there, and the member
+%% stuck on that origin held back every operation that depended on them: its other members'
+%% writers waited on flow control for 2 s). While the member moves on the origin, the
+%% origin resends its own.
+tcsb_relay_to_member_stuck_on_origin_test() ->
+    A = {a, 1}, B = {b, 1}, C = {c, 1}, Ms = [a, b, c],
+    Seqs = fun(L) -> [maps:get(A, Ts) || {_, Ts, _} <- L] end,
+    Ops = all_ops(A, 3),
+    %% b, ticking from 0 to 7: a acknowledges every tick (it has its 3 operations), c
+    %% reports `CHas(T)' of a; b gets a's operations at tick 3 and calls resend_due/2 for c
+    %% at every tick, as the table does; returns what it sent c of them, per tick
+    Run = fun(CHas) ->
+                  {Sent, _} =
+                      lists:foldl(
+                        fun(T, {Acc, X}) ->
+                                Got = fun(M, Y) -> element(2, hm_tcsb:receive_op(M, Y)) end,
+                                X1 = case T of
+                                         3 -> lists:foldl(Got, X, Ops);
+                                         _ -> X
+                                     end,
+                                X2 = hm_tcsb:receive_ack(
+                                       C, CHas(T), #{}, hm_tcsb:receive_ack(A, #{A => 3}, #{}, X1)),
+                                {R, X3} = hm_tcsb:resend_due(c, X2),
+                                {Acc ++ [{T, Seqs(R)}], hm_tcsb:tick(X3)}
+                        end, {[], hm_tcsb:new(B, Ms)}, lists:seq(0, 7)),
+                  Sent
+          end,
+    %% c has had a's first operation since tick 0 and has not moved on a since: b relays
+    %% the other two at tick 5, once they are 2 ticks old there (at tick 11 when both took
+    %% 8 ticks)
+    ?assertEqual([{0, []}, {1, []}, {2, []}, {3, []}, {4, []}, {5, [2, 3]}, {6, []}, {7, []}],
+                 Run(fun(_) -> #{A => 1} end)),
+    %% c moves on a every other tick (a's own resends reach it): b leaves them to a
+    ?assertEqual([], [X || {_, X} <- Run(fun(T) -> #{A => max(1, min(3, T div 2))} end),
+                           X =/= []]).
 
 %% An origin silent for 2 ticks (cut off, or down) cannot resend its operations: the first
 %% member that has what another lacks of it relays them 2 ticks after logging them, as the

@@ -460,3 +460,38 @@ busy_receivers_receive_few_duplicates_test_() ->
                           "client operations~n", [Dups, Ops]),
                 ?assert(Dups =< Ops)
             end)}.
+
+%% After a silent cut heals, the connection between two nodes can stay silent for seconds
+%% while the others carry traffic (TCP's retransmission timer, backed off during the cut,
+%% fires again at its own time on each connection). n3 is cut off for 500 ms under load;
+%% at the heal its connection to n1 stays silent 1,400 ms more, the one to n2 does not. n1
+%% lacks what n3 wrote during the cut, and so every operation of n2 that followed it: n2
+%% relays n3's operations to n1 once n1 has not moved on them for 4 ticks and they are 2
+%% ticks old at n2, and goes on relaying them while n1 gets them from nobody else. n1 had
+%% every operation n3 made before the heal 1,635 ms after it; before, when n2 relayed only
+%% what it had logged 8 ticks before, 2,931 ms after it (real nodes, 3 s silent cuts: the
+%% copies stuck behind such a connection held back the other members' operations, whose
+%% writers then waited on flow control for 2 s).
+regression_relay_around_a_silent_connection_test() ->
+    Cfg = (cfg(3, pawset, term_order, ram))#{keys => [k1, k2, k3], duration => 5000},
+    Heal = 1500,
+    Trace = lists:sort([{T, {op, N, K, {write, T}}}
+                        || T <- lists:seq(100, 4900, 20), {N, K} <- [{n1, k1}, {n2, k2}, {n3, k3}]]
+                       ++ [{1000, {silent, isolated, [[n3], [n1, n2]]}},
+                           {Heal, {heal, [{n1, n3, 1400}]}}]),
+    %% when n1 had delivered every operation n3 made before the heal
+    Probe = fun(Now, n3, _, R, Acc = #{heal := none}) when Now < Heal ->
+                    B = hm_ec_table:tcsb(R),
+                    Acc#{n3 => {hm_tcsb:self(B), hm_vv:get(hm_tcsb:self(B), hm_tcsb:delivered(B))}};
+               (Now, n1, _, R, Acc = #{heal := none, n3 := {O, Seq}}) when Now >= Heal ->
+                    case hm_vv:get(O, hm_tcsb:delivered(hm_ec_table:tcsb(R))) >= Seq of
+                        true -> Acc#{heal := Now - Heal};
+                        false -> Acc
+                    end;
+               (_, _, _, _, Acc) -> Acc
+            end,
+    R = hm_sim:run(Cfg#{probe => {Probe, #{heal => none, n3 => none}}}, Trace),
+    no_failures(R),
+    #{heal := After} = maps:get(probe, maps:get(stats, R)),
+    ?assertEqual(1, maps:get(silent_lagged, maps:get(stats, R))),
+    ?assert(is_integer(After) andalso After < 2000).

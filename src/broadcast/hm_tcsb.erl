@@ -87,10 +87,14 @@
                                             pos_integer()}},
                %% per member: the tick of its last acknowledgement
                acked = #{} :: #{node() => non_neg_integer()},
-               %% per member and logged origin: what the member reported of that origin, and
-               %% the tick that last changed (resend_due/2: is a late round lost, is the
-               %% member stuck on that origin?)
+               %% per member, and origin logged here or reported by the member: what the
+               %% member reported of that origin, and the tick that last changed
+               %% (resend_due/2: is a late round lost, is the member stuck on that origin?)
                moved = #{} :: #{node() => #{replica() => {non_neg_integer(), non_neg_integer()}}},
+               %% per member: the origins this replica relays to it because it was stuck on
+               %% them, for as long as it gets nothing of them beyond what was sent from here
+               %% (resend_due/2)
+               feeding = #{} :: #{node() => #{replica() => true}},
                %% per member node: its incarnation and what it reported at the last ticks,
                %% newest first, back to the newest report at least RELAY_AGE ticks old
                %% (relays/3: what a member has logged that long is what it relays)
@@ -122,7 +126,7 @@
 %% (every member relaying at once sent about N^2/3 messages per operation: sim/REPORT.md);
 %% and only one member relays to a given member, every origin in one causal walk: the first
 %% node among the members alive (acknowledging within SILENT_TICKS) other than that member
-%% that had, RELAY_AGE ticks ago, something that member lacks (relays/3). Another member
+%% that had, RELAY_AGE ticks ago, something that member lacks (relays/3). Every member
 %% relays an origin once the member has not moved on it for RELAY_AGE ticks (the relay
 %% cannot reach it). After a heal every member relayed the whole backlog to the other side,
 %% so each operation arrived N-1 times (the simulator's full-load family: 70 % fewer
@@ -132,9 +136,19 @@
 %% origins each waiting for another's (hm_faults_SUITE, and the simulator's slow receivers).
 %% An origin silent for RESEND_AGE ticks (cut off, or down) cannot resend: the first member
 %% alive that has what a member lacks of it relays those operations as their origin would,
-%% at RESEND_AGE (quick_relays/3). A member lacking one cannot deliver what depends on it,
+%% at RESEND_AGE (first_relays/3). A member lacking one cannot deliver what depends on it,
 %% from any origin: in the simulator's full-load family, what waited in causal buffers
 %% during the cut fell by 57 % (at no service time; 24 % at 3 ms a member operation).
+%% So does that member for a member stuck on an origin, one that has not moved on it for
+%% STUCK_TICKS ticks, whoever is alive: neither the origin nor the relay reaches it. It goes
+%% on relaying that origin while the member gets none of it beyond what was sent from here.
+%% After a heal the connections between some nodes can stay silent for seconds while TCP's
+%% retransmission timer, backed off during the cut, runs out, and a node whose connections
+%% are both back is the only way through: with RELAY_AGE ticks, a member stuck on one origin
+%% held back every operation depending on it, and the other members' writers waited on
+%% flow control for 2 s (3 nodes, 3 s silent cuts; the simulator's silent partitions, whose
+%% heals leave such connections: a copy caught up 1.3 s sooner in
+%% hm_sim_tests:regression_relay_around_a_silent_connection_test).
 %% With no retransmission round in flight to a member, an origin resends its own operation
 %% to it only once the member has not advanced on the origin for RESEND_AGE ticks, or once
 %% the operation is 2 * RTO_TICKS old: a member busy with a backlog holds operations it
@@ -144,6 +158,10 @@
 %% 3 ms per operation, 1.8 duplicates per client operation before, 0.75 after.
 -define(RESEND_AGE, 2).
 -define(RELAY_AGE, 8).
+%% A member that has not moved on an origin for STUCK_TICKS ticks while lacking some of its
+%% operations is sent them by the first member alive that has them, once they are
+%% RESEND_AGE ticks old there (see resend_due/2).
+-define(STUCK_TICKS, ?RTO_TICKS).
 -opaque state() :: #tcsb{}.
 %% One origin's logged operations: the lowest and highest sequence numbers that may be
 %% present, Seq => {Message, TickLogged}, and the newest ones as a list, highest first, each
@@ -493,6 +511,7 @@ fold_new(Fun, Acc, [{_, {Msg, _}} | Rest]) -> fold_new(Fun, Fun(Msg, Acc), Rest)
 forget_member(Node, S = #tcsb{known = K, early_acks = E, has = H, flight = F, moved = Mv}) ->
     S#tcsb{known = maps:remove(Node, K), has = maps:remove(Node, H),
            flight = maps:remove(Node, F), moved = maps:remove(Node, Mv),
+           feeding = maps:remove(Node, S#tcsb.feeding),
            early_acks = maps:filter(fun({N, _}, _) -> N =/= Node end, E)}.
 
 %% @doc Put back logged operations read from disc or received in a state transfer (they are
@@ -578,6 +597,13 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
             S = #tcsb{moved = Mv} = note_moves(Peer, Has, sorted_log(S0)),
             Since = fun(O) -> element(2, maps:get(O, maps:get(Peer, Mv), {0, T})) end,
             {Front0, Rounds0, W1} = maps:get(Peer, F, {Has, [], W0}),
+            %% stuck on origin `O': not moved on it for STUCK_TICKS, or moved only as far as
+            %% this replica relayed it since it was
+            Feeding0 = maps:get(Peer, S0#tcsb.feeding, #{}),
+            Fed = fun(O) -> is_map_key(O, Feeding0)
+                                andalso hm_vv:get(O, Has) =< hm_vv:get(O, Front0)
+                  end,
+            Stuck = fun(O) -> T - Since(O) >= ?STUCK_TICKS orelse Fed(O) end,
             %% whether `Peer' advanced on origin `O' within RESEND_AGE ticks, with no round of
             %% retransmission in flight to it (a member never seen before on `O' is not taken
             %% to advance; rounds go on as their acknowledgements allow)
@@ -604,14 +630,19 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
                 end,
             InFlight = maps:fold(fun(O, C, N) -> N + C - hm_vv:get(O, Has) end, 0, Front),
             Relay = relays(Peer, Has, S),
-            Quick = quick_relays(Peer, Has, S),
+            %% the logged origins of which this replica is the first member alive to have
+            %% more than `Peer' (but their own node), and of those the silent ones
+            First = first_relays(Peer, Has, S),
+            Quick = maps:filter(fun({N, _}, _) -> silent(N, ?RESEND_AGE, S) end, First),
             %% this replica's own operations, and those it relays for a silent origin, as
             %% their origin resends them
             Due = fun(O = {N, _}, At) when N =:= Node; is_map_key(O, Quick) ->
                           At =< T - ?RESEND_AGE andalso
                               (not Advancing(O) orelse At =< T - 2 * ?RTO_TICKS);
-                     (O, At) -> At =< T - ?RELAY_AGE andalso
-                                    (Relay orelse T - Since(O) >= ?RELAY_AGE)
+                     (O, At) -> (Relay andalso At =< T - ?RELAY_AGE) orelse
+                                    (At =< T - ?RESEND_AGE andalso Stuck(O)
+                                     andalso is_map_key(O, First)) orelse
+                                    (At =< T - ?RELAY_AGE andalso T - Since(O) >= ?RELAY_AGE)
                   end,
             {Msgs, Front1} = case W - InFlight of
                                  Room when Room > 0 -> catch_up(Front, Due, Room, S);
@@ -621,7 +652,11 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
                           [] -> Rounds;
                           _ -> Rounds ++ [{T, Front1}]
                       end,
-            {Msgs, S#tcsb{flight = F#{Peer => {Front1, Rounds2, W}}}}
+            Feeding = maps:from_list([{O, true} || O <- maps:keys(Feeding0), Fed(O)]
+                                     ++ [{O, true} || {O = {N, _}, _, _} <- Msgs, N =/= Node,
+                                                      Stuck(O)]),
+            {Msgs, S#tcsb{flight = F#{Peer => {Front1, Rounds2, W}},
+                          feeding = (S#tcsb.feeding)#{Peer => Feeding}}}
     end.
 
 %% Whether this replica relays other origins' operations to `Peer' at once: it is the first
@@ -638,19 +673,19 @@ relays(Peer, Has, S = #tcsb{self = {Node, _}}) ->
     %% none: what `Peer' lacks is younger than RELAY_AGE everywhere (its origin resends it)
     Can =/= [] andalso Node =:= lists:min(Can).
 
-%% The logged origins whose node has been silent for RESEND_AGE ticks (cut off, or down) and
-%% of which `Peer' lacks an operation that this replica is the first member to have: the
-%% origin cannot resend them, so this replica relays them as their origin would, without
-%% waiting RELAY_AGE ticks (a member that lacks one of them cannot deliver what depends on
-%% it, from any origin).
-quick_relays(Peer, Has, S = #tcsb{self = {Node, _}, log = L, cb = CB}) ->
+%% The logged origins of which `Peer' lacks an operation that this replica is the first
+%% member to have, among those alive but the origin's node. When that node has been silent
+%% for RESEND_AGE ticks (cut off, or down) it cannot resend them, so this replica relays them
+%% as their origin would, without waiting RELAY_AGE ticks (a member that lacks one of them
+%% cannot deliver what depends on it, from any origin); and so it does when `Peer' is stuck
+%% on the origin (STUCK_TICKS), whoever else is alive: one member, not all of them, relays.
+first_relays(Peer, Has, S = #tcsb{self = {Node, _}, log = L, cb = CB}) ->
     Alive = [{M, case M of
                      Node -> hm_causal_buffer:delivered(CB);
                      _ -> reported(M, S)
                  end} || M <- may_relay(Peer, S)],
     maps:from_list(
       [{O, true} || O = {N, _} <- maps:keys(L), N =/= Node, N =/= Peer,
-                    silent(N, ?RESEND_AGE, S),
                     begin
                         Lacks = hm_vv:get(O, Has),
                         Can = [M || {M, V} <- Alive, M =/= N, hm_vv:get(O, V) > Lacks],
@@ -711,7 +746,9 @@ trim_reports([E = {At, _} | Rest], T) when At > T - ?RELAY_AGE -> [E | trim_repo
 trim_reports([E | _], _) -> [E];
 trim_reports([], _) -> [].
 
-%% For every logged origin, what `Peer' reported of it and the tick that last changed.
+%% For every origin logged here or reported by `Peer', what `Peer' reported of it and the tick
+%% that last changed (an origin that enters the log here has been tracked since `Peer' first
+%% reported it: a member stuck on it is seen stuck at once).
 note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
     Old = maps:get(Peer, Mv, #{}),
     New = maps:map(fun(O, _) ->
@@ -720,7 +757,7 @@ note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
                                #{O := {Seq, _} = Same} -> Same;
                                _ -> {Seq, T}
                            end
-                   end, L),
+                   end, maps:merge(Has, L)),
     S#tcsb{moved = Mv#{Peer => New}}.
 
 %% Whether member `M' acknowledged within the last SILENT_TICKS ticks: only such a member is
@@ -853,7 +890,7 @@ set_members(Ms, S = #tcsb{self = {Node, _}, members = Old, known = K, early_acks
     Ms1 = lists:usort([Node | Ms]),
     S1 = S#tcsb{members = Ms1, known = maps:with(Ms1, K), has = maps:with(Ms1, H),
                 flight = maps:with(Ms1, F), moved = maps:with(Ms1, Mv),
-                past = maps:with(Ms1, S#tcsb.past),
+                feeding = maps:with(Ms1, S#tcsb.feeding), past = maps:with(Ms1, S#tcsb.past),
                 early_acks = maps:filter(fun({N, _}, _) -> lists:member(N, Ms1) end, E)},
     case Ms1 =:= Old of
         true -> S1;
