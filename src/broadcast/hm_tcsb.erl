@@ -136,7 +136,7 @@
 %% origins each waiting for another's (hm_faults_SUITE, and the simulator's slow receivers).
 %% An origin silent for RESEND_AGE ticks (cut off, or down) cannot resend: the first member
 %% alive that has what a member lacks of it relays those operations as their origin would,
-%% at RESEND_AGE (first_relays/3). A member lacking one cannot deliver what depends on it,
+%% at RESEND_AGE (first_relays/4). A member lacking one cannot deliver what depends on it,
 %% from any origin: in the simulator's full-load family, what waited in causal buffers
 %% during the cut fell by 57 % (at no service time; 24 % at 3 ms a member operation).
 %% So does that member for a member stuck on an origin, one that has not moved on it for
@@ -630,10 +630,15 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
                 end,
             InFlight = maps:fold(fun(O, C, N) -> N + C - hm_vv:get(O, Has) end, 0, Front),
             Relay = relays(Peer, Has, S),
-            %% the logged origins of which this replica is the first member alive to have
-            %% more than `Peer' (but their own node), and of those the silent ones
-            First = first_relays(Peer, Has, S),
-            Quick = maps:filter(fun({N, _}, _) -> silent(N, ?RESEND_AGE, S) end, First),
+            %% of the logged origins silent or `Peer' is stuck on, those this replica is the
+            %% first member alive to have more of than `Peer' (but their own node); and of
+            %% those the silent ones
+            Silent = fun({N, _}) -> silent(N, ?RESEND_AGE, S) end,
+            Lacking = fun(O) -> hm_vv:get(O, Has) < element(2, maps:get(O, S#tcsb.log)) end,
+            First = first_relays(Peer, Has, fun(O) -> Lacking(O) andalso
+                                                          (Silent(O) orelse Stuck(O))
+                                            end, S),
+            Quick = maps:filter(fun(O, _) -> Silent(O) end, First),
             %% this replica's own operations, and those it relays for a silent origin, as
             %% their origin resends them
             Due = fun(O = {N, _}, At) when N =:= Node; is_map_key(O, Quick) ->
@@ -673,19 +678,20 @@ relays(Peer, Has, S = #tcsb{self = {Node, _}}) ->
     %% none: what `Peer' lacks is younger than RELAY_AGE everywhere (its origin resends it)
     Can =/= [] andalso Node =:= lists:min(Can).
 
-%% The logged origins of which `Peer' lacks an operation that this replica is the first
-%% member to have, among those alive but the origin's node. When that node has been silent
+%% The logged origins (those `Which' takes) of which `Peer' lacks an operation that this
+%% replica is the first member to have, among those alive but the origin's node (looked at
+%% only for the origins taken: a tick costs that for every member). When that node has been silent
 %% for RESEND_AGE ticks (cut off, or down) it cannot resend them, so this replica relays them
 %% as their origin would, without waiting RELAY_AGE ticks (a member that lacks one of them
 %% cannot deliver what depends on it, from any origin); and so it does when `Peer' is stuck
 %% on the origin (STUCK_TICKS), whoever else is alive: one member, not all of them, relays.
-first_relays(Peer, Has, S = #tcsb{self = {Node, _}, log = L, cb = CB}) ->
+first_relays(Peer, Has, Which, S = #tcsb{self = {Node, _}, log = L, cb = CB}) ->
     Alive = [{M, case M of
                      Node -> hm_causal_buffer:delivered(CB);
                      _ -> reported(M, S)
                  end} || M <- may_relay(Peer, S)],
     maps:from_list(
-      [{O, true} || O = {N, _} <- maps:keys(L), N =/= Node, N =/= Peer,
+      [{O, true} || O = {N, _} <- maps:keys(L), N =/= Node, N =/= Peer, Which(O),
                     begin
                         Lacks = hm_vv:get(O, Has),
                         Can = [M || {M, V} <- Alive, M =/= N, hm_vv:get(O, V) > Lacks],
