@@ -351,9 +351,7 @@ silent_action({T, {partition, Shape, Groups}}, _, {Acc, _, R}) ->
     {[{T, {silent, Shape, Groups}} | Acc], {T, Groups}, R};
 silent_action({T, heal}, Universe, {Acc, {T0, Groups}, R}) ->
     Max = min(?SILENT_LAG_MS, T0 + ?SILENT_NOTICED_MS - T - 1),
-    Pairs = [{A, B} || A <- Universe, B <- Universe, A < B,
-                       not lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G)
-                                     end, Groups)],
+    Pairs = [{A, B} || A <- Universe, B <- Universe, A < B, not same_side(A, B, Groups)],
     {Lags, R1} = lists:foldl(fun({A, B}, {L, Ra}) ->
                                      {U, Ra1} = rand:uniform_s(Ra),
                                      {Ms, Ra2} = rand:uniform_s(max(1, Max), Ra1),
@@ -561,8 +559,11 @@ up(Nd, #{reps := Reps}) ->
 -spec connected(node(), node(), map()) -> boolean().
 connected(A, A, _) -> true;
 connected(_, _, #{groups := all}) -> true;
-connected(A, B, #{groups := Gs}) ->
-    lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G) end, Gs).
+connected(A, B, #{groups := Gs}) -> same_side(A, B, Gs).
+
+%% Whether `A' and `B' are in one of the groups of a partition.
+same_side(A, B, Groups) ->
+    lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G) end, Groups).
 
 %% @doc The other nodes that are up and connected to `Nd'.
 -spec reachable(node(), map()) -> [node()].
@@ -1000,7 +1001,7 @@ passes(A, B, S) ->
         _ ->
             case maps:get(silent, S, all) of
                 all -> true;
-                Gs -> lists:any(fun(G) -> lists:member(A, G) andalso lists:member(B, G) end, Gs)
+                Gs -> same_side(A, B, Gs)
             end
     end.
 
@@ -1320,14 +1321,12 @@ partner({_, {crash, N}}, Post) ->
     case [A || A = {_, {restart, M}} <- Post, M =:= N] of [A | _] -> [A]; [] -> [] end;
 partner({_, {mnesia_stop, N}}, Post) ->
     case [A || A = {_, {mnesia_start, M}} <- Post, M =:= N] of [A | _] -> [A]; [] -> [] end;
-partner({_, {partition, _, _}}, Post) ->
+partner({_, {Cut, _, _}}, Post) when Cut =:= partition; Cut =:= silent ->
     case [A || A = {_, H} <- Post, H =:= heal orelse is_tuple(H) andalso element(1, H) =:= heal]
     of
         [A | _] -> [A];
         [] -> []
     end;
-partner({_, {silent, _, _}}, Post) ->
-    partner({x, {partition, x, x}}, Post);
 partner(_, _) -> [].
 
 %%% ================================================================ seeds, CLI, report

@@ -634,7 +634,8 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
             %% first member alive to have more of than `Peer' (but their own node); and of
             %% those the silent ones
             Silent = fun({N, _}) -> silent(N, ?RESEND_AGE, S) end,
-            Lacking = fun(O) -> hm_vv:get(O, Has) < element(2, maps:get(O, S#tcsb.log)) end,
+            Lacking = fun(O) -> {_, Hi, _, _} = maps:get(O, S#tcsb.log), hm_vv:get(O, Has) < Hi
+                      end,
             First = first_relays(Peer, Has, fun(O) -> Lacking(O) andalso
                                                           (Silent(O) orelse Stuck(O))
                                             end, S),
@@ -657,9 +658,10 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
                           [] -> Rounds;
                           _ -> Rounds ++ [{T, Front1}]
                       end,
+            %% once per origin relayed, not per operation (a round may carry thousands)
+            Relayed = maps:from_keys([O || {O = {N, _}, _, _} <- Msgs, N =/= Node], true),
             Feeding = maps:from_list([{O, true} || O <- maps:keys(Feeding0), Fed(O)]
-                                     ++ [{O, true} || {O = {N, _}, _, _} <- Msgs, N =/= Node,
-                                                      Stuck(O)]),
+                                     ++ [{O, true} || O <- maps:keys(Relayed), Stuck(O)]),
             {Msgs, S#tcsb{flight = F#{Peer => {Front1, Rounds2, W}},
                           feeding = (S#tcsb.feeding)#{Peer => Feeding}}}
     end.
