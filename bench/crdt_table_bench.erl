@@ -215,7 +215,8 @@ adds(Tab, Key, N, Until) ->
     Start = os:system_time(microsecond),
     Made = add_loop(Tab, Key, 1, N, Until),
     %% the watchers poll finely from now on (see watch/4)
-    _ = [catch erlang:send({?WATCHER, Nd}, adds_done) || Nd <- [node() | nodes()]],
+    _ = [try erlang:send({?WATCHER, Nd}, adds_done) catch error:badarg -> no_watcher end
+         || Nd <- [node() | nodes()]],
     {Start, Made}.
 
 add_loop(_Tab, _Key, I, N, _Until) when I > N -> N;

@@ -528,10 +528,14 @@ pcall(C, M, F, A) ->
     Self = self(),
     Refs = [begin
                 R = make_ref(),
-                spawn_link(fun() -> Self ! {R, catch call(C, I, M, F, A)} end),
+                spawn_link(fun() -> Self ! {R, outcome(fun() -> call(C, I, M, F, A) end)} end),
                 R
             end || I <- ids(C)],
     [receive {R, X} -> X end || R <- Refs].
+
+%% What `F' returns, or what it raised (a node that is cut or down answers that).
+outcome(F) ->
+    try F() catch Class:Reason -> {Class, Reason} end.
 
 %% after the timeline's heal: `ok' once Mnesia runs as one cluster again, `timeout' after
 %% 30 s (the timeline's `rejoined')
@@ -919,7 +923,7 @@ mask() -> (rand:uniform(256) - 1) bor 2#01010101.
 %% `floor' context.
 -spec node_floor_start(pos_integer()) -> ok.
 node_floor_start(Keys) ->
-    catch node_floor_stop(),
+    ok = node_floor_stop(),
     Me = self(),
     Pid = spawn(fun() ->
                         ?FLOOR_TAB = ets:new(?FLOOR_TAB, [set, public, named_table,
@@ -946,6 +950,10 @@ node_floor_stop() ->
                receive {floor_stopped, Pid} -> ok after 30000 -> ok end
     end.
 
+%% Free a registered name a run before may have left (its process may be gone).
+unregister_if(Name) ->
+    try unregister(Name), ok catch error:badarg -> ok end.
+
 %% @doc Start the generators on this node; they wait for `start_at'. With `idle_max_ms', also
 %% the idle watcher (see watcher/1), and the generators' summary waits until it is done.
 -spec node_start(map()) -> ok.
@@ -953,12 +961,12 @@ node_start(Spec = #{gens := G}) ->
     Watcher = case maps:get(idle_max_ms, Spec, none) of
                   none -> none;
                   _ -> W = spawn(fun() -> watcher(Spec) end),
-                       catch unregister(hm_bench_idle),
+                       unregister_if(hm_bench_idle),
                        true = register(hm_bench_idle, W),
                        W
               end,
     Self = spawn(fun() -> runner(Spec, G, Watcher) end),
-    catch unregister(hm_bench_runner),
+    unregister_if(hm_bench_runner),
     true = register(hm_bench_runner, Self),
     ok.
 
@@ -1074,7 +1082,7 @@ busy_json(Busy) -> maps:from_list([{key(K), V} || {K, V} <- Busy]).
 backlog(false, _) -> {0, 0};
 backlog(true, Tabs) ->
     lists:foldl(fun(T, {U, B}) ->
-                        case catch hypermnesia:info(T) of
+                        case outcome(fun() -> hypermnesia:info(T) end) of
                             #{unstable_ops := U1, buffered_ops := B1} -> {U + U1, B + B1};
                             _ -> {U, B}
                         end
@@ -1406,7 +1414,7 @@ ec_pids() ->
 %% overhead, in bytes): the peak of their sum and of the largest one.
 -spec node_sample_start() -> ok.
 node_sample_start() ->
-    catch unregister(hm_bench_sampler),
+    unregister_if(hm_bench_sampler),
     register(hm_bench_sampler, spawn(fun() -> sampler([], {0, 0}) end)),
     ok.
 
@@ -1417,7 +1425,7 @@ sampler(Acc, {MemSum, MemOne}) ->
             TPs = table_pids(),
             Q = lists:max([0 | [L || P <- [whereis(hm_ec_server) | TPs], is_pid(P),
                                      {message_queue_len, L} <- [erlang:process_info(P, message_queue_len)]]]),
-            B = lists:sum([N || P <- TPs, N <- [catch gen_server:call(P, queued, 1000)],
+            B = lists:sum([N || P <- TPs, N <- [outcome(fun() -> gen_server:call(P, queued, 1000) end)],
                                 is_integer(N)]),
             Ms = [M || P <- TPs, {memory, M} <- [erlang:process_info(P, memory)]],
             sampler([{erlang:system_time(millisecond), Q, B} | Acc],
@@ -1515,7 +1523,7 @@ node_eprof(Ms) ->
 -spec node_trace_start() -> ok.
 node_trace_start() ->
     Tracer = spawn(fun() -> tracer(#{}) end),
-    catch unregister(hm_bench_tracer),
+    unregister_if(hm_bench_tracer),
     register(hm_bench_tracer, Tracer),
     _ = [erlang:trace(P, true, ['receive', {tracer, Tracer}]) || P <- ec_pids()],
     ok.
@@ -1535,7 +1543,7 @@ tracer(Acc) ->
 %% @doc Stop counting; the counts by message kind (`op', `ack', ...).
 -spec node_trace_stop() -> map().
 node_trace_stop() ->
-    _ = [catch erlang:trace(P, false, ['receive']) || P <- ec_pids()],
+    _ = [outcome(fun() -> erlang:trace(P, false, ['receive']) end) || P <- ec_pids()],
     hm_bench_tracer ! {stop, self()},
     receive {trace_counts, C} -> C after 60000 -> #{timeout => true} end.
 
@@ -1561,7 +1569,9 @@ ec_diagnostics(C, P, Eprof) ->
     #{start_at := StartAt} = start_load(C, P, Ctx, 0, maps:get(diag_ms, P)),
     Top = case Eprof of
               true -> sleep_until(StartAt + 300),
-                      catch call(C, 1, ?MODULE, node_eprof, [min(1500, maps:get(diag_ms, P))]);
+                      outcome(fun() -> call(C, 1, ?MODULE, node_eprof,
+                                            [min(1500, maps:get(diag_ms, P))])
+                              end);
               false -> []
           end,
     _ = pcall(C, ?MODULE, node_collect, [60000]),

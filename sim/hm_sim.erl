@@ -917,16 +917,16 @@ reconnect(S1a, S0 = #{nodes := Nodes}) ->
 %% Connection epochs: every time the link between two nodes breaks (a cut, a crash of either
 %% end), messages sent on it before are lost, as with Erlang distribution (a node's new
 %% connection, or new incarnation, never receives the old one's traffic).
-link(A, B) when A =< B -> {A, B};
-link(A, B) -> {B, A}.
+link_key(A, B) when A =< B -> {A, B};
+link_key(A, B) -> {B, A}.
 
 %% @doc The current connection epoch of the link between `A' and `B'; new_epoch/3 breaks it.
 -spec epoch(node(), node(), map()) -> non_neg_integer().
-epoch(A, B, #{epochs := E}) -> maps:get(link(A, B), E, 0).
+epoch(A, B, #{epochs := E}) -> maps:get(link_key(A, B), E, 0).
 
 -spec new_epoch(node(), node(), map()) -> map().
 new_epoch(A, B, S = #{epochs := E}) ->
-    L = link(A, B),
+    L = link_key(A, B),
     S#{epochs := E#{L => maps:get(L, E, 0) + 1}}.
 
 nodeup(At, Peer, S = #{driver := D}) -> D:nodeup(At, Peer, S);

@@ -334,7 +334,7 @@ restart_peer(C, I) ->
     #{name := Name, peer := Old} = member(S0, I),
     _ = case Old of
             down -> ok;
-            _ -> catch peer:stop(Old)
+            _ -> stop_peer(Old)
         end,
     M = start_peer_retry(S0, I, Name, erlang:monotonic_time(millisecond) + ?CALL_MS),
     update(C, fun(St = #{members := Ms}) -> St#{members := Ms#{I := M}} end),
@@ -464,8 +464,12 @@ start_node_apps(S, I) ->
     pcall(S, I, mnesia, start, [], ?START_MS).
 
 stop_peers(#{members := Ms}) ->
-    _ = [catch peer:stop(P) || #{peer := P} <- maps:values(Ms), is_pid(P)],
+    _ = [stop_peer(P) || #{peer := P} <- maps:values(Ms), is_pid(P)],
     ok.
+
+%% Stop a peer node that may be gone already.
+stop_peer(P) ->
+    try peer:stop(P) catch exit:_ -> ok end.
 
 %% Node `I' gets the right cookie for every node it is not cut from, a wrong one (its own,
 %% per side) for the others.

@@ -100,9 +100,8 @@ converged(Config, Tab, Expected) ->
            end,
     Ok = fun() -> All = Shown(),
                   lists:all(fun({Key, E}) -> Fits(E, Key, All) end, Expected) end,
-    case catch hm_cluster:wait_until(Ok, 60000) of
-        ok -> ok;
-        _ -> ct:fail({not_converged, Tab, Expected, Shown()})
+    try hm_cluster:wait_until(Ok, 60000)
+    catch error:{timeout, _, _} -> ct:fail({not_converged, Tab, Expected, Shown()})
     end.
 
 %% Two concurrent updates per type, one per side of a cut, and what every node must show
@@ -187,8 +186,12 @@ conveniences(Config) ->
     Cl = ?config(cluster, Config),
     Owners = call(1, Config, hypermnesia, owners, [C, 1]),
     [NotOwner] = [I || I <- [1, 2, 3], not lists:member(hm_cluster:node(Cl, I), Owners)],
-    Write = fun() -> catch hypermnesia:async_ec(fun() -> mnesia:write({C, 1, 7}) end) end,
-    [{'EXIT', {aborted, {ec_write_failed, _, {crdt_table, _}}}} = hm_cluster:eval(Cl, I, Write)
+    Write = fun() ->
+                    try hypermnesia:async_ec(fun() -> mnesia:write({C, 1, 7}) end)
+                    catch exit:Why -> {exit, Why}
+                    end
+            end,
+    [{exit, {aborted, {ec_write_failed, _, {crdt_table, _}}}} = hm_cluster:eval(Cl, I, Write)
      || I <- [1, 2, 3]],
     Frag = call(1, Config, hm_ec_frag, fragment_table, [C, 1]),
     [] = call(NotOwner, Config, hm_ec_hints, pending, [Frag]),

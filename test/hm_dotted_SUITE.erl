@@ -74,10 +74,13 @@ converged(Config, Tab, Expected) ->
                         [I, length(Rows), length(Lacks), lists:sublist(Lacks, 5), length(Extra),
                          lists:sublist(Extra, 5)]),
                  [ct:pal("  ~p: owners ~p, holders' copies ~p",
-                         [K, Os, [{O, catch call(id_of(Config, O), Config, mnesia, dirty_read,
-                                                 [Frag, K]),
-                                   catch maps:with([status, size, id],
-                                                   copy_info(id_of(Config, O), Config, Tab, K))}
+                         [K, Os, [{O, outcome(fun() -> call(id_of(Config, O), Config, mnesia,
+                                                             dirty_read, [Frag, K])
+                                               end),
+                                   outcome(fun() -> maps:with([status, size, id],
+                                                              copy_info(id_of(Config, O), Config,
+                                                                        Tab, K))
+                                           end)}
                                   || O <- Os]])
                   || {_, K, _} <- lists:sublist(Lacks ++ Extra, 3),
                      Os <- [call(1, Config, hypermnesia, owners, [Tab, K])],
@@ -85,6 +88,10 @@ converged(Config, Tab, Expected) ->
              end || I <- ids(Config)],
             erlang:raise(error, Why, Stack)
     end.
+
+%% What `F' returns, or what it raised (for a diagnosis that must not fail itself).
+outcome(F) ->
+    try F() catch C:R -> {C, R} end.
 
 values(I, Config, Tab, Key) ->
     {ok, Vs, _} = call(I, Config, hypermnesia, get, [Tab, Key, []]),
@@ -274,7 +281,9 @@ sync_ec_waits(Config) ->
     Rec = {Tab, k, synced},
     ok = call(Slow, Config, sys, suspend, [Server]),
     Writer = call(W, Config, erlang, spawn,
-                  [fun() -> R = (catch hypermnesia:sync_ec(fun() -> mnesia:write(Rec) end)),
+                  [fun() -> R = outcome(fun() ->
+                                                hypermnesia:sync_ec(fun() -> mnesia:write(Rec) end)
+                                        end),
                             persistent_term:put({sync_ec_waits, Tab}, R)
                    end]),
     Held = fun(I) -> call(I, Config, mnesia, dirty_read, [Frag, k]) =:= [Rec] end,
@@ -427,7 +436,7 @@ write_loop(Config, Tab, I, N, Acked, Failed) ->
     receive {stop, Parent} -> Parent ! {acked, self(), lists:usort(Acked), Failed}
     after 0 ->
             K = {I, N rem ?WRITER_KEYS},
-            case catch ec(I, Config, fun() -> mnesia:write({Tab, K, v}) end) of
+            case outcome(fun() -> ec(I, Config, fun() -> mnesia:write({Tab, K, v}) end) end) of
                 ok -> write_loop(Config, Tab, I, N + 1, [K | Acked], Failed);
                 Other -> write_loop(Config, Tab, I, N + 1, Acked, [{K, Other} | Failed])
             end

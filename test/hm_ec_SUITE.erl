@@ -799,10 +799,11 @@ stop_copy_under_write(Tab, Order) ->
     Self = self(),
     Write = fun() ->
                     spawn(fun() ->
-                                  Self ! {written, catch hypermnesia:async_ec(
-                                                           fun() ->
-                                                                   mnesia:write({Tab, Order, x, 1})
-                                                           end)}
+                                  R = try hypermnesia:async_ec(
+                                            fun() -> mnesia:write({Tab, Order, x, 1}) end)
+                                      catch C:E -> {C, E}
+                                      end,
+                                  Self ! {written, R}
                           end)
             end,
     Stop = fun() -> spawn(fun() -> supervisor:terminate_child(hm_ec_table_sup, Pid) end) end,
@@ -810,7 +811,7 @@ stop_copy_under_write(Tab, Order) ->
         write_first -> Write(), queued(Pid, [call]), Stop(), queued(Pid, [call, stop]);
         stop_first -> Stop(), queued(Pid, [stop]), Write(), queued(Pid, [stop, call])
     end,
-    catch sys:resume(Pid),
+    try sys:resume(Pid) catch exit:_ -> ok end,             % stopped meanwhile
     receive {written, R} -> R after 30000 -> error(write_stuck) end.
 
 %% Until the write's call and the supervisor's stop wait in `Pid''s mailbox in the order
@@ -869,7 +870,9 @@ delete_under_the_process(Tab) ->
     ok = logger:add_handler(hm_ec_suite_capture, ?MODULE,
                             #{level => notice, config => #{to => self()}}),
     true = ets:delete(Tab),
-    _ = (catch hypermnesia:activity(async_ec, fun() -> mnesia:delete_object({Tab, 1, a}) end)),
+    _ = try hypermnesia:activity(async_ec, fun() -> mnesia:delete_object({Tab, 1, a}) end)
+        catch exit:_ -> aborted
+        end,
     Ended = receive {'DOWN', Ref, process, Pid, _} -> ended
             after 10000 -> running
             end,

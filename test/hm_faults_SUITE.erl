@@ -311,7 +311,7 @@ log(Fmt, Args) ->
     io:format(user, Fmt ++ "~n", Args).
 
 ready(C, I, Tab) ->
-    case catch call(C, I, hypermnesia, info, [Tab]) of
+    case outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of
         #{status := ready} -> true;
         _ -> false
     end.
@@ -351,13 +351,13 @@ client(C, Ets, I, Node, Tab, Deadline, R0) ->
                             issue => Issue, ack => undefined, done => undefined, seen => Seen, dot => undefined},
                     %% recorded before the call: a node killed mid-call leaves it unacknowledged
                     ets:insert(Ets, {{op, Id}, Op0}),
-                    Res = (catch hm_cluster:call(C, I, hypermnesia, sync_ec, [Fun], 40000)),
+                    Res = outcome(fun() -> hm_cluster:call(C, I, hypermnesia, sync_ec, [Fun], 40000) end),
                     Ack = erlang:monotonic_time(microsecond),
                     case Res of
                         ok ->
                             Dot = own_dot(Node, delivered(C, I, Tab)),
                             ets:insert(Ets, {{op, Id}, Op0#{ack := Ack, done := Ack, dot := Dot}});
-                        {'EXIT', {timeout, _}} ->
+                        {exit, {timeout, _}} ->
                             %% may still run on the node: could be issued at any later time
                             ets:insert(Ets, {{op, Id}, Op0#{result => Res}});
                         _ ->
@@ -371,7 +371,7 @@ client(C, Ets, I, Node, Tab, Deadline, R0) ->
     end.
 
 delivered(C, I, Tab) ->
-    case catch call(C, I, hypermnesia, info, [Tab]) of
+    case outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of
         #{delivered := D} -> D;
         _ -> undefined
     end.
@@ -457,7 +457,7 @@ do(C, Ets, {restart, I}, S) ->
 restart(C, Ets, I) ->
     _ = spawn(fun() ->
                       T0 = erlang:monotonic_time(millisecond),
-                      Res = (catch hm_cluster:restart(C, I, #{wait => false})),
+                      Res = outcome(fun() -> hm_cluster:restart(C, I, #{wait => false}) end),
                       Ms = erlang:monotonic_time(millisecond) - T0,
                       ct:log("restart ~p: the node and hypermnesia:start/0 returned ~p after "
                              "~p ms", [I, Res, Ms]),
@@ -473,7 +473,12 @@ restart(C, Ets, I) ->
                                             orelse ets:member(Ets, {start_failed, I})
                                end, 60000).
 
-stuck_stacks(C, I) -> catch hm_cluster:eval(C, I, fun stuck/0).
+stuck_stacks(C, I) -> outcome(fun() -> hm_cluster:eval(C, I, fun stuck/0) end).
+
+%% What `F' returns, or what it raised: for calls to nodes that may be down or cut, and for
+%% diagnoses that must not fail themselves.
+outcome(F) ->
+    try F() catch Class:Reason -> {Class, Reason} end.
 
 %%% ------------------------------------------------------------- quiescence and checks
 
@@ -492,11 +497,14 @@ quiescence(C, Nodes, Tab) ->
                     andalso length(lists:usort([contents(C, I, Tab) || I <- All])) =:= 1
         end,
     State = fun() ->
-                    [{I, catch lists:sort(call(C, I, mnesia, system_info, [running_db_nodes])),
-                      catch maps:with([status, buffered_ops, size, unstable_ops, reachable,
-                                       delivered, stable, duplicates],
-                                      call(C, I, hypermnesia, info, [Tab])),
-                      catch erlang:phash2(contents(C, I, Tab))} || I <- All]
+                    [{I, outcome(fun() -> lists:sort(call(C, I, mnesia, system_info,
+                                                          [running_db_nodes]))
+                                 end),
+                      outcome(fun() -> maps:with([status, buffered_ops, size, unstable_ops,
+                                                  reachable, delivered, stable, duplicates],
+                                                 call(C, I, hypermnesia, info, [Tab]))
+                              end),
+                      outcome(fun() -> erlang:phash2(contents(C, I, Tab)) end)} || I <- All]
             end,
     Progress = fun() ->
                        [progress(C, I, Tab) || I <- All]
@@ -509,8 +517,7 @@ quiescence(C, Nodes, Tab) ->
             {ok, Contents};
         E ->
             %% what retransmission knows on every node, for the diagnosis
-            [log("broadcast state of node ~p: ~p", [I, catch call(C, I, ?MODULE, broadcast_state,
-                                                                    [Tab])]) || I <- All],
+            [log("broadcast state of node ~p: ~p", [I, outcome(fun() -> broadcast_state(C, I, Tab) end)]) || I <- All],
             E
     end.
 
@@ -556,7 +563,7 @@ settle_loop(C, All, Tab, Progress, T0, N) ->
             settle_loop(C, All, Tab, Progress, T0, N + 1);
         error:{timeout, _, _} ->
             log("still unstable after ~p ms: ~p", [erlang:monotonic_time(millisecond) - T0,
-                                                    [{I, catch broadcast_state(C, I, Tab)} || I <- All]])
+                                                    [{I, outcome(fun() -> broadcast_state(C, I, Tab) end)} || I <- All]])
     end.
 
 broadcast_state(C, I, Tab) -> call(C, I, ?MODULE, broadcast_state, [Tab]).
@@ -566,7 +573,7 @@ broadcast_state(C, I, Tab) -> call(C, I, ?MODULE, broadcast_state, [Tab]).
 %% and what every other node's retransmission to it holds: {Node, TicksSinceItsAck,
 %% InFlightBeyondReported, Rounds, Window}.
 behind(C, All, Tab) ->
-    Sts = [{I, catch call(C, I, ?MODULE, broadcast_state, [Tab])} || I <- All],
+    Sts = [{I, outcome(fun() -> broadcast_state(C, I, Tab) end)} || I <- All],
     Ok = [{I, St} || {I, St = #{delivered := _}} <- Sts],
     Most = lists:foldl(fun({_, #{delivered := D}}, Acc) -> hm_vv:join(Acc, D) end, #{}, Ok),
     [{I, Node, [{O, hm_vv:get(O, D), N} || {O, N} <- lists:sort(maps:to_list(Most)),
@@ -584,12 +591,14 @@ behind(C, All, Tab) ->
 %% One node's copy, in short: {Id, Status, Buffered, Unstable, Delivered, Duplicates,
 %% Queued, ContentsHash}.
 progress(C, I, Tab) ->
-    case catch call(C, I, hypermnesia, info, [Tab]) of
+    case outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of
         #{status := St, buffered_ops := B, unstable_ops := U, delivered := D,
           duplicates := Dup} ->
             {I, St, B, U, lists:sum(maps:values(D)), Dup,
-             catch call(C, I, hm_ec_table_server, queued, [hm_ec_table_server:name(Tab)]),
-             catch erlang:phash2(contents(C, I, Tab)) rem 10000};
+             outcome(fun() -> call(C, I, hm_ec_table_server, queued,
+                                   [hm_ec_table_server:name(Tab)])
+                     end),
+             outcome(fun() -> erlang:phash2(contents(C, I, Tab)) rem 10000 end)};
         Other -> {I, Other}
     end.
 

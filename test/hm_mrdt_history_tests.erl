@@ -402,6 +402,6 @@ unpacked_store_test() ->
         ok = hm_mrdt_store:purge_unpacked(Tab),
         ?assertEqual([], ets:match(Unpacked, {{Tab, '_', '_'}, '_'}))
     after
-        catch ets:delete(Tab),
+        _ = ets:info(Tab, id) =/= undefined andalso ets:delete(Tab),
         _ = Owned andalso ets:delete(Unpacked)
     end.

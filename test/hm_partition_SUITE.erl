@@ -414,9 +414,10 @@ write_loop(Tab, I, Ets, N) ->
             unregister(hp_writer),
             receive die -> ok end
     after 1 ->
-            case catch hypermnesia:async_ec(fun() -> mnesia:write({Tab, {I, N}, v, x}) end) of
+            try hypermnesia:async_ec(fun() -> mnesia:write({Tab, {I, N}, v, x}) end) of
                 ok -> true = ets:insert(Ets, {{I, N}});
-                Failed -> true = ets:insert(Ets, {{failed, N}, Failed})
+                Other -> true = ets:insert(Ets, {{failed, N}, Other})
+            catch C:R -> true = ets:insert(Ets, {{failed, N}, {C, R}})
             end,
             write_loop(Tab, I, Ets, N + 1)
     end.

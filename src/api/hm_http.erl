@@ -172,7 +172,7 @@ handle_info(_, S) -> {noreply, S}.
 -spec terminate(term(), map()) -> ok.
 terminate(_, #{httpd := Pid}) ->
     _ = persistent_term:erase({?MODULE, token}),
-    _ = (catch inets:stop(httpd, Pid)),
+    _ = try inets:stop(httpd, Pid) catch _:_ -> ok end,
     ok.
 
 %%% ---------------------------------------------------------------- the page

@@ -133,7 +133,7 @@ node_report(#{table := Tab, timeout := Timeout}) ->
             Asked = [{T, spawn_monitor(fun() -> Self ! {self(), table_status(T, Timeout)} end)}
                      || T <- Tabs],
             Copies = maps:from_list([{T, collect(P, Timeout)} || {T, P} <- Asked]),
-            #{membership => (catch hm_membership:status()),
+            #{membership => membership_status(),
               mnesia => mnesia:system_info(is_running),
               copies => Copies}
     end.
@@ -155,16 +155,22 @@ collect({Pid, Ref}, Timeout) ->
     end.
 
 local_ec_tables() ->
-    Local = case catch mnesia:system_info(local_tables) of
-                L when is_list(L) -> L;
-                _ -> []
-            end,
-    [T || T <- Local, hm_ec_registry:is_ec_table(T)].
+    [T || T <- mnesia_list(local_tables), hm_ec_registry:is_ec_table(T)].
 
-db_nodes() ->
-    case catch mnesia:system_info(db_nodes) of
+db_nodes() -> mnesia_list(db_nodes).
+
+%% One of Mnesia's lists, or `[]' when Mnesia cannot answer (stopped, or stopping).
+mnesia_list(Which) ->
+    try mnesia:system_info(Which) of
         L when is_list(L) -> L;
         _ -> []
+    catch _:_ -> []
+    end.
+
+%% The membership process's report, or what it raised (not running, or too slow).
+membership_status() ->
+    try hm_membership:status()
+    catch C:R -> {error, {C, R}}
     end.
 
 %%% ---------------------------------------------------------------- comparing (pure)

@@ -95,7 +95,7 @@ rejoin(S = #{rejoined := J}) ->
                   not lists:member(N, running_db_nodes())],
     case Split =/= [] andalso mnesia_running() of
         true ->
-            case catch mnesia_controller:connect_nodes(Split, fun(Merge) -> Merge([]) end) of
+            case try_connect(Split) of
                 {ok, _} ->
                     hm_ec_server:refresh_async(),
                     ok = hm_events:notify(mnesia_rejoin, #{peers => Split}),
@@ -112,14 +112,21 @@ max_backoff() -> application:get_env(hypermnesia, max_backoff_ms, ?MAX_BACKOFF_M
 
 mnesia_running() -> mnesia:system_info(is_running) =:= yes.
 
-db_nodes() ->
-    case catch mnesia:system_info(db_nodes) of
+db_nodes() -> mnesia_nodes(db_nodes).
+
+running_db_nodes() -> mnesia_nodes(running_db_nodes).
+
+%% Mnesia's list of nodes, or `[]' when Mnesia cannot answer (stopped, or stopping).
+mnesia_nodes(Which) ->
+    try mnesia:system_info(Which) of
         L when is_list(L) -> L;
         _ -> []
+    catch _:_ -> []
     end.
 
-running_db_nodes() ->
-    case catch mnesia:system_info(running_db_nodes) of
-        L when is_list(L) -> L;
-        _ -> []
+%% Ask Mnesia to connect to `Split' and merge schemas (nothing to merge); its answer, or the
+%% exception it raised, for the log.
+try_connect(Split) ->
+    try mnesia_controller:connect_nodes(Split, fun(Merge) -> Merge([]) end)
+    catch C:R -> {C, R}
     end.

@@ -17,12 +17,12 @@
 
 -export([new/2, head/1, bases/1, open/3, close/2, publish/4, publish_many/3, remote_refresh/3,
          compact/2, record/2, gc/5, max_graft/2]).
--export_type([state/0, record/0]).
+-export_type([state/0, branch_record/0]).
 
 -opaque state() :: #{node := term(), head := hm_mrdt_history:commit(),
                      sessions := #{term() => hm_mrdt_history:commit()},
                      merged := #{term() => hm_mrdt_history:commit()}}.
--type record() :: {hm_mrdt_history:commit(), integer(), [hm_mrdt_history:hash()]}.
+-type branch_record() :: {hm_mrdt_history:commit(), integer(), [hm_mrdt_history:hash()]}.
 
 %% @doc Node `Node' whose public branch is at `Head'.
 -spec new(term(), hm_mrdt_history:commit()) -> state().
@@ -102,7 +102,7 @@ rebased(Ss, Results, Head) ->
 %% @doc Remote refresh: merge into the head every other node's head (`Records': node to
 %% branch record) that is new, fully received and not already included. Returns the state,
 %% the store and the nodes skipped with the reason (`{missing, Key}' or `{conflict, R}').
--spec remote_refresh(state(), hm_mrdt_history:store(), #{term() => record()}) ->
+-spec remote_refresh(state(), hm_mrdt_history:store(), #{term() => branch_record()}) ->
           {state(), hm_mrdt_history:store(), [{term(), term()}]}.
 remote_refresh(N0 = #{node := Me}, St0, Records) ->
     MaxGraft = hm_mrdt_history:max_graft(St0),
@@ -148,7 +148,7 @@ compact(N = #{node := Me, head := H}, St0) ->
     end.
 
 %% @doc The node's branch record.
--spec record(state(), hm_mrdt_history:store()) -> record().
+-spec record(state(), hm_mrdt_history:store()) -> branch_record().
 record(N = #{head := H}, St) ->
     Height = case H of
                  none -> -1;
@@ -164,7 +164,7 @@ record(N = #{head := H}, St) ->
 %% included); `not_ready' when one is missing.
 %% The plan's grafts include `{floor, Node} => Height', the height of this node's latest
 %% floor: {@link max_graft/2} reads these keys instead of scanning the grafts.
--spec gc(state(), hm_mrdt_history:store(), [term()], #{term() => record()},
+-spec gc(state(), hm_mrdt_history:store(), [term()], #{term() => branch_record()},
          [{[hm_mrdt_history:hash()], hm_mrdt_history:hash()}]) ->
           hm_mrdt_history:gc_plan() | not_ready.
 gc(#{node := Me}, St, Nodes, Records, Cache) ->

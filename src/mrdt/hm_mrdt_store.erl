@@ -164,7 +164,7 @@ write(Tab, Puts, Deletes) ->
                     end, [], hm_ec_access).
 
 %% @doc The branch records of `Nodes' in the local copy: node to record.
--spec records(atom(), [node()]) -> #{node() => hm_mrdt_node:record()}.
+-spec records(atom(), [node()]) -> #{node() => hm_mrdt_node:branch_record()}.
 records(Tab, Nodes) ->
     Fetch = fetch(Tab),
     maps:from_list([{Nd, R} || Nd <- Nodes, {ok, R} <- [Fetch({branch, Nd})]]).

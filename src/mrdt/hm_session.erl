@@ -129,7 +129,7 @@ close(S = {hm_session, _, Pid}) ->
     _ = call(S, close),
     case R of
         {error, closed} -> ok;
-        _ -> _ = catch gen_server:stop(Pid), R
+        _ -> stop_quietly(Pid), R
     end.
 
 %% @doc Run history collection on this node now (it also runs every second): a remote
@@ -157,6 +157,12 @@ call({hm_session, _, Pid}, Req) ->
           exit:{shutdown, _} -> {error, closed}
     end;
 call(_, _) -> {error, closed}.
+
+%% The session process may already be gone (closed by the call before, or its owner died).
+stop_quietly(Pid) ->
+    try gen_server:stop(Pid)
+    catch exit:_ -> ok
+    end.
 
 %%% ------------------------------------------------------------------ the session process
 

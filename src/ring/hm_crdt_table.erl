@@ -149,9 +149,12 @@ value(Tab, Key) ->
 %% the row otherwise. `error' when there is no copy here.
 -spec local_value(atom(), term(), hm_ec_crdt:spec()) -> {ok, term()} | error.
 local_value(Frag, Key, Spec) ->
-    case hm_ec_store_mnesia:is_unwritten(Frag, Key) andalso
-        (catch hm_ec_table_server:crdt_value(hm_ec_table_server:name(Frag), Key,
-                                             ?REMOTE_TIMEOUT)) of
+    Marked = try hm_ec_store_mnesia:is_unwritten(Frag, Key) andalso
+                     hm_ec_table_server:crdt_value(hm_ec_table_server:name(Frag), Key,
+                                                   ?REMOTE_TIMEOUT)
+             catch exit:_ -> gone
+             end,
+    case Marked of
         {ok, V} -> {ok, V};
         _ -> row_value(Frag, Key, Spec)           % not marked, or the process is gone
     end.

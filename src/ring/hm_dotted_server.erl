@@ -123,8 +123,10 @@ wait_holding(Frag, Dot, W, Deadline) ->
     end.
 
 holds(N, Frag, Dot) ->
-    (catch gen_server:call({hm_ec_table_server:name(Frag), N}, {holds, Dot}, ?TIMEOUT))
-        =:= true.
+    try gen_server:call({hm_ec_table_server:name(Frag), N}, {holds, Dot}, ?TIMEOUT) of
+        Held -> Held =:= true
+    catch exit:_ -> false
+    end.
 
 %% A `sync' write's answer: `ok' once every copy in `Peers' that is still connected holds
 %% `Made' (asked every 20 ms), `{error, {sync_timeout, Nodes}}' after 30 s; from a process
@@ -204,10 +206,11 @@ probe([N | Ns], Frag) ->
 
 %% the info of the dotted copy on node N, `none' if it does not answer
 peer_info(N, Frag) ->
-    case lists:member(N, nodes()) andalso
-        catch gen_server:call({hm_ec_table_server:name(Frag), N}, info, ?PROBE_MS) of
+    try lists:member(N, nodes()) andalso
+            gen_server:call({hm_ec_table_server:name(Frag), N}, info, ?PROBE_MS) of
         I = #{replication := dotted, status := _, ids := _} -> I;
         _ -> none
+    catch exit:_ -> none
     end.
 
 -spec handle_call(term(), gen_server:from(), map()) ->

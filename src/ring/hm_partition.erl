@@ -325,9 +325,10 @@ owners(Tab, Key) ->
             Pref = maps:get(K, placement(Props)),
             [N || N <- Pref, lists:member(N, Holders)] ++ lists:sort(Holders -- Pref);
         error ->
-            case catch hm_ec_registry:copy_nodes(Tab) of
+            try hm_ec_registry:copy_nodes(Tab) of
                 Nodes when is_list(Nodes) -> lists:usort(Nodes);
                 _ -> {error, {no_exists, Tab}}
+            catch _:_ -> {error, {no_exists, Tab}}
             end
     end.
 
@@ -464,9 +465,10 @@ placement(#{pool := Pool, n_fragments := F, n_copies := N}) ->
 is_up(Node) -> Node =:= node() orelse lists:member(Node, nodes()).
 
 copy_info(Node, Frag) ->
-    case catch gen_server:call({hm_ec_server, Node}, {info, Frag}, 5000) of
+    try gen_server:call({hm_ec_server, Node}, {info, Frag}, 5000) of
         I = #{} -> I;
         _ -> undefined
+    catch exit:_ -> undefined
     end.
 
 copy_ready(Node, Frag) ->

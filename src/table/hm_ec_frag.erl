@@ -136,15 +136,20 @@ fragment_names(Tab, F) -> [fragment_name(Tab, K) || K <- lists:seq(1, F)].
 
 %% @doc Whether this node holds a loaded copy of `Tab'.
 -spec is_local(atom()) -> boolean().
-is_local(Tab) -> (catch mnesia:table_info(Tab, where_to_read)) =:= node().
+is_local(Tab) ->
+    try mnesia:table_info(Tab, where_to_read) of
+        Where -> Where =:= node()
+    catch _:_ -> false
+    end.
 
 %% @doc The reachable holders of a copy of `Tab' other than this node, in the order this
 %% node tries them (spread over holders: each node starts at another one).
 -spec holders(atom()) -> [node()].
 holders(Tab) ->
-    Holders = case catch hm_ec_server:copy_holders(Tab) of
+    Holders = try hm_ec_server:copy_holders(Tab) of
                   L when is_list(L) -> L;
                   _ -> []
+              catch _:_ -> []
               end,
     holder_order(node(), Holders, nodes()).
 

@@ -179,4 +179,8 @@ apply_op(_, delete, _) -> [];
 apply_op(_, {delete_object, R}, Rs) -> Rs -- [R];
 apply_op(_, clear, _) -> [].
 
-bag(Tab) -> (catch mnesia:table_info(Tab, type)) =:= bag.
+bag(Tab) ->
+    try mnesia:table_info(Tab, type) of
+        Type -> Type =:= bag
+    catch _:_ -> false
+    end.

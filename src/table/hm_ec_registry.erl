@@ -144,10 +144,11 @@ wait_ready(Tabs) ->
 
 wait_ready(Tab, Deadline) ->
     Syncing = [N || N <- copy_nodes(Tab), N =:= node() orelse lists:member(N, nodes()),
-                    case catch gen_server:call({hm_ec_server, N}, {info, Tab}, 5000) of
+                    try gen_server:call({hm_ec_server, N}, {info, Tab}, 5000) of
                         #{status := syncing} -> true;
                         {error, {not_ec_table, _}} -> true;     % not taken up yet
-                        _ -> false       % ready, or no server there (application not running)
+                        _ -> false                              % ready
+                    catch exit:_ -> false      % no server there (application not running)
                     end],
     case Syncing =/= [] andalso erlang:monotonic_time(millisecond) < Deadline of
         true -> timer:sleep(20), wait_ready(Tab, Deadline);
@@ -159,7 +160,7 @@ wait_ready(Tab, Deadline) ->
 copy_nodes(Tab) -> mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies).
 
 refresh_servers_on(Nodes) ->
-    _ = [catch gen_server:call({hm_ec_server, N}, refresh, 5000)
+    _ = [try gen_server:call({hm_ec_server, N}, refresh, 5000) catch exit:_ -> gone end
          || N <- Nodes, N =:= node() orelse lists:member(N, nodes())],
     ok.
 
@@ -264,7 +265,7 @@ is_ec_table(Tab) -> ec_options(Tab) =/= error.
 ec_options(Tab) ->
     %% (mnesia:read_table_property/2 would read one property, but costs 10 us on a table
     %% without it: the lookup exits. Every access of an async_ec activity asks.)
-    case catch mnesia:table_info(Tab, user_properties) of
+    try mnesia:table_info(Tab, user_properties) of
         Props when is_list(Props) ->
             case lists:keyfind(?PROP, 1, Props) of
                 %% only what create_table/2 wrote counts: a user's own property of that name
@@ -275,4 +276,5 @@ ec_options(Tab) ->
                 _ -> error
             end;
         _ -> error
+    catch _:_ -> error                           % no such table, or Mnesia not running
     end.

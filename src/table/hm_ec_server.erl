@@ -214,9 +214,8 @@ init([]) ->
 %% tracked again.
 adopt(S) ->
     lists:foldl(fun(Pid, Acc) ->
-                        case catch hm_ec_table_server:info(Pid) of
-                            #{table := Tab} ->
-                                track(Tab, Pid, catch mnesia:table_info(Tab, cookie), Acc);
+                        case table_info(Pid) of
+                            #{table := Tab} -> track(Tab, Pid, cookie(Tab), Acc);
                             _ -> Acc
                         end
                 end, S, table_pids()).
@@ -230,10 +229,11 @@ handle_call({table, Tab}, _From, S) ->
     end;
 handle_call(info, _From, S = #{tables := Ts}) ->
     Infos = maps:fold(fun(Tab, {Pid, _, _}, Acc) ->
-                              case catch {hm_ec_table_server:info(Pid),
-                                          hm_ec_table_server:queued(Pid)} of
+                              try {hm_ec_table_server:info(Pid),
+                                   hm_ec_table_server:queued(Pid)} of
                                   {I = #{}, Q} when is_integer(Q) -> Acc#{Tab => {I, Q}};
                                   _ -> Acc
+                              catch exit:_ -> Acc                  % stopped meanwhile
                               end
                       end, #{}, Ts),
     {reply, #{node => node(),
@@ -251,7 +251,7 @@ handle_call({info, Tab}, _From, S0) ->
          end,
     case maps:get(tables, S1) of
         #{Tab := {Pid, _, _}} ->
-            case catch hm_ec_table_server:info(Pid) of
+            case table_info(Pid) of
                 I = #{} -> {reply, I, S1};
                 _ -> {reply, {error, {not_ec_table, Tab}}, S1}
             end;
@@ -333,9 +333,10 @@ watch_mnesia(S = #{mnesia := M}) ->
 %% EC tables with a local copy, and their copy holders, from Mnesia's schema.
 refresh_tables(S0) ->
     S = #{tables := Ts} = watch_mnesia(S0),
-    Local = case catch mnesia:system_info(local_tables) of
+    Local = try mnesia:system_info(local_tables) of
                 L when is_list(L) -> L;
                 _ -> []
+            catch _:_ -> []
             end,
     %% A table already tracked keeps its process (its log, its incarnation) whatever Mnesia
     %% is doing, re-join included, until Mnesia says it is gone from this node, or that it is
@@ -345,9 +346,10 @@ refresh_tables(S0) ->
                    gone(Tab, Local) orelse replaced(Tab, Cookie)],
     S1 = lists:foldl(fun untrack/2, S, Gone),
     maps:foreach(fun(Tab, {Pid, _, _}) ->
-                         case catch copy_holders(Tab) of
+                         try copy_holders(Tab) of
                              Ms when is_list(Ms) -> hm_ec_table_server:set_members(Pid, Ms);
                              _ -> ok
+                         catch _:_ -> ok           % deleted meanwhile, or Mnesia stopping
                          end
                  end, maps:get(tables, S1)),
     Ec = [{Tab, Opts} || Tab <- Local, not maps:is_key(Tab, maps:get(tables, S1)),
@@ -360,10 +362,22 @@ refresh_tables(S0) ->
                 end, S1, Ec).
 
 replaced(Tab, Cookie) ->
-    case catch mnesia:table_info(Tab, cookie) of
+    case cookie(Tab) of
         Cookie -> false;
         {{_, _, _}, _} -> true;                    % another instance's cookie
         _ -> false                                 % not readable now: keep the state
+    end.
+
+%% The table instance's cookie (Mnesia's, made at create_table), or `unknown'.
+cookie(Tab) ->
+    try mnesia:table_info(Tab, cookie)
+    catch _:_ -> unknown
+    end.
+
+%% A table process's own report, or `gone' when it stopped.
+table_info(Pid) ->
+    try hm_ec_table_server:info(Pid)
+    catch exit:_ -> gone
     end.
 
 %% Gone for sure: Mnesia runs and the table is not among this node's tables any more.

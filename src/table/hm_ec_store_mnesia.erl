@@ -67,9 +67,14 @@ new(Tab, Meta, Log, Storage) ->
 %% of unwritten keys).
 -spec forget(hm_ec_store:store()) -> ok.
 forget({?MODULE, S}) ->
-    _ = [(catch ets:delete(E)) || {ets, E} <- [maps:get(meta, S)]],
-    _ = (catch ets:delete(maps:get(unwritten, S))),
-    ok.
+    _ = [delete_ets(E) || {ets, E} <- [maps:get(meta, S)]],
+    delete_ets(maps:get(unwritten, S)).
+
+%% Delete an ETS table that may be gone already.
+delete_ets(E) ->
+    try ets:delete(E), ok
+    catch error:badarg -> ok
+    end.
 
 %% @doc The name of the ETS table of table `Tab''s marks of unwritten keys on this node.
 -spec unwritten_name(atom()) -> atom().
@@ -122,17 +127,17 @@ dirty_read(Tab, Key) ->
 write(Rec, S = #{tab := Tab, disc := false}) ->
     %% the copy may go away under the write (Mnesia stopped, the copy removed): Mnesia's
     %% path then gives the answer the table's process acts on
-    case direct(Tab) andalso (catch ets:insert(Tab, Rec)) of
+    case direct(Tab) andalso ets_insert(Tab, Rec) of
         true -> S;
-        _ -> ok = hm_ec_mnesia:write(Tab, Rec), S
+        false -> ok = hm_ec_mnesia:write(Tab, Rec), S
     end;
 write(Rec, S = #{tab := Tab}) -> ok = hm_ec_mnesia:write(Tab, Rec), S.
 
 -spec delete(term(), state()) -> state().
 delete(Key, S = #{tab := Tab, disc := false}) ->
-    case direct(Tab) andalso (catch ets:delete(Tab, Key)) of
+    case direct(Tab) andalso ets_delete(Tab, Key) of
         true -> S;
-        _ -> ok = hm_ec_mnesia:delete(Tab, Key), S
+        false -> ok = hm_ec_mnesia:delete(Tab, Key), S
     end;
 delete(Key, S = #{tab := Tab}) -> ok = hm_ec_mnesia:delete(Tab, Key), S.
 
@@ -144,6 +149,18 @@ direct(Tab) ->
     try
         ets:lookup_element(mnesia_gvar, {Tab, commit_work}, 2) =:= [] andalso
             ets:lookup_element(mnesia_gvar, {Tab, storage_type}, 2) =:= ram_copies
+    catch error:badarg -> false
+    end.
+
+%% The ETS write itself: `false' when the table is not there (deleted, or not loaded yet),
+%% and Mnesia's path is taken instead.
+ets_insert(Tab, Rec) ->
+    try ets:insert(Tab, Rec)
+    catch error:badarg -> false
+    end.
+
+ets_delete(Tab, Key) ->
+    try ets:delete(Tab, Key)
     catch error:badarg -> false
     end.
 

@@ -209,7 +209,7 @@ handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
     erlang:send_after(?TICK_MS, self(), {tick, Ref}),
     %% a safety net: transactions stay refused on the table (hm_ec_mnesia)
     _ = [logger:warning("hypermnesia: ~p was open to transactions; closed again", [Tab])
-         || N rem 4 =:= 0, {reclosed, _} <- [catch hm_ec_mnesia:check(Tab)]],
+         || N rem 4 =:= 0, {reclosed, _} <- [check_closed(Tab)]],
     Up = nodes(),
     %% a copy on disc may have been added, or a copy's type changed
     Lag = case N rem 4 of
@@ -443,6 +443,13 @@ catch_up_lag(Tab) ->
         {[_ | _], _} -> infinity;
         {[], {bad, _}} -> ?CATCH_UP_LAG;
         {[], Lag} -> Lag
+    end.
+
+%% Close `Tab' to transactions again if Mnesia reopened it; what that found, or `ok' when
+%% Mnesia could not answer (stopping, or the table just deleted).
+check_closed(Tab) ->
+    try hm_ec_mnesia:check(Tab)
+    catch _:_ -> ok
     end.
 
 %% A bad `catch_up_lag' is logged once, when the table's process starts.
