@@ -3,7 +3,7 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access bench-netsplit \
+.PHONY: all bootstrap compile test test-otp eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access bench-netsplit \
         bench-crdt bench-crdt-sync bench-crdt-tables bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
 
 all: compile
@@ -20,6 +20,14 @@ test: bootstrap
 	$(REBAR) as strict compile
 	$(REBAR) eunit
 	$(REBAR) ct
+
+## make test-otp OTP=27 (or 29): `make test' on Debian's Erlang/OTP 27 (trixie) or 29 (sid),
+## as root, in a chroot that scripts/otp-chroot builds once with debootstrap (a few minutes)
+## and keeps under /var/cache/hypermnesia-otp (HM_OTP_CHROOT_DIR). The suite runs on a copy
+## of this checkout; the cases that need network namespaces are skipped there.
+OTP ?= 27
+test-otp:
+	scripts/otp-chroot $(OTP) make test
 
 eunit: bootstrap
 	$(REBAR) eunit

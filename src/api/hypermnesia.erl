@@ -33,10 +33,19 @@
 %% itself never starts Mnesia: an application that depends on it creates its disc schema
 %% first and starts Mnesia when it is ready; EC tables are taken up once Mnesia has loaded
 %% them (see "Using Hypermnesia in your application" in docs/guide.md).
+%%
+%% Before Hypermnesia starts, the running Mnesia is checked for the internals an EC table's
+%% refusal of transactions relies on (the supported Erlang/OTP releases have them): when one
+%% differs, the answer is `{error, {unsupported_mnesia, MnesiaVsn, What}}' and Hypermnesia is
+%% not started.
 -spec start() -> ok | {error, term()}.
 start() ->
     case application:ensure_all_started(mnesia) of
-        {ok, _} -> started(application:ensure_all_started(hypermnesia));
+        {ok, _} ->
+            case hm_ec_mnesia:self_check() of
+                ok -> started(application:ensure_all_started(hypermnesia));
+                {error, _} = E -> E
+            end;
         {error, _} = E -> E
     end.
 

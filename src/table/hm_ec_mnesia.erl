@@ -39,9 +39,11 @@
 %% {@link write/2} and {@link delete/2} reopen and write again. Dirty writes made by users
 %% share that commit path, so they are not refused (see the guide's limits).
 %%
-%% This relies on Mnesia internals of OTP 25 (the `mnesia_gvar' entries named above,
-%% `mnesia_controller:update/1'); `hm_ec_SUITE:transactions_refused_across_events' exercises
-%% every event that recomputes them.
+%% This relies on Mnesia internals, the same in OTP 25, 27 and 29 (the `mnesia_gvar' entries
+%% named above, `mnesia_lib:set/2', `mnesia_controller:update/1'); `hm_ec_SUITE:
+%% transactions_refused_across_events' exercises every event that recomputes them.
+%% {@link self_check/0} verifies their shape when Hypermnesia starts, so that a Mnesia that
+%% changed them is refused with a clear error instead of letting transactions through.
 %%
 %% What calls what:
 %% <ul>
@@ -58,6 +60,12 @@
 -module(hm_ec_mnesia).
 
 -export([open/1, close/1, close_everywhere/1, check/1, is_closed/1, write/2, delete/2]).
+-export([self_check/0, check_assumptions/2]).
+
+%% What differs: a function Mnesia no longer exports, or one of its global variables (the
+%% key, and the value found, or `missing').
+-type assumption_failed() :: {missing_function, mfa()} | {gvar, term(), term()}.
+-export_type([assumption_failed/0]).
 
 -define(CONTROLLER_TIMEOUT_MS, 5000).
 
@@ -95,10 +103,8 @@ close(Tab) ->
 %% 10 s for them; those that do not answer in time load the table refused when they restart).
 -spec close_everywhere(atom()) -> ok.
 close_everywhere(Tab) ->
-    Holders = case catch (mnesia:table_info(Tab, ram_copies)
-                          ++ mnesia:table_info(Tab, disc_copies)) of
-                  L when is_list(L) -> L;
-                  _ -> []
+    Holders = try mnesia:table_info(Tab, ram_copies) ++ mnesia:table_info(Tab, disc_copies)
+              catch _:_ -> []
               end,
     Nodes = [N || N <- lists:usort(Holders),
                   lists:member(N, mnesia:system_info(running_db_nodes))],
@@ -138,6 +144,79 @@ write(Tab, Record) -> reopening(Tab, fun() -> mnesia:dirty_write(Tab, Record) en
 %% @doc The server's delete of `Key' from its local copy of `Tab' (as {@link write/2}).
 -spec delete(atom(), term()) -> ok.
 delete(Tab, Key) -> reopening(Tab, fun() -> mnesia:dirty_delete(Tab, Key) end).
+
+%% @doc Whether this node's Mnesia has the internals the refusal of transactions relies on:
+%% `ok', or `{error, {unsupported_mnesia, MnesiaVsn, What}}' naming the first one that
+%% differs. The functions are checked always; the shape of Mnesia's global variables (those
+%% of its `schema' table, which every running Mnesia has) only while Mnesia runs.
+-spec self_check() -> ok | {error, {unsupported_mnesia, string(), assumption_failed()}}.
+self_check() ->
+    Exported = fun({M, F, A}) ->
+                       _ = code:ensure_loaded(M),
+                       erlang:function_exported(M, F, A)
+               end,
+    Lookup = case mnesia:system_info(is_running) of
+                 yes -> fun gvar/1;
+                 _ -> none
+             end,
+    case check_assumptions(Exported, Lookup) of
+        ok -> ok;
+        {error, What} -> {error, {unsupported_mnesia, mnesia_vsn(), What}}
+    end.
+
+%% @doc The check of {@link self_check/0}, pure: `Exported' says whether a function exists,
+%% `Lookup' reads one of Mnesia's global variables (`{ok, Value}' or `undefined'), or is
+%% `none' to skip them.
+-spec check_assumptions(fun((mfa()) -> boolean()),
+                        fun((term()) -> {ok, term()} | undefined) | none) ->
+          ok | {error, assumption_failed()}.
+check_assumptions(Exported, Lookup) ->
+    Missing = [{missing_function, MFA} || MFA <- internal_functions(), not Exported(MFA)],
+    Shapes = case Lookup of
+                 none -> [];
+                 _ -> [{gvar, Key, found(V)} || {Key, Fits} <- gvar_shapes(),
+                                                V <- [Lookup(Key)], not fits(Fits, V)]
+             end,
+    case Missing ++ Shapes of
+        [] -> ok;
+        [First | _] -> {error, First}
+    end.
+
+%% The functions of Mnesia this module and the membership's rejoin call.
+internal_functions() ->
+    [{mnesia_lib, set, 2}, {mnesia_controller, update, 1},
+     {mnesia_controller, connect_nodes, 2}].
+
+%% The global variables read and written here (and by the direct ETS path of the store), by
+%% the shape of the `schema' table's entry.
+gvar_shapes() ->
+    [{{schema, access_mode}, fun(M) -> M =:= read_write orelse M =:= read_only end},
+     {{schema, majority}, fun is_boolean/1},
+     {{schema, where_to_write}, fun is_list/1},
+     {{schema, where_to_wlock}, fun({Ns, Maj}) -> is_list(Ns) andalso is_boolean(Maj);
+                                   (_) -> false
+                                end},
+     {{schema, where_to_commit}, fun(L) -> is_list(L) andalso
+                                               lists:all(fun({N, S}) -> is_atom(N) andalso
+                                                                            is_atom(S);
+                                                            (_) -> false
+                                                         end, L)
+                                 end},
+     {{schema, commit_work}, fun is_list/1},
+     {{schema, storage_type}, fun is_atom/1}].
+
+fits(Fits, {ok, V}) -> Fits(V);
+fits(_, undefined) -> false.
+
+found({ok, V}) -> V;
+found(undefined) -> missing.
+
+mnesia_vsn() ->
+    _ = application:load(mnesia),
+    case application:get_key(mnesia, vsn) of
+        {ok, Vsn} -> Vsn;
+        undefined -> "unknown"
+    end.
 
 %%% ------------------------------------------------------------- internals
 
@@ -180,9 +259,10 @@ in_controller(Fun) ->
     end.
 
 is_local(Tab) ->
-    case catch mnesia:system_info(local_tables) of
+    try mnesia:system_info(local_tables) of
         L when is_list(L) -> lists:member(Tab, L);
         _ -> false
+    catch _:_ -> false
     end.
 
 %% One of Mnesia's global variables, or `undefined' (not set, or Mnesia not running).
