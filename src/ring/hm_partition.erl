@@ -325,9 +325,7 @@ owners(Tab, Key) ->
             Pref = maps:get(K, placement(Props)),
             [N || N <- Pref, lists:member(N, Holders)] ++ lists:sort(Holders -- Pref);
         error ->
-            try hm_ec_registry:copy_nodes(Tab) of
-                Nodes when is_list(Nodes) -> lists:usort(Nodes);
-                _ -> {error, {no_exists, Tab}}
+            try lists:usort(hm_ec_registry:copy_nodes(Tab))
             catch _:_ -> {error, {no_exists, Tab}}
             end
     end.

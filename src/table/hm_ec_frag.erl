@@ -146,9 +146,7 @@ is_local(Tab) ->
 %% node tries them (spread over holders: each node starts at another one).
 -spec holders(atom()) -> [node()].
 holders(Tab) ->
-    Holders = try hm_ec_server:copy_holders(Tab) of
-                  L when is_list(L) -> L;
-                  _ -> []
+    Holders = try hm_ec_server:copy_holders(Tab)
               catch _:_ -> []
               end,
     holder_order(node(), Holders, nodes()).

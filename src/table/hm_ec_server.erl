@@ -229,10 +229,8 @@ handle_call({table, Tab}, _From, S) ->
     end;
 handle_call(info, _From, S = #{tables := Ts}) ->
     Infos = maps:fold(fun(Tab, {Pid, _, _}, Acc) ->
-                              try {hm_ec_table_server:info(Pid),
-                                   hm_ec_table_server:queued(Pid)} of
-                                  {I = #{}, Q} when is_integer(Q) -> Acc#{Tab => {I, Q}};
-                                  _ -> Acc
+                              try Acc#{Tab => {hm_ec_table_server:info(Pid),
+                                               hm_ec_table_server:queued(Pid)}}
                               catch exit:_ -> Acc                  % stopped meanwhile
                               end
                       end, #{}, Ts),
@@ -347,8 +345,7 @@ refresh_tables(S0) ->
     S1 = lists:foldl(fun untrack/2, S, Gone),
     maps:foreach(fun(Tab, {Pid, _, _}) ->
                          try copy_holders(Tab) of
-                             Ms when is_list(Ms) -> hm_ec_table_server:set_members(Pid, Ms);
-                             _ -> ok
+                             Ms -> hm_ec_table_server:set_members(Pid, Ms)
                          catch _:_ -> ok           % deleted meanwhile, or Mnesia stopping
                          end
                  end, maps:get(tables, S1)),
