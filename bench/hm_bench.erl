@@ -1408,7 +1408,7 @@ ec_pids() ->
     end.
 
 %% @doc Sample the EC processes' longest message queue every 20 ms until stopped, the
-%% other members' operations the EC table processes hold queued (their `inq': received, not
+%% other members' operations the EC table processes hold queued (their work queue: received, not
 %% applied yet; they wait there rather than in the mailbox), and the memory of the EC table
 %% processes (erlang:process_info(P, memory): heap, stack, message queue and process
 %% overhead, in bytes): the peak of their sum and of the largest one.

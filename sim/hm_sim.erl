@@ -93,9 +93,9 @@
          fault_line/1]).
 -export_type([cfg/0, action/0, result/0]).
 
--define(TICK, 250).
-%% a busy copy's stability step between ticks, as the runtime's table process runs it
--define(ACK_MS, 20).
+%% a copy's tick, and a busy copy's stability step between ticks: the runtime's schedule
+-define(TICK, hm_ec_table_schedule:tick_ms()).
+-define(ACK_MS, hm_ec_table_schedule:ack_ms()).
 %% the load family's flow-control limit (hm_ec_table option `flow'), small enough that its
 %% bursts reach it
 -define(LOAD_FLOW, 32).
@@ -682,10 +682,10 @@ receive_msg(From, To, Msg, S = #{cfg := #{service := Us}, now := Now, inc := Inc
     Busy = maps:get(busy, S, #{}),
     Start = max(Now * 1000, maps:get({To, Inc}, Busy, 0)),
     %% a retransmission round is applied a few operations at a time, as the runtime does
-    %% (hm_ec_table:work_batch/0), each batch once the receiver had time for it
+    %% (hm_ec_table_schedule:batches/1), each batch once the receiver had time for it
     Batches = case Msg of
                   {op, _} -> [Msg];
-                  {ops, L} -> [{ops, B} || B <- chunks(L, hm_ec_table:work_batch())]
+                  {ops, L} -> [{ops, B} || B <- hm_ec_table_schedule:batches(L)]
               end,
     {Done, S1} = lists:foldl(fun(B, {At, Acc}) ->
                                      N = case B of {op, _} -> 1; {ops, BL} -> length(BL) end,
@@ -695,9 +695,6 @@ receive_msg(From, To, Msg, S = #{cfg := #{service := Us}, now := Now, inc := Inc
                              end, {Start, S}, Batches),
     S1#{busy => Busy#{{To, Inc} => Done}};
 receive_msg(From, To, Msg, S) -> handle_msg(From, To, Msg, S).
-
-chunks(L, N) when length(L) =< N -> [L];
-chunks(L, N) -> {H, T} = lists:split(N, L), [H | chunks(T, N)].
 
 handle_msg(From, To, Msg, S) ->
     {R1, Effs} = hm_ec_table:handle(From, sim, Msg, maps:get(To, maps:get(reps, S))),

@@ -48,7 +48,8 @@
 -export([gen/2, run/2, run_seed/2, check_seeds/2]).
 -export([event/2, nodeup/3, action/2, converged/1, quiescent/1]).
 
--define(TICK, 250).
+%% a copy's tick: the runtime's schedule
+-define(TICK, hm_ec_table_schedule:tick_ms()).
 -define(KEYS, [k1, k2, k3, k4, k5, k6]).
 -define(VALUES, [a, b, c]).
 

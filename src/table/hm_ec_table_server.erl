@@ -37,9 +37,6 @@
 -export([status/2, flow_limit/0, catch_up_lag/1, slow_limit/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
--define(TICK_MS, 250).
-%% how often a busy table acknowledges and stabilizes between ticks (hm_ec_table:acknowledge/2)
--define(ACK_MS, 20).
 %% the application variables' defaults (flow_limit/0, catch_up_lag/1)
 -define(FLOW_LIMIT, 5000).
 -define(CATCH_UP_LAG, 10000).
@@ -137,9 +134,9 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     {T, Effs} = hm_ec_table:new(Opts),
     Ref = make_ref(),
-    erlang:send_after(?TICK_MS, self(), {tick, Ref}),
-    {ok, run(Effs, #{tab => Tab, t => T, tick_ref => Ref, ticks => 0, inq => queue:new(),
-                     inq_n => 0,
+    erlang:send_after(hm_ec_table_schedule:tick_ms(), self(), {tick, Ref}),
+    {ok, run(Effs, #{tab => Tab, t => T, tick_ref => Ref, ticks => 0,
+                     work => hm_ec_table_schedule:new_queue(),
                      work_posted => false, ack_timer => false, drops => #{}, slow => slow_limit(),
                      totals => #{},
                      outbox => hm_ec_outbox:new(), outbox_timer => false,
@@ -160,11 +157,11 @@ handle_call(info, _From, S = #{t := T, slow := Slow}) ->
                                     step_totals => maps:get(totals, S)};
                 none -> Info
             end, S};
-handle_call(status, _From, S = #{t := T, watch := W, inq_n := Queued}) ->
+handle_call(status, _From, S = #{t := T, watch := W, work := Q}) ->
     {Report, W1} = hm_ec_watch:report(nodes(), T, W),
-    {reply, Report#{queued_ops => Queued}, S#{watch := W1}};
-handle_call(queued, _From, S = #{inq_n := Queued}) ->
-    {reply, Queued, S};
+    {reply, Report#{queued_ops => hm_ec_table_schedule:queued(Q)}, S#{watch := W1}};
+handle_call(queued, _From, S = #{work := Q}) ->
+    {reply, hm_ec_table_schedule:queued(Q), S};
 handle_call(Req, _From, S) ->
     {reply, {error, {unknown_request, Req}}, S}.
 
@@ -180,13 +177,13 @@ handle_info(Env, S = #{tab := Tab}) when element(1, Env) =:= hm_ec ->
         {ok, Tab, FromNode, {op, M}, Cookie} ->
             %% other members' operations wait in this process's own queue, applied a few at
             %% a time behind whatever else arrives meanwhile (work/1)
-            {noreply, post_work(enqueue(Cookie, FromNode, [M], 1, S))};
+            {noreply, post_work(enqueue(Cookie, FromNode, [M], S))};
         {ok, Tab, FromNode, {ops, Msgs}, Cookie} when is_list(Msgs) ->
             %% a member's operations of a millisecond, or a retransmission round: in causal
             %% order, queued as they came (one entry, split only when applied)
-            case length(Msgs) of
-                0 -> {noreply, S};
-                N -> {noreply, post_work(enqueue(Cookie, FromNode, Msgs, N, S))}
+            case Msgs of
+                [] -> {noreply, S};
+                _ -> {noreply, post_work(enqueue(Cookie, FromNode, Msgs, S))}
             end;
         {ok, Tab, FromNode, Msg, Cookie} ->
             %% an acknowledgement may make operations stable
@@ -206,7 +203,7 @@ handle_info(hm_ack, S) ->
     step(acknowledge, fun(T) -> hm_ec_table:acknowledge(Up, T) end, S#{ack_timer := false});
 handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
     %% only this process's own timer ticks (a stray `tick' must not start another chain)
-    erlang:send_after(?TICK_MS, self(), {tick, Ref}),
+    erlang:send_after(hm_ec_table_schedule:tick_ms(), self(), {tick, Ref}),
     %% a safety net: transactions stay refused on the table (hm_ec_mnesia)
     _ = [logger:warning("hypermnesia: ~p was open to transactions; closed again", [Tab])
          || N rem 4 =:= 0, {reclosed, _} <- [check_closed(Tab)]],
@@ -347,12 +344,12 @@ slow_limit() ->
         Ms -> {Ms, []}
     end.
 
-%% A busy table acknowledges and stabilizes every ?ACK_MS between its ticks: a write, a
-%% member's operations or an acknowledgement arm the timer, so an idle table has none
-%% running (and sends no acknowledgement: only new ones go between ticks).
+%% A busy table acknowledges and stabilizes every hm_ec_table_schedule:ack_ms() between its
+%% ticks: a write, a member's operations or an acknowledgement arm the timer, so an idle
+%% table has none running (and sends no acknowledgement: only new ones go between ticks).
 arm_ack(S = #{ack_timer := true}) -> S;
 arm_ack(S) ->
-    _ = erlang:send_after(?ACK_MS, self(), hm_ack),
+    _ = erlang:send_after(hm_ec_table_schedule:ack_ms(), self(), hm_ack),
     S#{ack_timer := true}.
 
 failed(S = #{tab := Tab}, _Class, {aborted, {no_exists, _}}, _Stack) ->
@@ -362,43 +359,33 @@ failed(S = #{tab := Tab}, Class, Reason, Stack) ->
     logger:error("hypermnesia: ~p: ~p:~0p at ~0p", [Tab, Class, Reason, Stack]),
     S.
 
-%% Fairness between this node's writers and other members' operations. After a partition
-%% heals a member receives the other side's operations all at once; applied as they arrive,
-%% they stood in the mailbox in front of every local write (async_ec stalled for seconds,
-%% bench/REPORT.md). Queued instead, at most hm_ec_table:work_batch() of them are applied per
-%% `hm_work' message, which goes to the back of the mailbox: local calls, acks and ticks that
-%% came meanwhile go first.
+%% Fairness between this node's writers and other members' operations
+%% (hm_ec_table_schedule): members' operations wait in the work queue and at most
+%% hm_ec_table_schedule:work_batch() of them are applied per `hm_work' message, which goes
+%% to the back of the mailbox: local calls, acks and ticks that came meanwhile go first.
 
 post_work(S = #{work_posted := true}) -> S;
 post_work(S) -> self() ! hm_work, S#{work_posted := true}.
 
-work(S) -> work(hm_ec_table:work_batch(), S).
+work(S) -> work(hm_ec_table_schedule:work_batch(), S).
 
-%% The queue holds the operations as they arrived, a member's message at a time
-%% (`{Cookie, From, Ops, Count}'), and how many there are in all (`inq_n').
-enqueue(Cookie, From, Ms, N, S = #{inq := Q, inq_n := Queued}) ->
-    S#{inq := queue:in({Cookie, From, Ms, N}, Q), inq_n := Queued + N}.
+enqueue(Cookie, From, Ms, S = #{work := Q}) ->
+    S#{work := hm_ec_table_schedule:enqueue(Cookie, From, Ms, Q)}.
 
-work(0, S = #{inq_n := Queued}) ->
-    case Queued of
+work(0, S = #{work := Q}) ->
+    case hm_ec_table_schedule:queued(Q) of
         0 -> {noreply, S};
         _ -> {noreply, post_work(S)}
     end;
-work(N, S = #{inq := Q, inq_n := Queued}) ->
-    case queue:out(Q) of
-        {empty, _} -> {noreply, S};
-        {{value, {Cookie, From, Ms0, Count}}, Q1} ->
+work(N, S = #{work := Q}) ->
+    case hm_ec_table_schedule:take(N, Q) of
+        empty -> {noreply, S};
+        {{Cookie, From, Ms}, Q1} ->
             %% up to N of one member's operations go to the core in one step; the rest of
             %% its message stays first in the queue
-            {Ms, Taken, Q2} = case Count =< N of
-                                  true -> {Ms0, Count, Q1};
-                                  false ->
-                                      {Now, Later} = lists:split(N, Ms0),
-                                      {Now, N, queue:in_r({Cookie, From, Later, Count - N}, Q1)}
-                              end,
             case step(ops, fun(T) -> hm_ec_table:handle(From, Cookie, {ops, Ms}, T) end,
-                      arm_ack(S#{inq := Q2, inq_n := Queued - Taken})) of
-                {noreply, S1} -> work(N - Taken, S1);
+                      arm_ack(S#{work := Q1})) of
+                {noreply, S1} -> work(N - length(Ms), S1);
                 Stop -> Stop
             end
     end.

@@ -1,0 +1,56 @@
+%% @doc State transfer for an EC table copy that has no state (new, or restarted without
+%% its disc state): a ready member sends a snapshot of everything reads show, its unstable
+%% metadata and log, and the copy installs the first one it gets. A copy without state
+%% must not take writes (it has no causal context: a delete would remove records it never
+%% saw), so it refuses them until then. Part of the per-table core ({@link hm_ec_table}); pure.
+%%
+%% Invariant: a copy starts from nothing only when every other member says it holds nothing
+%% from anyone else (the members of a brand-new table).
+-module(hm_ec_table_transfer).
+-include("hm_ec_table.hrl").
+
+-export([snapshot/1, empty_snapshot/0, install/2]).
+
+%% @doc What a member that is caught up sends to one that is not: everything reads show, the
+%% metadata of unstable keys, the delivered vector they reflect, the logged operations not yet
+%% stable (so the receiver can pass them on should their origin die) and the unstable clears.
+%% A member still syncing that holds nothing from anyone else says so (a syncing copy makes
+%% no operation of its own: it refuses writes until it has installed a state).
+-spec snapshot(#t{}) -> {snapshot, map()} | {snapshot_empty} | {snapshot_none}.
+snapshot(#t{status = ready, store = St, tcsb = B, clears = Cs}) ->
+    {snapshot, #{rows => hm_ec_store:rows(St), meta => hm_ec_store:meta_rows(St),
+                 delivered => hm_tcsb:delivered(B), log => hm_tcsb:log_msgs(B), clears => Cs}};
+snapshot(#t{tcsb = B}) ->
+    case maps:keys(hm_tcsb:delivered(B)) -- [hm_tcsb:self(B)] of
+        [] -> {snapshot_empty};
+        _ -> {snapshot_none}
+    end.
+
+%% @doc The state of a table that holds nothing: what a copy installs when every other
+%% member says it holds nothing from anyone else.
+-spec empty_snapshot() -> map().
+empty_snapshot() -> #{rows => [], meta => [], delivered => #{}, log => [], clears => []}.
+
+%% @doc Install a member's state; the messages that arrived meanwhile are returned, in the
+%% order they arrived, for the caller to deliver.
+-spec install(map(), #t{}) -> {#t{}, [hm_ec_table:effect()], [hm_tcsb:message()]}.
+install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := Clears},
+        T = #t{tab = Tab, tcsb = Old, status = {syncing, Raw, _}, store = St0,
+               tcsb_opts = TOpts, events = Ev}) ->
+    Cleared = hm_ec_table_restore:with_format(hm_ec_store:log_clear(St0)),
+    St1 = lists:foldl(fun hm_ec_store:delete/2, Cleared, hm_ec_store:all_keys(St0)),
+    St2 = lists:foldl(fun hm_ec_store:meta_del/2, St1, hm_ec_store:meta_keys(St1)),
+    St3 = lists:foldl(fun hm_ec_store:write/2, St2, Rows),
+    St4 = lists:foldl(fun({K, KS}, Acc) -> hm_ec_store:meta_put(K, KS, Acc) end, St3, MetaRows),
+    B0 = hm_tcsb:restore_log(Log, hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V,
+                                              TOpts)),
+    %% the member may have caught up by state: its unstable keys may hold entries of
+    %% operations its log (now this copy's) lacks, folded once all of `V' is stable
+    Installed = hm_ec_table_flow:flow_changed(T#t{store = St4, tcsb = B0, status = ready,
+                                                  clears = Clears, stable_seen = undefined,
+                                                  fold_after = V}),
+    T0 = hm_ec_table_apply:persist_clears(Installed, undefined),
+    T1 = lists:foldl(fun(M, Acc) -> hm_ec_table_apply:persist(Acc, M, V) end, T0, Log),
+    Effs = [{info, "hypermnesia: ~p caught up (~p rows)", [Tab, length(Rows)]}
+            | [{event, {installed, V}} || Ev]],
+    {T1, Effs, lists:reverse(Raw)}.
