@@ -66,10 +66,9 @@
 -record(tcsb, {self :: replica(),
                members :: [node()],
                cb :: hm_causal_buffer:buffer(),
-               %% delivered, not yet stable, per origin in sequence order (gc drops a prefix,
-               %% resends start where a member's knowledge ends: neither scans the log):
-               %% Origin => Seq => {Message, TickLogged}
-               log = #{} :: #{replica() => olog()},
+               %% every operation delivered here as an operation and not stable yet, per
+               %% origin in sequence order, with the tick it was logged at
+               log = hm_tcsb_log:new() :: hm_tcsb_log:log(),
                %% per member node: the incarnation last heard of, what it has delivered, and
                %% the newest incarnation of every node it had heard of when acknowledging
                known = #{} :: #{node() => {term(), hm_vv:vv(), newest()}},
@@ -163,17 +162,6 @@
 %% RESEND_AGE ticks old there (see resend_due/2).
 -define(STUCK_TICKS, ?RTO_TICKS).
 -opaque state() :: #tcsb{}.
-%% One origin's logged operations: the lowest and highest sequence numbers that may be
-%% present, Seq => {Message, TickLogged}, and the newest ones as a list, highest first, each
-%% above every sequence number of the map. Delivery per origin is in sequence order, so an
-%% operation is put at the head of the list (a map insert copied a path of the map on every
-%% operation, the largest single cost of delivering one under load), gc drops a suffix of
-%% the list and a prefix of the map, and retransmission, which looks operations up by
-%% sequence number, first moves the list into the map (sorted/1). A balanced tree before
-%% the map rebalanced itself on every append: a quarter of the cost of applying a remote
-%% operation (bench/REPORT.md).
--type olog() :: {pos_integer(), pos_integer(), #{pos_integer() => entry()}, [{pos_integer(), entry()}]}.
--type entry() :: {message(), non_neg_integer()}.
 -type opts() :: #{window => pos_integer()}.
 
 %% @doc A fresh member: nothing delivered. `Self' is this replica's `{node(), Incarnation}'.
@@ -264,27 +252,8 @@ log_delivered({Ready, CB1}, S = #tcsb{early_acks = E}) ->
         false -> {Ready, S1}
     end.
 
-log_msg(Msg = {Origin, Ts, _}, S = #tcsb{log = L, ticks = T}) ->
-    Seq = maps:get(Origin, Ts),
-    Entry = {Msg, T},
-    S#tcsb{log = L#{Origin => case L of
-                                  #{Origin := {Lo, Hi, M, New}} when Seq > Hi ->
-                                      {Lo, Seq, M, [{Seq, Entry} | New]};
-                                  #{Origin := OL} ->
-                                      {Lo, Hi, M, []} = sorted(OL),
-                                      {min(Lo, Seq), Hi, M#{Seq => Entry}, []};
-                                  _ -> {Seq, Seq, #{}, [{Seq, Entry}]}
-                              end}}.
-
-%% An origin's log with every operation in the map.
-sorted(OL = {_, _, _, []}) -> OL;
-sorted({Lo, Hi, M, New}) -> {Lo, Hi, maps:merge(M, maps:from_list(New)), []}.
-
-%% Every origin's (retransmission looks operations up by sequence number).
-sorted_log(S = #tcsb{log = L}) -> S#tcsb{log = maps:map(fun(_, OL) -> sorted(OL) end, L)}.
-
-%% An origin's logged entries, in no particular order.
-entries({_, _, M, New}) -> maps:to_list(M) ++ New.
+log_msg(Msg, S = #tcsb{log = L, ticks = T}) ->
+    S#tcsb{log = hm_tcsb_log:append(Msg, T, L)}.
 
 %% What member `Node' (incarnation `Inc') has delivered. A newer incarnation replaces what
 %% was known of the node (it restarted without its state and may lack what the old one had:
@@ -418,91 +387,20 @@ gc_dots(S) ->
 %% @doc {@link gc/1}, also returning the operations it forgot.
 -spec gc_ops(state()) -> {[message()], state()}.
 gc_ops(S = #tcsb{log = L}) ->
-    V = stable(S),
-    {Gone, Kept} = maps:fold(fun(O, OL, {G, K}) ->
-                                     case drop_upto(hm_vv:get(O, V), OL, G) of
-                                         {G1, empty} -> {G1, K};
-                                         {G1, OL1} -> {G1, K#{O => OL1}}
-                                     end
-                             end, {[], #{}}, L),
+    {Gone, Kept} = hm_tcsb_log:prune(stable(S), L),
     {Gone, S#tcsb{log = Kept}}.
-
-%% Stable operations of an origin are a prefix of its sequence numbers. Often the whole
-%% log is (a member that caught up after a partition acknowledged the whole cut at once:
-%% taking 260k operations out of the map one by one held the table for a second after the
-%% heal, bench/REPORT.md): it goes as a whole.
-drop_upto(Upto, OL = {Lo, _, _, _}, Gone) when Upto < Lo -> {Gone, OL};
-drop_upto(Upto, {_, Hi, M, New}, Gone) when Upto >= Hi ->
-    {gone(New, lists:reverse([Msg || {Msg, _} <- maps:values(M)], Gone)), empty};
-drop_upto(Upto, {Lo, Hi, M, New}, Gone0) ->
-    %% the list is highest first: what is stable of it is a suffix
-    {NewKept, NewGone} = newer_than(Upto, New, []),
-    Gone = gone(NewGone, Gone0),
-    End = min(Upto, Hi),
-    {Gone1, M1} = case (End - Lo + 1) * 4 < map_size(M) of
-                      _ when map_size(M) =:= 0 -> {Gone, M};
-                      true ->       % a short prefix: walk it
-                          lists:foldl(fun(Seq, {G, Mx}) ->
-                                              case maps:take(Seq, Mx) of
-                                                  {{Msg, _}, Mx1} -> {[Msg | G], Mx1};
-                                                  error -> {G, Mx}
-                                              end
-                                      end, {Gone, M}, lists:seq(Lo, End));
-                      false ->      % most of the log: split it, and build what stays anew
-                          {G, Kept} = maps:fold(fun(Seq, {Msg, _}, {G0, K0}) when Seq =< End ->
-                                                        {[Msg | G0], K0};
-                                                   (Seq, E, {G0, K0}) -> {G0, [{Seq, E} | K0]}
-                                                end, {Gone, []}, M),
-                          {G, maps:from_list(Kept)}
-                  end,
-    case map_size(M1) =:= 0 andalso NewKept =:= [] of
-        true -> {Gone1, empty};
-        false -> {Gone1, {End + 1, Hi, M1, NewKept}}
-    end.
-
-%% The messages of a list of an origin's logged entries, put in front of `Gone' (last
-%% entry first).
-gone(Entries, Gone) -> lists:reverse([Msg || {_, {Msg, _}} <- Entries], Gone).
-
-%% A list of logged entries, highest first, split after the last one above `Upto'
-%% (lists:splitwith/2 without a fun call per entry).
-newer_than(Upto, [E = {Seq, _} | Rest], Acc) when Seq > Upto -> newer_than(Upto, Rest, [E | Acc]);
-newer_than(_, Rest, Acc) -> {lists:reverse(Acc), Rest}.
 
 %% @doc Every logged operation (delivered here, not yet stable), oldest first per origin: what
 %% a state transfer hands on, so the receiver can repair others too.
 -spec log_msgs(state()) -> [message()].
-log_msgs(#tcsb{log = L}) ->
-    [M || {_, OL} <- lists:sort(maps:to_list(L)), {_, {M, _}} <- lists:sort(entries(OL))].
+log_msgs(#tcsb{log = L}) -> hm_tcsb_log:msgs(L).
 
 %% @doc Fold `Fun' over the logged messages (not yet stable), in no particular order, as
 %% {@link lists:foldl/3} does, until it returns `{stop, Result}': `Result' is then the
 %% answer. Nothing is copied: it stops after the messages it needed.
 -spec fold_logged(fun((message(), Acc) -> Acc | {stop, Result}), Acc, state()) ->
           Acc | {stop, Result}.
-fold_logged(Fun, Acc, #tcsb{log = L}) ->
-    fold_origins(Fun, Acc, maps:iterator(L)).
-
-fold_origins(Fun, Acc, I) ->
-    case maps:next(I) of
-        none -> Acc;
-        {_, {_, _, M, New}, I1} ->
-            case fold_new(Fun, fold_seqs(Fun, Acc, maps:iterator(M)), New) of
-                Stop = {stop, _} -> Stop;
-                Acc1 -> fold_origins(Fun, Acc1, I1)
-            end
-    end.
-
-fold_seqs(_, Stop = {stop, _}, _) -> Stop;
-fold_seqs(Fun, Acc, I) ->
-    case maps:next(I) of
-        none -> Acc;
-        {_, {Msg, _}, I1} -> fold_seqs(Fun, Fun(Msg, Acc), I1)
-    end.
-
-fold_new(_, Stop = {stop, _}, _) -> Stop;
-fold_new(_, Acc, []) -> Acc;
-fold_new(Fun, Acc, [{_, {Msg, _}} | Rest]) -> fold_new(Fun, Fun(Msg, Acc), Rest).
+fold_logged(Fun, Acc, #tcsb{log = L}) -> hm_tcsb_log:fold(Fun, Acc, L).
 
 %% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
 %% incarnation): stability waits for its next acknowledgement, and so does retransmission
@@ -550,36 +448,7 @@ catch_up(From, Which, Max, S = #tcsb{self = {Node, _}, ticks = T}) when is_atom(
           end,
     catch_up(From, Due, Max, S);
 catch_up(From, Due, Max, #tcsb{log = L}) ->
-    Its = [{O, M} || {O, OL} <- lists:sort(maps:to_list(L)), {_, _, M, _} <- [sorted(OL)]],
-    walk(Its, From, Due, Max, []).
-
-walk(Its, V, Due, Max, Acc) ->
-    case walk_pass(Its, V, Due, Max, Acc, []) of
-        {Its1, V1, Max1, Acc1} when Acc1 =/= Acc, Max1 =/= 0 -> walk(Its1, V1, Due, Max1, Acc1);
-        {_, V1, _, Acc1} -> {lists:reverse(Acc1), V1}
-    end.
-
-%% One pass over the origins, taking at most one operation of each.
-walk_pass([], V, _Due, Max, Acc, Its) -> {lists:reverse(Its), V, Max, Acc};
-walk_pass(Rest, V, _Due, 0, Acc, Its) -> {lists:reverse(Its, Rest), V, 0, Acc};
-walk_pass([{O, OL} = It | Rest], V, Due, Max, Acc, Its) ->
-    Seq = hm_vv:get(O, V) + 1,
-    case OL of
-        #{Seq := {M, At}} ->
-            case Due(O, At) of
-                false -> walk_pass(Rest, V, Due, Max, Acc, Its);     % this origin is done
-                true ->
-                    case hm_causal_buffer:is_ready(M, V) of
-                        true -> walk_pass(Rest, V#{O => Seq}, Due, dec(Max), [M | Acc],
-                                          [It | Its]);
-                        false -> walk_pass(Rest, V, Due, Max, Acc, [It | Its])
-                    end
-            end;
-        _ -> walk_pass(Rest, V, Due, Max, Acc, Its)          % not logged: this origin is done
-    end.
-
-dec(infinity) -> infinity;
-dec(N) -> N - 1.
+    hm_tcsb_log:walk(From, Due, Max, L).
 
 %% @doc This tick's retransmission to `Peer': the next logged operations it has not reported
 %% delivered and that are not in flight to it, in causal order, so that at most `window' are
@@ -594,7 +463,7 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
         true ->
             Has = reported(Peer, S0),
             Seen = maps:get(Peer, S0#tcsb.moved, #{}),
-            S = #tcsb{moved = Mv} = note_moves(Peer, Has, sorted_log(S0)),
+            S = #tcsb{moved = Mv} = note_moves(Peer, Has, S0#tcsb{log = hm_tcsb_log:sorted(S0#tcsb.log)}),
             Since = fun(O) -> element(2, maps:get(O, maps:get(Peer, Mv), {0, T})) end,
             {Front0, Rounds0, W1} = maps:get(Peer, F, {Has, [], W0}),
             %% stuck on origin `O': not moved on it for STUCK_TICKS, or moved only as far as
@@ -634,8 +503,7 @@ resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
             %% first member alive to have more of than `Peer' (but their own node); and of
             %% those the silent ones
             Silent = fun({N, _}) -> silent(N, ?RESEND_AGE, S) end,
-            Lacking = fun(O) -> {_, Hi, _, _} = maps:get(O, S#tcsb.log), hm_vv:get(O, Has) < Hi
-                      end,
+            Lacking = fun(O) -> hm_vv:get(O, Has) < hm_tcsb_log:highest(O, S#tcsb.log) end,
             First = first_relays(Peer, Has, fun(O) -> Lacking(O) andalso
                                                           (Silent(O) orelse Stuck(O))
                                             end, S),
@@ -693,7 +561,7 @@ first_relays(Peer, Has, Which, S = #tcsb{self = {Node, _}, log = L, cb = CB}) ->
                      _ -> reported(M, S)
                  end} || M <- may_relay(Peer, S)],
     maps:from_list(
-      [{O, true} || O = {N, _} <- maps:keys(L), N =/= Node, N =/= Peer, Which(O),
+      [{O, true} || O = {N, _} <- hm_tcsb_log:origins(L), N =/= Node, N =/= Peer, Which(O),
                     begin
                         Lacks = hm_vv:get(O, Has),
                         Can = [M || {M, V} <- Alive, M =/= N, hm_vv:get(O, V) > Lacks],
@@ -765,7 +633,7 @@ note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
                                #{O := {Seq, _} = Same} -> Same;
                                _ -> {Seq, T}
                            end
-                   end, maps:merge(Has, L)),
+                   end, maps:merge(Has, maps:from_keys(hm_tcsb_log:origins(L), logged))),
     S#tcsb{moved = Mv#{Peer => New}}.
 
 %% Whether member `M' acknowledged within the last SILENT_TICKS ticks: only such a member is
@@ -915,8 +783,7 @@ members(#tcsb{members = Ms}) -> Ms.
 delivered(#tcsb{cb = CB}) -> hm_causal_buffer:delivered(CB).
 
 -spec log_size(state()) -> non_neg_integer().
-log_size(#tcsb{log = L}) ->
-    maps:fold(fun(_, {_, _, M, New}, N) -> N + map_size(M) + length(New) end, 0, L).
+log_size(#tcsb{log = L}) -> hm_tcsb_log:count(L).
 
 %% @doc Operations received but not deliverable yet.
 -spec pending(state()) -> non_neg_integer().
@@ -933,9 +800,4 @@ known(#tcsb{known = K}) -> maps:map(fun(_, {_, V, _}) -> V end, K).
 -spec retransmission(state()) -> map().
 retransmission(#tcsb{ticks = T, newest = New, acked = A, has = H, flight = F, log = L}) ->
     #{tick => T, newest => New, acked => A, reported => H, flight => F,
-      logged => maps:map(fun(_, OL) ->
-                                 case [Seq || {Seq, _} <- entries(OL)] of
-                                     [] -> none;
-                                     Seqs -> {lists:min(Seqs), lists:max(Seqs)}
-                                 end
-                         end, L)}.
+      logged => hm_tcsb_log:ranges(L)}.
