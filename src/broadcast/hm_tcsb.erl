@@ -59,7 +59,6 @@
          retransmission/1, behind/2, merge/2]).
 -export_type([state/0, message/0, opts/0]).
 
--define(RESEND_MAX, 1000).
 -type message() :: hm_causal_buffer:message().
 -type replica() :: {node(), term()}.
 -type newest() :: #{node() => term()}.
@@ -77,90 +76,9 @@
                %% per node, the newest incarnation this replica has evidence of
                newest = #{} :: newest(),
                ticks = 0 :: non_neg_integer(),
-               %% per member node: its incarnation and what it reported it has delivered in
-               %% its acknowledgements, settled or not (where retransmission starts)
-               has = #{} :: #{node() => {term(), hm_vv:vv()}},
-               %% per member: retransmission in flight (the cut it reaches, the rounds not
-               %% acknowledged yet, oldest first) and the member's window; see resend_due/2
-               flight = #{} :: #{node() => {hm_vv:vv(), [{non_neg_integer(), hm_vv:vv()}],
-                                            pos_integer()}},
-               %% per member: the tick of its last acknowledgement
-               acked = #{} :: #{node() => non_neg_integer()},
-               %% per member, and origin logged here or reported by the member: what the
-               %% member reported of that origin, and the tick that last changed
-               %% (resend_due/2: is a late round lost, is the member stuck on that origin?)
-               moved = #{} :: #{node() => #{replica() => {non_neg_integer(), non_neg_integer()}}},
-               %% per member: the origins this replica relays to it because it was stuck on
-               %% them, for as long as it gets nothing of them beyond what was sent from here
-               %% (resend_due/2)
-               feeding = #{} :: #{node() => #{replica() => true}},
-               %% per member node: its incarnation and what it reported at the last ticks,
-               %% newest first, back to the newest report at least RELAY_AGE ticks old
-               %% (relays/3: what a member has logged that long is what it relays)
-               past = #{} :: #{node() => {term(), [{non_neg_integer(), hm_vv:vv()}]}},
-               window = ?RESEND_MAX :: pos_integer()}).
+               %% what members reported, what is in flight to them, who relays to them
+               rs :: hm_tcsb_resend:state()}).
 
-%% Retransmission (resend_due/2). Distribution is reliable while connected but, under load,
-%% drops what is sent to a busy connection (`nosuspend'), and a partition loses what was in
-%% flight; so every member, every tick, sends each reachable member the logged operations
-%% that member reported (in its last acknowledgement, settled or not) it has not delivered:
-%% in causal order, so that every one is deliverable on arrival whatever the cap cuts off;
-%% at most a window of them in flight per member, continuing where the last round stopped;
-%% and going back to what the member reported when a round is not acknowledged within
-%% RTO_TICKS and what the member reported of the round's origins did not move meanwhile
-%% (it was lost; a member still delivering is only late, busy with a backlog). The window adapts as TCP's does: it starts at `window' (default
-%% RESEND_MAX), doubles when a round is acknowledged in time, up to MAX_WINDOW_FACTOR times
-%% that, and halves, down to the start, when a round is lost: a backlog of any size drains at
-%% what the member and the link can take. Only to a member that acknowledged within
-%% SILENT_TICKS: a silent one (down, or not tracking the table yet, e.g. restarting) would
-%% only drop them (found by hm_faults_SUITE).
--define(RTO_TICKS, 4).
--define(MAX_WINDOW_FACTOR, 64).
--define(SILENT_TICKS, 8).
-%% An operation is resent periodically only once it is RESEND_AGE ticks old: a member
-%% acknowledges once a tick, so a younger one is most likely delivered there and merely not
-%% acknowledged yet (with 1, a third of the operations a loaded node received were such
-%% duplicates: bench/REPORT.md). Its origin resends it; any other member that logs it relays
-%% it only from RELAY_AGE ticks on, for when the origin is cut off or restarted without it
-%% (every member relaying at once sent about N^2/3 messages per operation: sim/REPORT.md);
-%% and only one member relays to a given member, every origin in one causal walk: the first
-%% node among the members alive (acknowledging within SILENT_TICKS) other than that member
-%% that had, RELAY_AGE ticks ago, something that member lacks (relays/3). Every member
-%% relays an origin once the member has not moved on it for RELAY_AGE ticks (the relay
-%% cannot reach it). After a heal every member relayed the whole backlog to the other side,
-%% so each operation arrived N-1 times (the simulator's full-load family: 70 % fewer
-%% duplicates with one relay). Choosing the relay by what members have now, per origin, let
-%% a member catching up itself be the relay, with nothing old enough to relay, while those
-%% that had everything waited for it: the member behind got a few operations a tick, from
-%% origins each waiting for another's (hm_faults_SUITE, and the simulator's slow receivers).
-%% An origin silent for RESEND_AGE ticks (cut off, or down) cannot resend: the first member
-%% alive that has what a member lacks of it relays those operations as their origin would,
-%% at RESEND_AGE (first_relays/4). A member lacking one cannot deliver what depends on it,
-%% from any origin: in the simulator's full-load family, what waited in causal buffers
-%% during the cut fell by 57 % (at no service time; 24 % at 3 ms a member operation).
-%% So does that member for a member stuck on an origin, one that has not moved on it for
-%% STUCK_TICKS ticks, whoever is alive: neither the origin nor the relay reaches it. It goes
-%% on relaying that origin while the member gets none of it beyond what was sent from here.
-%% After a heal the connections between some nodes can stay silent for seconds while TCP's
-%% retransmission timer, backed off during the cut, runs out, and a node whose connections
-%% are both back is the only way through: with RELAY_AGE ticks, a member stuck on one origin
-%% held back every operation depending on it, and the other members' writers waited on
-%% flow control for 2 s (3 nodes, 3 s silent cuts; the simulator's silent partitions, whose
-%% heals leave such connections: a copy caught up 1.3 s sooner in
-%% hm_sim_tests:regression_relay_around_a_silent_connection_test).
-%% With no retransmission round in flight to a member, an origin resends its own operation
-%% to it only once the member has not advanced on the origin for RESEND_AGE ticks, or once
-%% the operation is 2 * RTO_TICKS old: a member busy with a backlog holds operations it
-%% received and has not applied yet, and acknowledges only what it applied. Resent at
-%% RESEND_AGE whatever the member was doing, 66 % of what a copy received in the 2 s after a
-%% heal were duplicates (bench/REPORT.md); in the simulator's full load with receivers taking
-%% 3 ms per operation, 1.8 duplicates per client operation before, 0.75 after.
--define(RESEND_AGE, 2).
--define(RELAY_AGE, 8).
-%% A member that has not moved on an origin for STUCK_TICKS ticks while lacking some of its
-%% operations is sent them by the first member alive that has them, once they are
-%% RESEND_AGE ticks old there (see resend_due/2).
--define(STUCK_TICKS, ?RTO_TICKS).
 -opaque state() :: #tcsb{}.
 -type opts() :: #{window => pos_integer()}.
 
@@ -178,8 +96,7 @@ new(Self, Members, Delivered) -> new(Self, Members, Delivered, #{}).
 new(Self = {Node, _}, Members, Delivered, Opts) ->
     see([Self | maps:keys(Delivered)],
         #tcsb{self = Self, members = lists:usort([Node | Members]),
-              cb = hm_causal_buffer:new(Delivered),
-              window = maps:get(window, Opts, ?RESEND_MAX)}).
+              cb = hm_causal_buffer:new(Delivered), rs = hm_tcsb_resend:new(Opts)}).
 
 %% @doc Algorithm 1 "on broadcast": the operation's message (delivered here already) and the
 %% sends to every other member.
@@ -305,17 +222,10 @@ receive_ack(From = {Node, Inc}, V, New, S0) ->
         false -> receive_current_ack(From, V, New, S)
     end.
 
-receive_current_ack(From = {Node, Inc}, V, New, S = #tcsb{early_acks = E, acked = A, ticks = T,
-                                                          has = H}) ->
+receive_current_ack(From, V, New, S = #tcsb{early_acks = E, ticks = T, rs = RS}) ->
     {V0, New0} = maps:get(From, E, {#{}, #{}}),
-    %% receive_ack/4 let no gone incarnation through, and drop_superseded/1 left no entry of
-    %% one: an entry is this incarnation's, or there is none yet
-    H1 = case H of
-             #{Node := {Inc, Old}} -> H#{Node := {Inc, hm_vv:join(Old, V)}};
-             _ -> H#{Node => {Inc, V}}
-         end,
     settle_acks(S#tcsb{early_acks = E#{From => {hm_vv:join(V0, V), join_newest(New0, New)}},
-                       acked = A#{Node => T}, has = H1}).
+                       rs = hm_tcsb_resend:note_ack(From, V, T, RS)}).
 
 %% The acknowledgement `Ack' of `Origin' that waits counts once this replica has delivered
 %% every operation `Origin' sent before it. After a delivery of `Origin''s operation alone,
@@ -406,10 +316,8 @@ fold_logged(Fun, Acc, #tcsb{log = L}) -> hm_tcsb_log:fold(Fun, Acc, L).
 %% incarnation): stability waits for its next acknowledgement, and so does retransmission
 %% to it (what was in flight to it is lost).
 -spec forget_member(node(), state()) -> state().
-forget_member(Node, S = #tcsb{known = K, early_acks = E, has = H, flight = F, moved = Mv}) ->
-    S#tcsb{known = maps:remove(Node, K), has = maps:remove(Node, H),
-           flight = maps:remove(Node, F), moved = maps:remove(Node, Mv),
-           feeding = maps:remove(Node, S#tcsb.feeding),
+forget_member(Node, S = #tcsb{known = K, early_acks = E, rs = RS}) ->
+    S#tcsb{known = maps:remove(Node, K), rs = hm_tcsb_resend:forget_member(Node, RS),
            early_acks = maps:filter(fun({N, _}, _) -> N =/= Node end, E)}.
 
 %% @doc Put back logged operations read from disc or received in a state transfer (they are
@@ -424,242 +332,45 @@ restore_log(Msgs, S) ->
 %% otherwise (a periodic safety net that does not resend what is still in flight or not
 %% acknowledged yet, and leaves resending to the origin first).
 -spec missing(node(), all | old, state()) -> [message()].
-missing(Peer, Which, S) ->
-    element(1, catch_up(reported(Peer, S), Which, infinity, S)).
+missing(Peer, Which, S = #tcsb{rs = RS}) ->
+    hm_tcsb_resend:missing(Peer, Which, view(S), RS).
 
 %% @doc What member `Peer' reported it has delivered (its acknowledgements, settled or not:
 %% where retransmission to it starts).
 -spec reported(node(), state()) -> hm_vv:vv().
-reported(Peer, #tcsb{has = H, known = K}) ->
-    case H of
-        #{Peer := {_, V}} -> hm_vv:join(V, known_vv(Peer, K));
-        _ -> known_vv(Peer, K)
-    end.
+reported(Peer, #tcsb{known = K, rs = RS}) ->
+    hm_tcsb_resend:reported(Peer, known_vv(Peer, K), RS).
 
-%% The causal-order walk: from the cut `From' (what the peer has, and what is in flight to
-%% it), repeatedly take, origin by origin, the next logged operation that is due and ready
-%% on top of what was taken; at most `Max'. Returns them and the cut they reach. An origin
-%% stops at an operation not due (its operations are logged at nondecreasing ticks) or
-%% missing from the log; an operation not ready waits for the other origins.
-catch_up(From, Which, Max, S = #tcsb{self = {Node, _}, ticks = T}) when is_atom(Which) ->
-    Due = fun(_, _) when Which =:= all -> true;
-             ({N, _}, At) when N =:= Node -> At =< T - ?RESEND_AGE;
-             (_, At) -> At =< T - ?RELAY_AGE
-          end,
-    catch_up(From, Due, Max, S);
-catch_up(From, Due, Max, #tcsb{log = L}) ->
-    hm_tcsb_log:walk(From, Due, Max, L).
-
-%% @doc This tick's retransmission to `Peer': the next logged operations it has not reported
-%% delivered and that are not in flight to it, in causal order, so that at most `window' are
-%% in flight. A round the peer has not acknowledged within `RTO_TICKS' ticks was lost (a
-%% busy connection dropped it, or a cut): the next round starts again from what it
-%% reported.
+%% @doc This tick's retransmission to `Peer' ({@link hm_tcsb_resend:resend_due/3}): the next
+%% logged operations it has not reported delivered and that are not in flight to it, in
+%% causal order, at most its window in flight. A round the peer has not acknowledged in
+%% time was lost (a busy connection dropped it, or a cut): the next round starts again from
+%% what it reported.
 -spec resend_due(node(), state()) -> {[message()], state()}.
-resend_due(Peer, S0 = #tcsb{ticks = T, window = W0, flight = F,
-                            self = {Node, _}}) ->
-    case acked_lately(Peer, S0) of
-        false -> {[], S0};
-        true ->
-            Has = reported(Peer, S0),
-            Seen = maps:get(Peer, S0#tcsb.moved, #{}),
-            S = #tcsb{moved = Mv} = note_moves(Peer, Has, S0#tcsb{log = hm_tcsb_log:sorted(S0#tcsb.log)}),
-            Since = fun(O) -> element(2, maps:get(O, maps:get(Peer, Mv), {0, T})) end,
-            {Front0, Rounds0, W1} = maps:get(Peer, F, {Has, [], W0}),
-            %% stuck on origin `O': not moved on it for STUCK_TICKS, or moved only as far as
-            %% this replica relayed it since it was
-            Feeding0 = maps:get(Peer, S0#tcsb.feeding, #{}),
-            Fed = fun(O) -> is_map_key(O, Feeding0)
-                                andalso hm_vv:get(O, Has) =< hm_vv:get(O, Front0)
-                  end,
-            Stuck = fun(O) -> T - Since(O) >= ?STUCK_TICKS orelse Fed(O) end,
-            %% whether `Peer' advanced on origin `O' within RESEND_AGE ticks, with no round of
-            %% retransmission in flight to it (a member never seen before on `O' is not taken
-            %% to advance; rounds go on as their acknowledgements allow)
-            Advancing = fun(O) -> Rounds0 =:= [] andalso is_map_key(O, Seen)
-                                      andalso T - Since(O) < ?RESEND_AGE
-                        end,
-            {Rounds1, Done} = lists:partition(fun({_, V}) -> not hm_vv:leq(V, Has) end, Rounds0),
-            {Front, Rounds, W} =
-                case Rounds1 of
-                    [{At, V} | _] when T - At >= ?RTO_TICKS ->
-                        %% not acknowledged in time: lost, unless the member is still
-                        %% delivering what it covers (a member busy with a backlog
-                        %% acknowledges late; going back would only send it duplicates)
-                        case lists:any(fun({O, C}) -> C > hm_vv:get(O, Has)
-                                                          andalso T - Since(O) < ?RTO_TICKS
-                                       end, maps:to_list(V)) of
-                            true -> {hm_vv:join(Has, Front0), Rounds1, W1};
-                            false -> {Has, [], max(W0, W1 div 2)}      % lost: go back
-                        end;
-                    _ when Done =/= [] ->
-                        {hm_vv:join(Has, Front0), Rounds1, min(W0 * ?MAX_WINDOW_FACTOR, W1 * 2)};
-                    _ ->
-                        {hm_vv:join(Has, Front0), Rounds1, W1}
-                end,
-            InFlight = maps:fold(fun(O, C, N) -> N + C - hm_vv:get(O, Has) end, 0, Front),
-            Relay = relays(Peer, Has, S),
-            %% of the logged origins silent or `Peer' is stuck on, those this replica is the
-            %% first member alive to have more of than `Peer' (but their own node); and of
-            %% those the silent ones
-            Silent = fun({N, _}) -> silent(N, ?RESEND_AGE, S) end,
-            Lacking = fun(O) -> hm_vv:get(O, Has) < hm_tcsb_log:highest(O, S#tcsb.log) end,
-            First = first_relays(Peer, Has, fun(O) -> Lacking(O) andalso
-                                                          (Silent(O) orelse Stuck(O))
-                                            end, S),
-            Quick = maps:filter(fun(O, _) -> Silent(O) end, First),
-            %% this replica's own operations, and those it relays for a silent origin, as
-            %% their origin resends them
-            Due = fun(O = {N, _}, At) when N =:= Node; is_map_key(O, Quick) ->
-                          At =< T - ?RESEND_AGE andalso
-                              (not Advancing(O) orelse At =< T - 2 * ?RTO_TICKS);
-                     (O, At) -> (Relay andalso At =< T - ?RELAY_AGE) orelse
-                                    (At =< T - ?RESEND_AGE andalso Stuck(O)
-                                     andalso is_map_key(O, First)) orelse
-                                    (At =< T - ?RELAY_AGE andalso T - Since(O) >= ?RELAY_AGE)
-                  end,
-            {Msgs, Front1} = case W - InFlight of
-                                 Room when Room > 0 -> catch_up(Front, Due, Room, S);
-                                 _ -> {[], Front}
-                             end,
-            Rounds2 = case Msgs of
-                          [] -> Rounds;
-                          _ -> Rounds ++ [{T, Front1}]
-                      end,
-            %% once per origin relayed, not per operation (a round may carry thousands)
-            Relayed = maps:from_keys([O || {O = {N, _}, _, _} <- Msgs, N =/= Node], true),
-            Feeding = maps:from_list([{O, true} || O <- maps:keys(Feeding0), Fed(O)]
-                                     ++ [{O, true} || O <- maps:keys(Relayed), Stuck(O)]),
-            {Msgs, S#tcsb{flight = F#{Peer => {Front1, Rounds2, W}},
-                          feeding = (S#tcsb.feeding)#{Peer => Feeding}}}
-    end.
+resend_due(Peer, S = #tcsb{rs = RS}) ->
+    {Msgs, L, RS1} = hm_tcsb_resend:resend_due(Peer, view(S), RS),
+    {Msgs, S#tcsb{log = L, rs = RS1}}.
 
-%% Whether this replica relays other origins' operations to `Peer' at once: it is the first
-%% node among itself and the members other than `Peer' that acknowledged within SILENT_TICKS
-%% and had, RELAY_AGE ticks ago, some operation `Peer' reported it lacks (`Has'). Every
-%% member computes the same one while they see the same members alive and the same reports.
-%% A member relays what it logged RELAY_AGE ticks ago, so a member that has nothing `Peer'
-%% lacks, or got it only lately (restarted, or behind after a cut like `Peer'), cannot relay
-%% yet and is passed over. One member relays every origin, in one causal walk: with a relay
-%% per origin, an operation of one origin waited for another member to send the operation
-%% of another origin it depends on, then for the acknowledgement, a few operations a tick.
-relays(Peer, Has, S = #tcsb{self = {Node, _}}) ->
-    Can = [M || M <- may_relay(Peer, S), not hm_vv:leq(reported_before(M, S), Has)],
-    %% none: what `Peer' lacks is younger than RELAY_AGE everywhere (its origin resends it)
-    Can =/= [] andalso Node =:= lists:min(Can).
-
-%% The logged origins (those `Which' takes) of which `Peer' lacks an operation that this
-%% replica is the first member to have, among those alive but the origin's node (looked at
-%% only for the origins taken: a tick costs that for every member). When that node has been silent
-%% for RESEND_AGE ticks (cut off, or down) it cannot resend them, so this replica relays them
-%% as their origin would, without waiting RELAY_AGE ticks (a member that lacks one of them
-%% cannot deliver what depends on it, from any origin); and so it does when `Peer' is stuck
-%% on the origin (STUCK_TICKS), whoever else is alive: one member, not all of them, relays.
-first_relays(Peer, Has, Which, S = #tcsb{self = {Node, _}, log = L, cb = CB}) ->
-    Alive = [{M, case M of
-                     Node -> hm_causal_buffer:delivered(CB);
-                     _ -> reported(M, S)
-                 end} || M <- may_relay(Peer, S)],
-    maps:from_list(
-      [{O, true} || O = {N, _} <- hm_tcsb_log:origins(L), N =/= Node, N =/= Peer, Which(O),
-                    begin
-                        Lacks = hm_vv:get(O, Has),
-                        Can = [M || {M, V} <- Alive, M =/= N, hm_vv:get(O, V) > Lacks],
-                        Can =/= [] andalso Node =:= lists:min(Can)
-                    end]).
-
-%% The members that may relay to `Peer': this replica, and the others alive (acknowledging
-%% within SILENT_TICKS) but `Peer'.
-may_relay(Peer, S = #tcsb{self = {Node, _}, members = Ms}) ->
-    [M || M <- Ms, M =/= Peer, M =:= Node orelse acked_lately(M, S)].
-
-%% What member `M' reported at least RELAY_AGE ticks ago (as far as this replica heard then):
-%% it logged those operations at least that long ago, so they are due for relaying there.
-%% For this replica itself, what it had delivered RELAY_AGE ticks ago; for another member,
-%% what it reported RELAY_AGE - 1 ticks ago: its report arrives here about a tick after it
-%% delivered, and every member must see the same relay (with the same age for both, a
-%% member counted itself a tick before the others counted it, and two relayed for a tick:
-%% 25 % more operations received twice in the simulator's full-load family; with one more
-%% tick for itself, none relayed for a tick, and the family converged 8 % slower).
-reported_before(M, #tcsb{past = P, ticks = T, self = {Node, _}}) ->
-    Age = case M of
-              Node -> ?RELAY_AGE;
-              _ -> ?RELAY_AGE - 1
-          end,
-    case P of
-        #{M := {_, Hist}} ->
-            case [V || {At, V} <- Hist, At =< T - Age] of
-                [V | _] -> V;
-                [] -> #{}
-            end;
-        _ -> #{}
-    end.
-
-%% Note what every member reports at this tick (reported_before/2), for its current
-%% incarnation; keep the reports newer than RELAY_AGE ticks and the newest older one.
-note_reports(S = #tcsb{self = {Node, Self}, members = Ms, has = H, past = P, ticks = T,
-                        cb = CB}) ->
-    P1 = lists:foldl(
-           fun(M, Acc) ->
-                   case H#{Node => {Self, none}} of
-                       #{M := {Inc, _}} ->
-                           V = case M of
-                                   Node -> hm_causal_buffer:delivered(CB);
-                                   _ -> reported(M, S)
-                               end,
-                           Hist = case Acc of
-                                      #{M := {Inc, [{_, V} | _] = Same}} -> Same;
-                                      #{M := {Inc, Old}} -> [{T, V} | Old];
-                                      _ -> [{T, V}]
-                                  end,
-                           Acc#{M => {Inc, trim_reports(Hist, T)}};
-                       _ -> Acc
-                   end
-           end, maps:with(Ms, P), Ms),
-    S#tcsb{past = P1}.
-
-trim_reports([E = {At, _} | Rest], T) when At > T - ?RELAY_AGE -> [E | trim_reports(Rest, T)];
-trim_reports([E | _], _) -> [E];
-trim_reports([], _) -> [].
-
-%% For every origin logged here or reported by `Peer', what `Peer' reported of it and the tick
-%% that last changed (an origin that enters the log here has been tracked since `Peer' first
-%% reported it: a member stuck on it is seen stuck at once).
-note_moves(Peer, Has, S = #tcsb{log = L, moved = Mv, ticks = T}) ->
-    Old = maps:get(Peer, Mv, #{}),
-    New = maps:map(fun(O, _) ->
-                           Seq = hm_vv:get(O, Has),
-                           case Old of
-                               #{O := {Seq, _} = Same} -> Same;
-                               _ -> {Seq, T}
-                           end
-                   end, maps:merge(Has, maps:from_keys(hm_tcsb_log:origins(L), logged))),
-    S#tcsb{moved = Mv#{Peer => New}}.
-
-%% Whether member `M' acknowledged within the last SILENT_TICKS ticks: only such a member is
-%% sent retransmissions, or relays. Unlike silent/3, a member never heard from is not.
-acked_lately(M, S) -> acked_within(M, ?SILENT_TICKS, S).
+%% What of this state retransmission reads.
+view(S = #tcsb{self = Self, members = Ms, ticks = T, cb = CB, log = L}) ->
+    hm_tcsb_resend:view(Self, Ms, T, hm_causal_buffer:delivered(CB), known(S), L).
 
 %% @doc Whether member `M' acknowledged within the last `Ticks' ticks (false when it was
 %% never heard from).
 -spec acked_within(node(), non_neg_integer(), state()) -> boolean().
-acked_within(M, Ticks, #tcsb{acked = A, ticks = T}) ->
-    case A of
-        #{M := At} -> T - At =< Ticks;
-        _ -> false
-    end.
+acked_within(M, Ticks, #tcsb{ticks = T, rs = RS}) ->
+    hm_tcsb_resend:acked_within(M, Ticks, T, RS).
 
 %% @doc How many of this replica's own operations member `M' has not delivered, as far as its
 %% acknowledgements tell: `unknown' when none was heard since what it had was last
 %% forgotten ({@link forget_member/2}).
 -spec lag(node(), state()) -> non_neg_integer() | unknown.
-lag(M, #tcsb{self = Self, has = H, known = K, cb = CB}) ->
+lag(M, #tcsb{self = Self, known = K, cb = CB, rs = RS}) ->
     Own = hm_vv:get(Self, hm_causal_buffer:delivered(CB)),
-    case {H, K} of
-        {#{M := {_, V}}, _} ->
-            max(0, Own - max(hm_vv:get(Self, V), hm_vv:get(Self, known_vv(M, K))));
-        {_, #{M := {_, V, _}}} -> max(0, Own - hm_vv:get(Self, V));
-        _ -> unknown
+    case {hm_tcsb_resend:report(M, RS), K} of
+        {none, #{M := {_, V, _}}} -> max(0, Own - hm_vv:get(Self, V));
+        {none, _} -> unknown;
+        {V, _} -> max(0, Own - max(hm_vv:get(Self, V), hm_vv:get(Self, known_vv(M, K))))
     end.
 
 %% @doc How many operations member `M' reported (in its acknowledgements) it has delivered
@@ -685,17 +396,13 @@ merge(V, S0) ->
 %% few ticks; a silent one is down, restarting, or has not loaded the table yet). False when
 %% none was heard since this replica started: nothing is known of it.
 -spec silent(node(), non_neg_integer(), state()) -> boolean().
-silent(Node, Ticks, #tcsb{acked = A, ticks = T}) ->
-    case A of
-        #{Node := At} -> T - At > Ticks;
-        _ -> false
-    end.
+silent(Node, Ticks, #tcsb{ticks = T, rs = RS}) ->
+    hm_tcsb_resend:silent(Node, Ticks, T, RS).
 
 %% @doc Advance the logical tick used by {@link missing/3}.
 -spec tick(state()) -> state().
-tick(S) ->
-    S1 = #tcsb{ticks = T} = note_reports(S),
-    S1#tcsb{ticks = T + 1}.
+tick(S = #tcsb{ticks = T, rs = RS}) ->
+    S#tcsb{rs = hm_tcsb_resend:note_reports(view(S), RS), ticks = T + 1}.
 
 %% Take note of replicas (`{Node, Incarnation}') heard of: a newer incarnation of a node
 %% supersedes the older ones (incarnations grow with time, hm_ec_server).
@@ -747,12 +454,11 @@ superseded({N, Inc}, #tcsb{members = Ms, newest = New}) ->
 %% that lacks operations the old one had; counted for stability, the old word would let them
 %% be folded while the new incarnation can still issue operations concurrent with them
 %% (found by the simulator with Mnesia restarts, which give no nodedown).
-drop_superseded(S0 = #tcsb{newest = New, known = K, has = H, early_acks = E}) ->
+drop_superseded(S0 = #tcsb{newest = New, known = K, early_acks = E, rs = RS}) ->
     Old = fun(N, Inc) -> Inc < maps:get(N, New, Inc) end,
     S = #tcsb{cb = CB} =
         S0#tcsb{known = maps:filter(fun(N, {Inc, _, _}) -> not Old(N, Inc) end, K),
-                has = maps:filter(fun(N, {Inc, _}) -> not Old(N, Inc) end, H),
-                past = maps:filter(fun(N, {Inc, _}) -> not Old(N, Inc) end, S0#tcsb.past),
+                rs = hm_tcsb_resend:drop_superseded(Old, RS),
                 early_acks = maps:filter(fun({N, Inc}, _) -> not Old(N, Inc) end, E)},
     case hm_causal_buffer:pending_count(CB) of
         0 -> S;
@@ -762,11 +468,10 @@ drop_superseded(S0 = #tcsb{newest = New, known = K, has = H, early_acks = E}) ->
 %% @doc Change the members (copy holders): a removed member no longer holds stability back.
 -spec set_members([node()], state()) -> state().
 set_members(Ms, S = #tcsb{self = {Node, _}, members = Old, known = K, early_acks = E,
-                          has = H, flight = F, moved = Mv}) ->
+                          rs = RS}) ->
     Ms1 = lists:usort([Node | Ms]),
-    S1 = S#tcsb{members = Ms1, known = maps:with(Ms1, K), has = maps:with(Ms1, H),
-                flight = maps:with(Ms1, F), moved = maps:with(Ms1, Mv),
-                feeding = maps:with(Ms1, S#tcsb.feeding), past = maps:with(Ms1, S#tcsb.past),
+    S1 = S#tcsb{members = Ms1, known = maps:with(Ms1, K),
+                rs = hm_tcsb_resend:set_members(Ms1, RS),
                 early_acks = maps:filter(fun({N, _}, _) -> lists:member(N, Ms1) end, E)},
     case Ms1 =:= Old of
         true -> S1;
@@ -798,6 +503,6 @@ known(#tcsb{known = K}) -> maps:map(fun(_, {_, V, _}) -> V end, K).
 %% reported delivered and the rounds in flight to it (`{Cut, [{Tick, Cut}], Window}'), and
 %% per logged origin the range of sequence numbers logged.
 -spec retransmission(state()) -> map().
-retransmission(#tcsb{ticks = T, newest = New, acked = A, has = H, flight = F, log = L}) ->
-    #{tick => T, newest => New, acked => A, reported => H, flight => F,
-      logged => hm_tcsb_log:ranges(L)}.
+retransmission(#tcsb{ticks = T, newest = New, log = L, rs = RS}) ->
+    maps:merge(#{tick => T, newest => New, logged => hm_tcsb_log:ranges(L)},
+               hm_tcsb_resend:info(RS)).
