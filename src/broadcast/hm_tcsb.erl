@@ -1,10 +1,22 @@
 %% @doc Tagged causal stable broadcast, pure (the Hypermnesia paper, *Hypermnesia: Eventual
-%% Consistency in Mnesia*, §4.3–4.8, Algorithm 1), with the extensions a partition-tolerant
-%% table needs: retransmission and eager acknowledgements.
+%% Consistency in Mnesia*, §4.3–4.8, Algorithm 1, after Baquero, Almeida and Shoker, *Making
+%% Operation-based CRDTs Operation-based*), with the extensions a partition-tolerant table
+%% needs: retransmission and eager acknowledgements.
 %%
 %% One state per EC table and node; the members are the table's copy holders. Functions take
 %% the state and return the new state and the messages to send (`[{Node, Msg}]'); the server
-%% ({@link hm_ec_server}) only sends them.
+%% ({@link hm_ec_server}) only sends them. This module is the one the rest of Hypermnesia
+%% calls. It holds causal delivery and causal stability, and keeps two parts of its state in
+%% the modules that own them:
+%% <ul>
+%% <li>{@link hm_tcsb_log}: every operation delivered here, kept until it is stable, per
+%% origin in sequence order, so that any member can repair any other after a
+%% partition.</li>
+%% <li>{@link hm_tcsb_resend}: what to retransmit to each member, and when, and which member
+%% relays the operations of others; it works from what members reported in their
+%% acknowledgements, settled or not.</li>
+%% </ul>
+%% The steps:
 %% <ul>
 %% <li>{@link broadcast/2} ("on broadcast"): timestamp a local operation; it is delivered
 %% locally at once and logged for retransmission.</li>
@@ -18,16 +30,12 @@
 %% operation that member sent before acknowledging has been delivered here, so no operation
 %% concurrent with a stable one can still arrive (the condition of Algorithm 1, with acks as
 %% empty messages standing for its ts_map). Nothing is stable while an operation of a gone
-%% incarnation may still arrive (settled/1, below).</li>
-%% <li>{@link resend_due/2}, {@link missing/3}: retransmission. The log keeps every delivered
-%% operation, of any origin, until it is stable, so any member can repair any other after a
-%% partition; it is kept per origin in sequence order, so gc and resends never scan it. A
-%% member is sent what it REPORTED it lacks (its latest acknowledgement, whether or not that
-%% acknowledgement counts for stability yet), in causal order, with a window of operations
-%% in flight that adapts to what the member and the link take. Starting from settled
-%% acknowledgements instead deadlocks after a partition under load: each side's
-%% acknowledgements wait for the very operations the other side would resend, and resends
-%% that start at the beginning of the log and are capped never reach the gap.</li>
+%% incarnation may still arrive (settled/1, below). {@link gc/1} then drops the stable
+%% operations from the log.</li>
+%% <li>{@link tick/1}, {@link resend_due/2}, {@link missing/3}: retransmission
+%% ({@link hm_tcsb_resend}). A member is sent what it reported it lacks, in causal order,
+%% with a window of operations in flight that adapts to what the member and the link
+%% take.</li>
 %% <li>{@link behind/2}, {@link merge/2}: catching up by state. A replica far behind a member
 %% takes that member's state (its table's keys, joined into its own by the layer above) and
 %% counts as delivered what the member delivered, without those operations: it cannot
@@ -39,24 +47,27 @@
 %% node. An incarnation is gone once a newer one of its node is heard of, or its node is no
 %% longer a member: its operations are then delivered only when ready on arrival (never
 %% buffered), and acks carry the newest incarnation of every node their sender heard of, so
-%% stability can wait until every member has caught up on them (sim/REPORT.md tells the
-%% schedules that showed why).
+%% stability can wait until every member has caught up on them (an operation of a gone
+%% incarnation, still resent from logs, could otherwise arrive after one concurrent with it
+%% was folded as stable: see settled/1).
 %%
 %% Invariants: a logged operation is delivered here; every operation delivered here as an
 %% operation (not by state) is logged until stable; the log holds no stable operation after
-%% {@link gc/1}; `known' only grows for a member incarnation; what a member reported only
-%% grows for a member incarnation, and every operation retransmitted is ready at the member
-%% once those retransmitted before it arrived; no operation of a gone incarnation stays
-%% buffered.
+%% {@link gc/1}; `known' only grows for a member incarnation; no operation of a gone
+%% incarnation stays buffered. Retransmission keeps its own ({@link hm_tcsb_resend}).
 -module(hm_tcsb).
 
--export([new/2, new/3, new/4, broadcast/2, receive_op/2, receive_ready/2, receive_unready/2, acks/1, receive_ack/4,
-         stable/1, gc/1,
-         missing/3, tick/1, set_members/2, members/1, self/1, restore_log/2,
-         gc_dots/1, gc_ops/1, log_msgs/1, fold_logged/3, forget_member/2, resend_due/2, delivered/1,
-         log_size/1,
-         pending/1, known/1, reported/2, silent/3, acked_within/3, lag/2, superseded/2,
-         retransmission/1, behind/2, merge/2]).
+%% the steps of Algorithm 1, and acknowledgements
+-export([new/2, new/3, new/4, broadcast/2, receive_op/2, receive_ready/2, receive_unready/2,
+         acks/1, receive_ack/4, stable/1, merge/2, behind/2]).
+%% members and incarnations
+-export([set_members/2, forget_member/2, superseded/2]).
+%% the log
+-export([gc/1, gc_dots/1, gc_ops/1, restore_log/2, log_msgs/1, fold_logged/3, log_size/1]).
+%% retransmission
+-export([tick/1, resend_due/2, missing/3, reported/2, lag/2, acked_within/3, silent/3]).
+%% inspection
+-export([self/1, members/1, delivered/1, pending/1, known/1, retransmission/1]).
 -export_type([state/0, message/0, opts/0]).
 
 -type message() :: hm_causal_buffer:message().
@@ -81,6 +92,8 @@
 
 -opaque state() :: #tcsb{}.
 -type opts() :: #{window => pos_integer()}.
+
+%%% ---------------------------------------------------------------- delivery
 
 %% @doc A fresh member: nothing delivered. `Self' is this replica's `{node(), Incarnation}'.
 -spec new(replica(), [node()]) -> state().
@@ -147,8 +160,7 @@ deliver(Msg, S = #tcsb{cb = CB}) ->
 %% settle. What members have delivered is learned from their acknowledgements only, not
 %% from these timestamps (Algorithm 1's ts_map): an operation may be relayed by
 %% retransmission after its origin restarted as a new incarnation, and would teach stale
-%% knowledge; an acknowledgement comes straight from the member, every tick (found by the
-%% simulator).
+%% knowledge; an acknowledgement comes straight from the member, every tick.
 log_ready({Ready, CB1}, S) ->
     S1 = lists:foldl(fun log_msg/2, S#tcsb{cb = CB1}, Ready),
     {Ready, settle_acks(S1)}.
@@ -172,26 +184,25 @@ log_delivered({Ready, CB1}, S = #tcsb{early_acks = E}) ->
 log_msg(Msg, S = #tcsb{log = L, ticks = T}) ->
     S#tcsb{log = hm_tcsb_log:append(Msg, T, L)}.
 
-%% What member `Node' (incarnation `Inc') has delivered. A newer incarnation replaces what
-%% was known of the node (it restarted without its state and may lack what the old one had:
-%% counting the old one's acks would let operations it lacks be collected as stable); an
-%% older incarnation's news is ignored. Incarnations grow with time (hm_ec_server).
-learn({Node, Inc}, {V, New}, Known) ->
-    case Known of
-        #{Node := {Inc, Old, OldNew}} ->
-            Known#{Node := {Inc, hm_vv:join(Old, V), join_newest(OldNew, New)}};
-        #{Node := {Cur, _, _}} when Cur > Inc -> Known;
-        _ -> Known#{Node => {Inc, V, New}}
-    end.
+%% @doc Catching up by state: count as delivered what a member delivered, `V', whose state
+%% the layer above joined into this replica's. Returns the buffered operations that became
+%% deliverable on top of that, in causal order (to be applied as received ones are). The
+%% operations `V' brings are not logged here: their origin logs them, and so does every
+%% replica that received them as operations, until they are stable; a replica that lacks
+%% one that only replicas caught up by state still have takes their state in turn (the
+%% layer above: hm_ec_table).
+-spec merge(hm_vv:vv(), state()) -> {[message()], state()}.
+merge(V, S0) ->
+    S = #tcsb{cb = CB} = see(maps:keys(V), S0),
+    log_ready(hm_causal_buffer:advance(V, CB), S).
 
-known_vv(Node, Known) ->
-    case Known of
-        #{Node := {_, V, _}} -> V;
-        _ -> #{}
-    end.
+%% @doc How many operations member `M' reported (in its acknowledgements) it has delivered
+%% that this replica has not: how far this replica is behind it.
+-spec behind(node(), state()) -> non_neg_integer().
+behind(M, S = #tcsb{cb = CB}) ->
+    hm_vv:missing(reported(M, S), hm_causal_buffer:delivered(CB)).
 
-join_newest(A, B) ->
-    maps:fold(fun(N, Inc, Acc) -> Acc#{N => max(Inc, maps:get(N, Acc, Inc))} end, A, B).
+%%% ---------------------------------------------------------------- stability
 
 %% @doc The acknowledgements to send to every other member: `{ack, Replica, Delivered,
 %% Newest}', `Newest' the newest incarnation of every node this replica has heard of.
@@ -241,6 +252,27 @@ settle_ack(Origin, Ack = {V, _}, S = #tcsb{early_acks = E, known = K, cb = CB}) 
 %% changes nothing.
 settle_acks(S = #tcsb{early_acks = E}) -> maps:fold(fun settle_ack/3, S, E).
 
+%% What member `Node' (incarnation `Inc') has delivered. A newer incarnation replaces what
+%% was known of the node (it restarted without its state and may lack what the old one had:
+%% counting the old one's acks would let operations it lacks be collected as stable); an
+%% older incarnation's news is ignored. Incarnations grow with time (hm_ec_server).
+learn({Node, Inc}, {V, New}, Known) ->
+    case Known of
+        #{Node := {Inc, Old, OldNew}} ->
+            Known#{Node := {Inc, hm_vv:join(Old, V), join_newest(OldNew, New)}};
+        #{Node := {Cur, _, _}} when Cur > Inc -> Known;
+        _ -> Known#{Node => {Inc, V, New}}
+    end.
+
+known_vv(Node, Known) ->
+    case Known of
+        #{Node := {_, V, _}} -> V;
+        _ -> #{}
+    end.
+
+join_newest(A, B) ->
+    maps:fold(fun(N, Inc, Acc) -> Acc#{N => max(Inc, maps:get(N, Acc, Inc))} end, A, B).
+
 %% @doc Algorithm 1 "check stability": every operation whose dot is in the returned vector
 %% is causally stable here. Nothing is while a superseded incarnation is not settled
 %% ({@link settled/1}).
@@ -258,8 +290,8 @@ stable(S = #tcsb{self = {Node, _}, members = Ms, known = K, cb = CB}) ->
 %% whose acknowledgements settle only once its own earlier operations arrived. A node that
 %% restarted without its state breaks that: its old incarnation acknowledges no more, yet its
 %% operations that some member delivered keep travelling (resent from logs) and may arrive
-%% here after an operation concurrent with them was folded as stable: replicas diverge
-%% (found by the simulator with slower relays). The same holds for a member whose copy was
+%% here after an operation concurrent with them was folded as stable: replicas diverge.
+%% The same holds for a member whose copy was
 %% removed: superseded/2 counts every origin of a node that is not a member as gone.
 %% So for every superseded incarnation O in sight,
 %% stability waits until (1) every other member has acknowledged after hearing of a newer
@@ -284,125 +316,7 @@ heard_newer(M, N, Inc, K) ->
         _ -> false
     end.
 
-%% @doc Forget logged operations that are stable (every member has them).
--spec gc(state()) -> state().
-gc(S) -> element(2, gc_dots(S)).
-
-%% @doc {@link gc/1}, also returning the dots it forgot (to delete them from disc).
--spec gc_dots(state()) -> {[hm_vv:dot()], state()}.
-gc_dots(S) ->
-    {Msgs, S1} = gc_ops(S),
-    {[{O, maps:get(O, Ts)} || {O, Ts, _} <- Msgs], S1}.
-
-%% @doc {@link gc/1}, also returning the operations it forgot.
--spec gc_ops(state()) -> {[message()], state()}.
-gc_ops(S = #tcsb{log = L}) ->
-    {Gone, Kept} = hm_tcsb_log:prune(stable(S), L),
-    {Gone, S#tcsb{log = Kept}}.
-
-%% @doc Every logged operation (delivered here, not yet stable), oldest first per origin: what
-%% a state transfer hands on, so the receiver can repair others too.
--spec log_msgs(state()) -> [message()].
-log_msgs(#tcsb{log = L}) -> hm_tcsb_log:msgs(L).
-
-%% @doc Fold `Fun' over the logged messages (not yet stable), in no particular order, as
-%% {@link lists:foldl/3} does, until it returns `{stop, Result}': `Result' is then the
-%% answer. Nothing is copied: it stops after the messages it needed.
--spec fold_logged(fun((message(), Acc) -> Acc | {stop, Result}), Acc, state()) ->
-          Acc | {stop, Result}.
-fold_logged(Fun, Acc, #tcsb{log = L}) -> hm_tcsb_log:fold(Fun, Acc, L).
-
-%% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
-%% incarnation): stability waits for its next acknowledgement, and so does retransmission
-%% to it (what was in flight to it is lost).
--spec forget_member(node(), state()) -> state().
-forget_member(Node, S = #tcsb{known = K, early_acks = E, rs = RS}) ->
-    S#tcsb{known = maps:remove(Node, K), rs = hm_tcsb_resend:forget_member(Node, RS),
-           early_acks = maps:filter(fun({N, _}, _) -> N =/= Node end, E)}.
-
-%% @doc Put back logged operations read from disc or received in a state transfer (they are
-%% delivered here).
--spec restore_log([message()], state()) -> state().
-restore_log(Msgs, S) ->
-    lists:foldl(fun log_msg/2, see([O || {_, Ts, _} <- Msgs, O <- maps:keys(Ts)], S), Msgs).
-
-%% @doc Logged operations `Peer' has not reported it delivered, in causal order (each one is
-%% deliverable at `Peer' once those before it are). `all' gives every one; `old' only those
-%% logged at least `RESEND_AGE' ticks ago if this replica is their origin, `RELAY_AGE'
-%% otherwise (a periodic safety net that does not resend what is still in flight or not
-%% acknowledged yet, and leaves resending to the origin first).
--spec missing(node(), all | old, state()) -> [message()].
-missing(Peer, Which, S = #tcsb{rs = RS}) ->
-    hm_tcsb_resend:missing(Peer, Which, view(S), RS).
-
-%% @doc What member `Peer' reported it has delivered (its acknowledgements, settled or not:
-%% where retransmission to it starts).
--spec reported(node(), state()) -> hm_vv:vv().
-reported(Peer, #tcsb{known = K, rs = RS}) ->
-    hm_tcsb_resend:reported(Peer, known_vv(Peer, K), RS).
-
-%% @doc This tick's retransmission to `Peer' ({@link hm_tcsb_resend:resend_due/3}): the next
-%% logged operations it has not reported delivered and that are not in flight to it, in
-%% causal order, at most its window in flight. A round the peer has not acknowledged in
-%% time was lost (a busy connection dropped it, or a cut): the next round starts again from
-%% what it reported.
--spec resend_due(node(), state()) -> {[message()], state()}.
-resend_due(Peer, S = #tcsb{rs = RS}) ->
-    {Msgs, L, RS1} = hm_tcsb_resend:resend_due(Peer, view(S), RS),
-    {Msgs, S#tcsb{log = L, rs = RS1}}.
-
-%% What of this state retransmission reads.
-view(S = #tcsb{self = Self, members = Ms, ticks = T, cb = CB, log = L}) ->
-    hm_tcsb_resend:view(Self, Ms, T, hm_causal_buffer:delivered(CB), known(S), L).
-
-%% @doc Whether member `M' acknowledged within the last `Ticks' ticks (false when it was
-%% never heard from).
--spec acked_within(node(), non_neg_integer(), state()) -> boolean().
-acked_within(M, Ticks, #tcsb{ticks = T, rs = RS}) ->
-    hm_tcsb_resend:acked_within(M, Ticks, T, RS).
-
-%% @doc How many of this replica's own operations member `M' has not delivered, as far as its
-%% acknowledgements tell: `unknown' when none was heard since what it had was last
-%% forgotten ({@link forget_member/2}).
--spec lag(node(), state()) -> non_neg_integer() | unknown.
-lag(M, #tcsb{self = Self, known = K, cb = CB, rs = RS}) ->
-    Own = hm_vv:get(Self, hm_causal_buffer:delivered(CB)),
-    case {hm_tcsb_resend:report(M, RS), K} of
-        {none, #{M := {_, V, _}}} -> max(0, Own - hm_vv:get(Self, V));
-        {none, _} -> unknown;
-        {V, _} -> max(0, Own - max(hm_vv:get(Self, V), hm_vv:get(Self, known_vv(M, K))))
-    end.
-
-%% @doc How many operations member `M' reported (in its acknowledgements) it has delivered
-%% that this replica has not: how far this replica is behind it.
--spec behind(node(), state()) -> non_neg_integer().
-behind(M, S = #tcsb{cb = CB}) ->
-    hm_vv:missing(reported(M, S), hm_causal_buffer:delivered(CB)).
-
-%% @doc Catching up by state: count as delivered what a member delivered, `V', whose state
-%% the layer above joined into this replica's. Returns the buffered operations that became
-%% deliverable on top of that, in causal order (to be applied as received ones are). The
-%% operations `V' brings are not logged here: their origin logs them, and so does every
-%% replica that received them as operations, until they are stable; a replica that lacks
-%% one that only replicas caught up by state still have takes their state in turn (the
-%% layer above: hm_ec_table).
--spec merge(hm_vv:vv(), state()) -> {[message()], state()}.
-merge(V, S0) ->
-    S = #tcsb{cb = CB} = see(maps:keys(V), S0),
-    log_ready(hm_causal_buffer:advance(V, CB), S).
-
-%% @doc Whether member `Node' has been silent for more than `Ticks' ticks: its last
-%% acknowledgement heard here is older (a member whose copy runs acknowledges at least every
-%% few ticks; a silent one is down, restarting, or has not loaded the table yet). False when
-%% none was heard since this replica started: nothing is known of it.
--spec silent(node(), non_neg_integer(), state()) -> boolean().
-silent(Node, Ticks, #tcsb{ticks = T, rs = RS}) ->
-    hm_tcsb_resend:silent(Node, Ticks, T, RS).
-
-%% @doc Advance the logical tick used by {@link missing/3}.
--spec tick(state()) -> state().
-tick(S = #tcsb{ticks = T, rs = RS}) ->
-    S#tcsb{rs = hm_tcsb_resend:note_reports(view(S), RS), ticks = T + 1}.
+%%% ---------------------------------------------------------------- incarnations and members
 
 %% Take note of replicas (`{Node, Incarnation}') heard of: a newer incarnation of a node
 %% supersedes the older ones (incarnations grow with time, hm_ec_server).
@@ -453,7 +367,7 @@ superseded({N, Inc}, #tcsb{members = Ms, newest = New}) ->
 %% Mnesia alone restarted on that node), and the new incarnation may have installed a state
 %% that lacks operations the old one had; counted for stability, the old word would let them
 %% be folded while the new incarnation can still issue operations concurrent with them
-%% (found by the simulator with Mnesia restarts, which give no nodedown).
+%% (Mnesia restarted alone gives no nodedown: the newer incarnation is the only sign).
 drop_superseded(S0 = #tcsb{newest = New, known = K, early_acks = E, rs = RS}) ->
     Old = fun(N, Inc) -> Inc < maps:get(N, New, Inc) end,
     S = #tcsb{cb = CB} =
@@ -478,6 +392,117 @@ set_members(Ms, S = #tcsb{self = {Node, _}, members = Old, known = K, early_acks
         false -> drop_superseded(S1)        % a removed member's incarnations are gone
     end.
 
+%% @doc Forget what member `Node' is known to have (it went down or came back, maybe as a new
+%% incarnation): stability waits for its next acknowledgement, and so does retransmission
+%% to it (what was in flight to it is lost).
+-spec forget_member(node(), state()) -> state().
+forget_member(Node, S = #tcsb{known = K, early_acks = E, rs = RS}) ->
+    S#tcsb{known = maps:remove(Node, K), rs = hm_tcsb_resend:forget_member(Node, RS),
+           early_acks = maps:filter(fun({N, _}, _) -> N =/= Node end, E)}.
+
+%%% ---------------------------------------------------------------- log
+
+%% @doc Forget logged operations that are stable (every member has them).
+-spec gc(state()) -> state().
+gc(S) -> element(2, gc_dots(S)).
+
+%% @doc {@link gc/1}, also returning the dots it forgot (to delete them from disc).
+-spec gc_dots(state()) -> {[hm_vv:dot()], state()}.
+gc_dots(S) ->
+    {Msgs, S1} = gc_ops(S),
+    {[{O, maps:get(O, Ts)} || {O, Ts, _} <- Msgs], S1}.
+
+%% @doc {@link gc/1}, also returning the operations it forgot.
+-spec gc_ops(state()) -> {[message()], state()}.
+gc_ops(S = #tcsb{log = L}) ->
+    {Gone, Kept} = hm_tcsb_log:prune(stable(S), L),
+    {Gone, S#tcsb{log = Kept}}.
+
+%% @doc Put back logged operations read from disc or received in a state transfer (they are
+%% delivered here).
+-spec restore_log([message()], state()) -> state().
+restore_log(Msgs, S) ->
+    lists:foldl(fun log_msg/2, see([O || {_, Ts, _} <- Msgs, O <- maps:keys(Ts)], S), Msgs).
+
+%% @doc Every logged operation (delivered here, not yet stable), oldest first per origin: what
+%% a state transfer hands on, so the receiver can repair others too.
+-spec log_msgs(state()) -> [message()].
+log_msgs(#tcsb{log = L}) -> hm_tcsb_log:msgs(L).
+
+%% @doc Fold `Fun' over the logged messages (not yet stable), in no particular order, as
+%% {@link lists:foldl/3} does, until it returns `{stop, Result}': `Result' is then the
+%% answer. Nothing is copied: it stops after the messages it needed.
+-spec fold_logged(fun((message(), Acc) -> Acc | {stop, Result}), Acc, state()) ->
+          Acc | {stop, Result}.
+fold_logged(Fun, Acc, #tcsb{log = L}) -> hm_tcsb_log:fold(Fun, Acc, L).
+
+-spec log_size(state()) -> non_neg_integer().
+log_size(#tcsb{log = L}) -> hm_tcsb_log:count(L).
+
+%%% ---------------------------------------------------------------- retransmission
+
+%% @doc Advance the logical tick retransmission counts in ({@link missing/3},
+%% {@link resend_due/2}), once it noted what every member reports at the tick ending.
+-spec tick(state()) -> state().
+tick(S = #tcsb{ticks = T, rs = RS}) ->
+    S#tcsb{rs = hm_tcsb_resend:note_reports(view(S), RS), ticks = T + 1}.
+
+%% What of this state retransmission reads.
+view(S = #tcsb{self = Self, members = Ms, ticks = T, cb = CB, log = L}) ->
+    hm_tcsb_resend:view(Self, Ms, T, hm_causal_buffer:delivered(CB), known(S), L).
+
+%% @doc Logged operations `Peer' has not reported it delivered, in causal order (each one is
+%% deliverable at `Peer' once those before it are). `all' gives every one; `old' only those
+%% old enough to resend, or to relay when this replica is not their origin
+%% ({@link hm_tcsb_resend:missing/4}).
+-spec missing(node(), all | old, state()) -> [message()].
+missing(Peer, Which, S = #tcsb{rs = RS}) ->
+    hm_tcsb_resend:missing(Peer, Which, view(S), RS).
+
+%% @doc This tick's retransmission to `Peer' ({@link hm_tcsb_resend:resend_due/3}): the next
+%% logged operations it has not reported delivered and that are not in flight to it, in
+%% causal order, at most its window in flight. A round the peer has not acknowledged in
+%% time was lost (a busy connection dropped it, or a cut): the next round starts again from
+%% what it reported.
+-spec resend_due(node(), state()) -> {[message()], state()}.
+resend_due(Peer, S = #tcsb{rs = RS}) ->
+    {Msgs, L, RS1} = hm_tcsb_resend:resend_due(Peer, view(S), RS),
+    {Msgs, S#tcsb{log = L, rs = RS1}}.
+
+%% @doc What member `Peer' reported it has delivered (its acknowledgements, settled or not:
+%% where retransmission to it starts).
+-spec reported(node(), state()) -> hm_vv:vv().
+reported(Peer, #tcsb{known = K, rs = RS}) ->
+    hm_tcsb_resend:reported(Peer, known_vv(Peer, K), RS).
+
+%% @doc How many of this replica's own operations member `M' has not delivered, as far as its
+%% acknowledgements tell: `unknown' when none was heard since what it had was last
+%% forgotten ({@link forget_member/2}).
+-spec lag(node(), state()) -> non_neg_integer() | unknown.
+lag(M, #tcsb{self = Self, known = K, cb = CB, rs = RS}) ->
+    Own = hm_vv:get(Self, hm_causal_buffer:delivered(CB)),
+    case {hm_tcsb_resend:report(M, RS), K} of
+        {none, #{M := {_, V, _}}} -> max(0, Own - hm_vv:get(Self, V));
+        {none, _} -> unknown;
+        {V, _} -> max(0, Own - max(hm_vv:get(Self, V), hm_vv:get(Self, known_vv(M, K))))
+    end.
+
+%% @doc Whether member `M' acknowledged within the last `Ticks' ticks (false when it was
+%% never heard from).
+-spec acked_within(node(), non_neg_integer(), state()) -> boolean().
+acked_within(M, Ticks, #tcsb{ticks = T, rs = RS}) ->
+    hm_tcsb_resend:acked_within(M, Ticks, T, RS).
+
+%% @doc Whether member `Node' has been silent for more than `Ticks' ticks: its last
+%% acknowledgement heard here is older (a member whose copy runs acknowledges at least every
+%% few ticks; a silent one is down, restarting, or has not loaded the table yet). False when
+%% none was heard since this replica started: nothing is known of it.
+-spec silent(node(), non_neg_integer(), state()) -> boolean().
+silent(Node, Ticks, #tcsb{ticks = T, rs = RS}) ->
+    hm_tcsb_resend:silent(Node, Ticks, T, RS).
+
+%%% ---------------------------------------------------------------- inspection
+
 -spec self(state()) -> replica().
 self(#tcsb{self = Self}) -> Self.
 
@@ -486,9 +511,6 @@ members(#tcsb{members = Ms}) -> Ms.
 
 -spec delivered(state()) -> hm_vv:vv().
 delivered(#tcsb{cb = CB}) -> hm_causal_buffer:delivered(CB).
-
--spec log_size(state()) -> non_neg_integer().
-log_size(#tcsb{log = L}) -> hm_tcsb_log:count(L).
 
 %% @doc Operations received but not deliverable yet.
 -spec pending(state()) -> non_neg_integer().
