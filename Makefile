@@ -232,8 +232,8 @@ clean:
 .PHONY: cli status-page-test
 
 ## make cli: the command-line tool, an escript -> _build/hmctl (status, members, tables,
-## wait-converged; `_build/hmctl' alone prints its usage). See docs/guide.md, "Operating a
-## cluster".
+## wait-converged; `_build/hmctl' alone prints its usage). See
+## docs/guide/05-operations.md.
 cli: compile
 	scripts/build-hmctl _build/default/lib/hypermnesia/ebin _build/hmctl
 
@@ -332,7 +332,7 @@ bench-mnesia: mnesia-examples-build
 	$(MBENCH_ERL) -run hm_mnesia_bench main report _build/mnesia-bench/results \
 	    bench/results/mnesia-bench-$$(date -u +%Y%m%d-%H%M).md
 
-## make bench-partition-memory: what a partition costs in memory (docs/production.md): 2 peer
+## make bench-partition-memory: what a partition costs in memory (docs/guide/10-production.md): 2 peer
 ## nodes, one cut off, 100,000 writes of 100-byte records over 10,000 keys on the other; the
 ## log and metadata after every 20,000, then the time until both logs are empty after the heal.
 .PHONY: bench-partition-memory

@@ -1,5 +1,5 @@
 %% @doc `make bench-partition-memory': what a partition costs in memory, for the production
-%% notes (docs/production.md). Two peer nodes (test/hm_cluster.erl, nodes named
+%% notes (docs/guide/10-production.md). Two peer nodes (test/hm_cluster.erl, nodes named
 %% `pmem<I>_<os pid>') hold a `pawset' `ram_copies' table; node 2 is cut off; node 1 writes
 %% `Ops' operations (records holding a distinct 100-byte binary each) over `Keys' keys, and
 %% reports after every step: operations in the retransmission log and keys with metadata

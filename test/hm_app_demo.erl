@@ -1,6 +1,6 @@
 %% @doc An application that depends on hypermnesia (its .app lists it in `applications') and
 %% keeps its data on disc, started on peer nodes by test/hm_app_SUITE.erl: the starting order
-%% the guide's "Using Hypermnesia in your application" describes. By the time start/2 runs,
+%% docs/guide/09-in-your-application.md describes. By the time start/2 runs,
 %% hypermnesia runs and Mnesia does not, so the disc schema can still be created. A node
 %% started with Mnesia's `extra_db_nodes' joins that cluster instead: it starts Mnesia (which
 %% fetches the schema from there), keeps its schema on disc and adds its own copy of the

@@ -21,7 +21,7 @@
 %% call or a dropped message the three tables' contents and the EC tables' `info/1' (delivered
 %% vector, buffered ops, status, members, size) are unchanged; a valid write still works.
 %%
-%% Errors the docs list, and which the tests accept (docs/guide.md §2 and §5, docs/crdt.md):
+%% Errors the docs list, and which the tests accept (docs/guide/02-migration.md and 05-operations.md, docs/crdt.md):
 %%   async_ec/sync_ec exit {aborted, R}, R one of
 %%     {bad_type, Tab, Record} | {bad_type, Record} | {bad_type, Tab} |
 %%     {bad_type, Tab, Record, LockKind} | {ec_write_failed, Tab, {not_ec_table, Tab}}
@@ -351,7 +351,7 @@ shape({raised, C, {R, _}}) when is_atom(R) -> {raised, C, R};
 shape({raised, C, R}) when is_atom(R) -> {raised, C, R};
 shape({raised, C, _}) -> {raised, C}.
 
-%% Documented exits of async_ec / sync_ec (guide §2, "Errors you may see").
+%% Documented exits of async_ec / sync_ec (docs/guide/02-migration.md, "Errors you may see").
 write_documented({returned, _}) -> true;
 write_documented({raised, exit, {aborted, R}}) -> documented_abort(R);
 write_documented(_) -> false.

@@ -18,7 +18,7 @@
 %% also checks what only several nodes show: writes reach the other nodes asynchronously
 %% (`sync_ec' as `sync_dirty' does not), and a node without a copy.
 %%
-%% Where EC differs from Mnesia by design (docs/guide.md, "Limits and known gaps"), the case
+%% Where EC differs from Mnesia by design (docs/limits.md), the case
 %% asserts the documented answer. Known defects (listed in `?DEFECTS', with the failing call
 %% and Mnesia's answer) are skipped; `HM_CONFORMANCE_DEFECTS=run' runs them anyway.
 -module(hm_conformance_SUITE).
@@ -462,7 +462,7 @@ table_info(Config) ->
          E = norm(call(C, I, mnesia, table_info, [?config(ec, Config), Item]), ?config(ec, Config)),
          E = norm(call(C, I, mnesia, table_info, [?config(pl, Config), Item]), ?config(pl, Config))
      end || I <- ids(Config), Item <- Same],
-    %% by design (guide, Limits): read_only for Mnesia, local_content, the EC options in
+    %% by design (docs/limits.md): read_only for Mnesia, local_content, the EC options in
     %% user_properties; so each node's copy is the only one Mnesia writes there
     [begin
          Node = hm_cluster:node(C, I),
@@ -728,7 +728,7 @@ ordered_set_refused(Config) ->
 
 %%% ------------------------------------------------------------- by design
 
-%% Transactions are refused (guide, section 2 and Limits): a write of an EC table inside
+%% Transactions are refused (docs/guide/02-migration.md and docs/limits.md): a write of an EC table inside
 %% mnesia:transaction/1 aborts with {no_exists, Tab} and changes nothing; reads are allowed.
 transactions_refused(Config) ->
     ok = populate(Config),
@@ -749,7 +749,7 @@ transactions_refused(Config) ->
 
 %% With {conflict, siblings} an EC table is a Mnesia bag only to show concurrent versions:
 %% a write that has seen the others replaces them, so writes from one node never pile up as
-%% in a plain bag (guide, section 3 and Limits).
+%% in a plain bag (docs/guide/03-consistency.md and docs/limits.md).
 siblings_bag(Config) ->
     C = ?config(cluster, Config),
     Ec = ?config(ec, Config),

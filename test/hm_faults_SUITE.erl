@@ -29,7 +29,7 @@
 %% nodes in network namespaces of their own with `net_ticktime' 8 s); it
 %% replaces the previous partition, which is healed first. A heal ({@link hm_cluster:heal/2}
 %% without waiting) only restores the cookies: reconnecting nodes and Mnesia is left to
-%% Hypermnesia. ram_copies nodes are never killed (guide §7 item 2: a restarted ram node may
+%% Hypermnesia. ram_copies nodes are never killed (docs/limits.md: a restarted ram node may
 %% lose what it had not sent). A restart runs in a process of its own (see the finding below:
 %% Mnesia's start may block on a non-transitive cut); the nemesis goes on once the node runs,
 %% and a client calls its node only while {@link hm_cluster:status/2} says it is `up'.
@@ -51,7 +51,7 @@
 %% identity across kill -9 and acknowledged writes are on disc) or when X's dot (its node's
 %% own entry in `delivered' read right after X's ack, one client per node so that entry is
 %% X's sequence number) is covered by the `delivered' vector W's node showed before W was
-%% issued. Every other X is possibly CONCURRENT with W. Expected, from guide §3:
+%% issued. Every other X is possibly CONCURRENT with W. Expected, from docs/guide/03-consistency.md:
 %%   <ul>
 %%   <li>W a write of record R, pawset: K is present; if no concurrent write exists, K shows
 %%   exactly R, otherwise (term_order picks the greatest concurrent version, and R is one)

@@ -14,7 +14,7 @@ defmodule HmExample.MixProject do
   end
 
   # Mnesia is included, not started: the application creates its schema first
-  # (see "Using Hypermnesia in your application" in docs/guide.md).
+  # (see docs/guide/09-in-your-application.md).
   def application do
     [extra_applications: [:logger], included_applications: [:mnesia]]
   end

@@ -11,7 +11,7 @@
 %% '''
 %% Writes apply locally and return at once; they reach the other copy holders by causal
 %% broadcast, are kept for members that cannot be reached, and are resent when they come
-%% back. Every copy converges; see docs/guide.md.
+%% back. Every copy converges; see docs/guide/README.md.
 -module(hypermnesia).
 
 -export([start/0, create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2,
@@ -32,7 +32,7 @@
 %% @doc Start Mnesia if it is not running, then Hypermnesia. The `hypermnesia' application
 %% itself never starts Mnesia: an application that depends on it creates its disc schema
 %% first and starts Mnesia when it is ready; EC tables are taken up once Mnesia has loaded
-%% them (see "Using Hypermnesia in your application" in docs/guide.md).
+%% them (see docs/guide/09-in-your-application.md).
 %%
 %% Before Hypermnesia starts, the running Mnesia is checked for the internals an EC table's
 %% refusal of transactions relies on (the supported Erlang/OTP releases have them): when one
@@ -56,7 +56,7 @@ started({error, _} = E) -> E.
 %% Mnesia's own (`attributes', `record_name', `index', `ram_copies', `disc_copies', ...),
 %% plus `{conflict, term_order | lww | siblings}' (default `term_order'). With a Mnesia type
 %% (`set', `bag', `ordered_set') or none, this is `mnesia:create_table/2'. An EC table is never
-%% an `ordered_set'; see {@link hm_ec_registry:create_table/2} and docs/guide.md.
+%% an `ordered_set'; see {@link hm_ec_registry:create_table/2} and docs/limits.md.
 %% With `{frag_properties, [{n_fragments, F}, {n_ram_copies | n_disc_copies, N},
 %% {node_pool, Nodes}]}' an EC table is partitioned: `F' fragments placed on a
 %% consistent-hash ring of the pool, `N' copies each; see {@link hm_partition:create_table/2}.
@@ -191,7 +191,7 @@ ec_options(Tab) -> hm_ec_registry:ec_options(Tab).
 
 %% @doc Whether every copy of every EC table has converged, asked of every member of the
 %% cluster: `#{converged, nodes, tables}'; see {@link hm_status:cluster_info/2} and
-%% docs/guide.md.
+%% docs/guide/05-operations.md.
 -spec cluster_info() -> hm_status:info() | {error, term()}.
 cluster_info() -> hm_status:cluster_info().
 

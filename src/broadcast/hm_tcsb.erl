@@ -359,7 +359,7 @@ superseded({N, Inc}, #tcsb{members = Ms, newest = New}) ->
 %% for an earlier one of the old incarnation. If a member delivered that earlier one, it still
 %% logs and resends it, then the later one (so dropping loses nothing that member has); if no
 %% member did, both died with the crash, as async_ec allows for a ram_copies node
-%% (docs/guide.md, limits). This keeps what superseded incarnations can still deliver
+%% (docs/limits.md). This keeps what superseded incarnations can still deliver
 %% anywhere known to settled/1, and the causal buffer from keeping them forever.
 %%
 %% What an older incarnation of a node acknowledged is forgotten too, and its late

@@ -7,7 +7,7 @@
 %% reports `inconsistent_database' and stays split) it asks Mnesia to connect again with
 %% `mnesia_controller:connect_nodes/2', merging only the schema. EC tables then converge by
 %% themselves ({@link hm_ec_server} resends what each member lacks on `nodeup'); replicated
-%% non-EC tables keep whatever each side wrote, as Mnesia always did (see docs/guide.md).
+%% non-EC tables keep whatever each side wrote, as Mnesia always did (see docs/guide/04-partitions.md).
 %%
 %% It reports a member going down (`partition'), coming back (`reconnect') and Mnesia
 %% re-joined (`mnesia_rejoin') as {@link hm_events} events, and counts them in

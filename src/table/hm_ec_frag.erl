@@ -1,8 +1,8 @@
 %% @doc Reading an EC table from any node: fragments, copies elsewhere, and hints.
 %%
 %% An EC table may be split into fragments (a partitioned table: `Tab', `Tab_frag2', ...,
-%% each an EC table of its own, held by its own copy holders; see docs/guide.md,
-%% "Partitioned tables"), and a node may hold no copy of some of them. A key belongs to
+%% each an EC table of its own, held by its own copy holders; see
+%% docs/guide/06-partitioned-tables.md), and a node may hold no copy of some of them. A key belongs to
 %% fragment `erlang:phash2(Key, F) + 1' for ever. This module is what `async_ec' reads go
 %% through for such tables (the location transparency of "RELEASE: Scalable persistent
 %% storage for Erlang", "The requirements for scalable and available persistent
