@@ -78,7 +78,7 @@ main([File]) ->
         ok = file:write_file(File, Md),
         ok = case Subset of
                  true -> ok;
-                 false -> report_section(Md)
+                 false -> report_section(File, Md)
              end,
         io:format("~s", [Md])
     after
@@ -325,6 +325,18 @@ report(File, Lat, Conv, #{rates := Rates, secs := Secs, reps := Reps, adds := Si
                                  timeouts := To}} <- Conv],
     iolist_to_binary([Head, Note, LatHead, LatRows, BytesHead, BytesRows, ConvHead, ConvRows]).
 
+%% a data row of a Markdown table (not its header or separator), and one of 10,000 adds
+is_row(<<"| flavor", _/binary>>) -> false;
+is_row(<<"|---", _/binary>>) -> false;
+is_row(<<"| ", _/binary>>) -> true;
+is_row(_) -> false.
+
+is_10k_row(L) ->
+    case binary:split(L, <<" | ">>, [global]) of
+        [_, <<"10000">> | _] -> true;
+        _ -> false
+    end.
+
 mix(100) -> "write-only";
 mix(0) -> "read-only";
 mix(W) -> io_lib:format("~p/~p", [W, 100 - W]).
@@ -333,10 +345,23 @@ secs(none) -> "-";
 secs(Ms) -> io_lib:format("~.2f", [Ms / 1000]).
 
 %% The generated CRDT section of bench/REPORT.md, between its markers (added at the end
-%% the first time).
-report_section(Md) ->
+%% the first time): the run, a link to `Results' (every table), and the convergence rows of
+%% 10,000 adds, those ChiaVe's figures are for.
+report_section(Results, Md0) ->
     File = "bench/REPORT.md",
     {ok, Old} = file:read_file(File),
+    Id = filename:basename(Results, ".md"),
+    Conv = case binary:split(Md0, <<"## Time to converge">>) of
+               [_, Tail] -> [<<"## Time to converge">> |
+                             [[L, <<"\n">>] || L <- binary:split(Tail, <<"\n">>, [global]),
+                                             not is_row(L) orelse is_10k_row(L)]];
+               [_] -> Md0
+           end,
+    Md = iolist_to_binary([io_lib:format("# CRDT tables: ChiaVe's benchmarks (run `~s`)~n~n"
+                                         "Every table of the run (p95 latency against offered "
+                                         "throughput, bytes on the wire per update, convergence "
+                                         "of every size): [~s.md](results/~s.md).~n~n",
+                                         [Id, Id, Id]), Conv]),
     Begin = <<"<!-- BEGIN GENERATED crdt-tables: crdt_table_bench writes this part; edit outside "
               "the markers -->">>,
     End = <<"<!-- END GENERATED crdt-tables -->">>,

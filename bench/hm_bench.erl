@@ -2495,7 +2495,7 @@ update_report(Base, Out) ->
     Begin = "\n<!-- BEGIN GENERATED " ++ Prof,
     End = "\n<!-- END GENERATED " ++ Prof ++ " -->",
     Section = [Begin, ": hm_bench writes this part from the run; edit outside the markers -->\n",
-               figures_md(Out, "results/"), End],
+               report_md(Out, "results/"), End],
     New = case binary:split(Old, list_to_binary(Begin)) of
               [Pre, Rest] -> case binary:split(Rest, list_to_binary(End)) of
                                  [_, Post] -> [Pre, Section, Post];
@@ -2507,6 +2507,19 @@ update_report(Base, Out) ->
     ok = file:write_file(File, Bin),
     io:format("updated ~s (generated section ~s)~n", [File, Prof]),
     prune(filename:dirname(Base), Prof, binary_to_list(maps:get(run_id, Out)), Bin).
+
+%% The report's generated section, kept short: the run's head (run, machine, profile, files)
+%% and its targets table; the run's own .md has every table, the why included.
+report_md(Out, Rel) ->
+    Id = maps:get(run_id, Out, <<"(unknown run)">>),
+    Md = utf8(figures_md(Out, Rel)),
+    [Head, Rest] = binary:split(Md, <<"\n#### Ratios">>),
+    [_, Targets0] = binary:split(Rest, <<"\n#### Targets">>),
+    [Targets | _] = binary:split(Targets0, [<<"\n#### Why">>,
+                                            <<"\n#### Throughput and latency">>]),
+    [Head, "\n#### Targets", Targets,
+     io_lib:format("~nRatios, why each target is met or missed, and every other table of the "
+                   "run: [~s.md](~s~s.md).~n", [Id, Rel, Id])].
 
 %% delete this profile's older runs from the results unless the hand-written part of the
 %% report (outside the generated sections) mentions them

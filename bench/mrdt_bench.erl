@@ -398,7 +398,13 @@ write_results(File, Run = #{id := Id}) ->
     ok = file:write_file(File, Text),
     io:format("~s", [Text]).
 
-%% Replace the part of REPORT.md between the sessions markers with this run's tables.
+%% The report keeps the overhead tables of the run; the run's own file has every table.
+report_tables(Run) ->
+    [Head | _] = binary:split(unicode:characters_to_binary(tables(Run)),
+                              <<"\n**Counter under conflicts**">>),
+    [Head, "\n"].
+
+%% Replace the part of REPORT.md between the sessions markers with this run's overhead tables.
 write_report(File, Run = #{id := Id}) ->
     Begin = "<!-- BEGIN GENERATED sessions: mrdt_bench writes this part from the run; edit "
             "outside the markers -->\n",
@@ -412,7 +418,7 @@ write_report(File, Run = #{id := Id}) ->
             Before = string:slice(Report, 0, length(Report) - length(FromBegin)),
             New = [Before, Begin, "\n",
                    io_lib:format("Full results: [results/~s.md](results/~s.md).~n~n", [Id, Id]),
-                   tables(Run), "\n", FromEnd],
+                   report_tables(Run), "\n", FromEnd],
             ok = file:write_file(File, New),
             io:format("updated ~s (generated section sessions)~n", [File])
     end.
