@@ -15,11 +15,15 @@ compile: bootstrap
 	$(REBAR) compile
 
 ## make test: compile with warnings as errors (profile strict: every exported function has a
-## spec), then EUnit (units + PropEr properties) and Common Test.
+## spec), xref (no call to a missing function, no unused local), EUnit (units + PropEr
+## properties) with coverage, Common Test, then the coverage of EUnit by module
+## (_build/test/cover/index.html).
 test: bootstrap
 	$(REBAR) as strict compile
-	$(REBAR) eunit
+	$(REBAR) xref
+	$(REBAR) eunit --cover
 	$(REBAR) ct
+	$(REBAR) cover --verbose
 
 ## make test-otp OTP=27 (or 29): `make test' on Debian's Erlang/OTP 27 (trixie) or 29 (sid),
 ## as root, in a chroot that scripts/otp-chroot builds once with debootstrap (a few minutes)
