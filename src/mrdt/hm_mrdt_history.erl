@@ -160,9 +160,8 @@ writes(#{new := New, order := Order}) ->
 
 %% A commit's record is stored with its tree and its pack in external format: the record's
 %% bulk is then two binaries, which the EC table copies by reference (into its process, its
-%% storage and its metadata) where it copied every term of a tree and a pack several times;
-%% only the wire copies the bytes. An EC write of a 20 KB record cost about 6x less CPU on
-%% three nodes.
+%% storage and its metadata) instead of copying every term of a tree and a pack several
+%% times; only the wire copies the bytes.
 stored({block, _}, {commit, Ps, T, H, P}) when not is_binary(T) ->
     {commit, Ps, term_to_binary(T), H, term_to_binary(P)};
 stored(_, V) -> V.
@@ -173,8 +172,8 @@ stored(_, V) -> V.
 new_commits(#{new := New}) -> [{C, R} || {{block, C}, {commit, _, _, _, _} = R} <- maps:to_list(New)].
 
 %% @doc A commit's record with its tree and its pack as terms, `{commit, Parents, Tree,
-%% Height, Pack}', from its stored form (or a record already open, such as one written
-%% before records were stored so).
+%% Height, Pack}', from its stored form. A record already open is returned as it is: this
+%% step's own records stay open until {@link writes/1}, and a table may hold open records.
 -spec open_commit(tuple()) -> tuple().
 open_commit({commit, Ps, T, H, P}) when is_binary(T) ->
     {commit, Ps, binary_to_term(T), H, binary_to_term(P)};
@@ -192,8 +191,8 @@ set_nonce(St, N) -> St#{nonce := N, mark := mark(N)}.
 
 %% What each new leaf and blob carries of the step's nonce: its hash, unless the nonce is
 %% as small. A publish's nonce names every session of the group commit, about 40 bytes
-%% each, and every block the step creates would carry it all (a third of a commit's bytes
-%% under load); the hash is as unique a name.
+%% each, and every block the step creates would carry it all, a large part of a commit's
+%% bytes when many sessions publish at once; the hash is as unique a name.
 mark(none) -> none;
 mark(N) ->
     case erlang:external_size(N) =< 40 of
@@ -267,7 +266,7 @@ commit(St, Parents, Tree) ->
     Pack = maps:get(pending, St),
     Block = {commit, lists:sort(Parents), Stored, Height, Pack},
     %% the pack's keys are the hashes of its blocks: hashing them rather than the blocks
-    %% covers the same content (a tenth of a group commit's time went to hashing its bytes)
+    %% covers the same content without hashing every block's bytes a second time
     C = hm_mrdt:hash({commit, lists:sort(Parents), Stored, Height, lists:sort(maps:keys(Pack))}),
     {C, (put(St, {block, C}, Block))#{pending := #{}}}.
 
@@ -331,8 +330,8 @@ buckets({Ctx, M}) -> abs_refs(Ctx, M).
 
 %% Making references absolute or relative changes few of a map's values (in a tree, the
 %% leaves of its own pack; in a leaf, its blobs; values kept in the leaf never): those are
-%% found in the map's list and only they are replaced. Rebuilding the whole map with
-%% maps:map/2 was a third of a group commit's time.
+%% found in the map's list and only they are replaced, where rebuilding the whole map
+%% (maps:map/2) would copy every value of every tree and leaf a step reads or writes.
 abs_refs(Ctx, M) -> replace(M, [{K, {Ctx, H}} || {K, H} <- maps:to_list(M), is_binary(H)]).
 
 rel_refs(M) -> replace(M, [{K, H} || {K, {pending, H}} <- maps:to_list(M)]).
