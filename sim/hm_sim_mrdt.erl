@@ -409,16 +409,16 @@ check_sessions(S = #{sessions := Ss, published := P, nodes := Nodes}) ->
 
 value(S, N) ->
     St = store(S, N),
-    T = hm_mrdt_history:tree_of(St, hm_mrdt_node:head(maps:get(N, maps:get(nodest, S)))),
-    [case hm_mrdt_history:read(St, T, K) of {ok, _, V} -> V; not_found -> D end
+    T = hm_mrdt_commits:tree_of(St, hm_mrdt_node:head(maps:get(N, maps:get(nodest, S)))),
+    [case hm_mrdt_commits:read(St, T, K) of {ok, _, V} -> V; not_found -> D end
      || {K, D} <- [{x, 0}, {y, 0}, {s, []}]].
 
 %% The linked log of N's public branch as a read shows it, and the objects it reaches.
 log_of(S, N) ->
     St = store(S, N),
     Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
-    T = hm_mrdt_history:tree_of(St, hm_mrdt_node:head(maps:get(N, maps:get(nodest, S)))),
-    case hm_mrdt_history:read(St, T, l) of
+    T = hm_mrdt_commits:tree_of(St, hm_mrdt_node:head(maps:get(N, maps:get(nodest, S)))),
+    case hm_mrdt_commits:read(St, T, l) of
         {ok, Type, V} -> {hm_mrdt:read(Type, V, Fetch), reached(Type, [hm_mrdt:hash(V)], Fetch, #{})};
         not_found -> {[], #{}}
     end.
@@ -466,7 +466,7 @@ check_end(S = #{nodes := Nodes, published := P, elems := Es, entries := Ls}) ->
               St = store(S, N),
               Head = hm_mrdt_node:head(maps:get(N, maps:get(nodest, S))),
               Commits = [C || {{block, C}, {commit, _, _, _, _}} <- maps:to_list(copy(S, N))]
-                  -- [Head | hm_mrdt_history:packs(St, Head)],
+                  -- [Head | hm_mrdt_commits:packs(St, Head)],
               length(Commits) =< cached(S, N)
                   orelse throw({check, {commits_not_collected, N, length(Commits)}})
       end, Nodes).

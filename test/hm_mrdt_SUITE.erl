@@ -110,7 +110,7 @@ log_storage(Repo, Key) ->
     Tab = hm_mrdt_store:table(Repo),
     St = hm_mrdt_store:store(Tab, hm_mrdt_store:nodes(Repo)),
     Head = maps:get(head, hm_session:info(Repo)),
-    {ok, Type, V} = hm_mrdt_history:read(St, hm_mrdt_history:tree_of(St, Head), Key),
+    {ok, Type, V} = hm_mrdt_commits:read(St, hm_mrdt_commits:tree_of(St, Head), Key),
     Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
     Reached = hm_sim_mrdt:reached(Type, [hm_mrdt:hash(V)], Fetch, #{}),
     Keys = [K || {_, K, _} <- ets:tab2list(Tab)],

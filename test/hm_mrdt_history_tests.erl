@@ -9,12 +9,12 @@
 
 commit(Map, Base, Writes, Nonce) ->
     St0 = hm_mrdt_history:set_nonce(map_store(Map), Nonce),
-    {T, St1} = hm_mrdt_history:write_tree(St0, hm_mrdt_history:tree_of(St0, Base), Writes),
-    {C, St2} = hm_mrdt_history:commit(St1, [B || B <- [Base], B =/= none], T),
+    {T, St1} = hm_mrdt_commits:write_tree(St0, hm_mrdt_commits:tree_of(St0, Base), Writes),
+    {C, St2} = hm_mrdt_commits:commit(St1, [B || B <- [Base], B =/= none], T),
     {apply_writes(Map, St2), C}.
 
 merge(Map, A, B) ->
-    {ok, M, St} = hm_mrdt_history:merge_commits(map_store(Map), A, B),
+    {ok, M, St} = hm_mrdt_merge:merge_commits(map_store(Map), A, B),
     {apply_writes(Map, St), M}.
 
 incr(Map, C, N) ->
@@ -33,25 +33,25 @@ criss_cross_test() ->
     {M5, B3} = merge(M4, B2, A1),
     ?assertEqual(14, value(M5, B3, x)),
     {M6, A3} = incr(M5, A2, 3),
-    ?assertEqual(lists:sort([A1, B1]), lists:sort(hm_mrdt_history:lcas(map_store(M6), A3, B3))),
+    ?assertEqual(lists:sort([A1, B1]), lists:sort(hm_mrdt_ancestry:lcas(map_store(M6), A3, B3))),
     {M7, AB} = merge(M6, A3, B3),
     {M8, BA} = merge(M7, B3, A3),
     ?assertEqual(17, value(M8, AB, x)),
     ?assertEqual(AB, BA),                    % the same merge makes the same commit
     ?assertEqual(A2, maps:get({cache, lists:sort([A1, B1])}, M8)),
-    ?assertEqual([A3], hm_mrdt_history:lcas(map_store(M8), AB, A3)).
+    ?assertEqual([A3], hm_mrdt_ancestry:lcas(map_store(M8), AB, A3)).
 
 lcas_test() ->
     {M1, A} = incr(#{}, none, 1),
     {M2, B} = incr(M1, A, 1),
     {M3, C} = incr(M2, A, 2),
     St = map_store(M3),
-    ?assertEqual([A], hm_mrdt_history:lcas(St, B, C)),
-    ?assertEqual([A], hm_mrdt_history:lcas(St, A, C)),
-    ?assert(hm_mrdt_history:is_ancestor(St, A, B)),
-    ?assertNot(hm_mrdt_history:is_ancestor(St, B, C)),
+    ?assertEqual([A], hm_mrdt_ancestry:lcas(St, B, C)),
+    ?assertEqual([A], hm_mrdt_ancestry:lcas(St, A, C)),
+    ?assert(hm_mrdt_ancestry:is_ancestor(St, A, B)),
+    ?assertNot(hm_mrdt_ancestry:is_ancestor(St, B, C)),
     {M4, D} = incr(#{}, none, 1),
-    ?assertEqual([], hm_mrdt_history:lcas(map_store(maps:merge(M3, M4)), B, D)).
+    ?assertEqual([], hm_mrdt_ancestry:lcas(map_store(maps:merge(M3, M4)), B, D)).
 
 %% Fig. 2: hits since the LCA add up.
 build_cache_test() ->
@@ -66,7 +66,7 @@ build_cache_test() ->
     {M5, W} = commit(M4, V1, #{lib => {T, {artefact, <<"other">>}}}, d),
     {M6, W2} = commit(M5, V1, #{lib => {T, {artefact, <<"third">>}}}, e),
     ?assertMatch({conflict, {lib, {different_artefacts, _, _}}},
-                 hm_mrdt_history:merge_commits(map_store(M6), W, W2)).
+                 hm_mrdt_merge:merge_commits(map_store(M6), W, W2)).
 
 linked_log_test() ->
     L = hm_mrdt_linked_log,
@@ -86,7 +86,7 @@ linked_log_test() ->
 gc_test() ->
     {M, Head} = lists:foldl(fun(I, {Mp, C}) -> incr(Mp, C, I) end, {#{}, none}, lists:seq(1, 20)),
     {M1, Side} = incr(M, Head, 100),
-    Plan = #{floor := Floor} = hm_mrdt_history:gc_plan(map_store(M1), [Head, Side], []),
+    Plan = #{floor := Floor} = hm_mrdt_collect:gc_plan(map_store(M1), [Head, Side], []),
     ?assertEqual(Head, Floor),
     M2 = apply_plan(M1, Plan),
     ?assert(map_size(M2) < map_size(M1) div 4),
@@ -96,7 +96,7 @@ gc_test() ->
     %% a commit below the floor reads as already merged: no floor above it
     ?assertEqual(20, hm_mrdt_history:max_graft(map_store(M2)) + 1),
     %% nothing to collect twice
-    ?assertMatch(#{delete := []}, hm_mrdt_history:gc_plan(map_store(M2), [Head, Side], [])).
+    ?assertMatch(#{delete := []}, hm_mrdt_collect:gc_plan(map_store(M2), [Head, Side], [])).
 
 %% A merge shares every bucket only one side changed: merging two commits that each changed
 %% a key of another bucket writes a commit and no leaf; keys of one bucket changed on both
@@ -112,7 +112,7 @@ merge_shares_leaves_test() ->
     {M1, A} = commit(M0, Base, #{K1 => {hm_mrdt_counter, 1}}, a),
     {M2, B} = commit(M1, Base, #{K2 => {hm_mrdt_counter, 2}}, b),
     NewBlocks = fun(Map, X, Y) ->
-                        {ok, M, St} = hm_mrdt_history:merge_commits(map_store(Map), X, Y),
+                        {ok, M, St} = hm_mrdt_merge:merge_commits(map_store(Map), X, Y),
                         [{{block, M}, Rec}] =
                             [W || {{block, _}, _} = W <- hm_mrdt_history:writes(St)],
                         {commit, _, _, _, Pack} = hm_mrdt_history:open_commit(Rec),
@@ -171,14 +171,14 @@ merge_writes_test() ->
     {M1, Old} = commit(#{}, none, #{a => {C, 1}, b => {C, 10}, s => {hm_mrdt_set, []}}, old),
     {M2, New} = commit(M1, Old, #{b => {C, 15}, s => {hm_mrdt_set, [x]}}, new),
     St = map_store(M2),
-    [TO, TN] = [hm_mrdt_history:tree_of(St, X) || X <- [Old, New]],
+    [TO, TN] = [hm_mrdt_commits:tree_of(St, X) || X <- [Old, New]],
     ?assertEqual({ok, #{a => {C, 2}, b => {C, 17}, n => {C, 5}}},
-                 hm_mrdt_history:merge_writes(St, TO, TN, #{a => {C, 2}, b => {C, 12}, n => {C, 5}})),
+                 hm_mrdt_merge:merge_writes(St, TO, TN, #{a => {C, 2}, b => {C, 12}, n => {C, 5}})),
     ?assertEqual({conflict, {s, {type_mismatch, hm_mrdt_set, C}}},
-                 hm_mrdt_history:merge_writes(St, TO, TN, #{s => {C, 1}})),
+                 hm_mrdt_merge:merge_writes(St, TO, TN, #{s => {C, 1}})),
     ?assertEqual({ok, #{a => {C, 8}}},
-                 hm_mrdt_history:merge_writes(St, TO, TN, #{a => {C, 4}}, #{a => {C, 5}})),
-    ?assertEqual({ok, #{a => {C, 3}}}, hm_mrdt_history:merge_writes(St, TN, TN, #{a => {C, 3}})).
+                 hm_mrdt_merge:merge_writes(St, TO, TN, #{a => {C, 4}}, #{a => {C, 5}})),
+    ?assertEqual({ok, #{a => {C, 3}}}, hm_mrdt_merge:merge_writes(St, TN, TN, #{a => {C, 3}})).
 
 %% Small values live in their leaf: two sides that reach the same value by two changes
 %% (each adds 2) still merge with the type (5 + 2 + 2), not as one version.
@@ -237,7 +237,7 @@ linked_log_session_test() ->
                    St = map_store(Map),
                    Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
                    Head = hm_mrdt_node:head(N),
-                   {hm_mrdt_history:complete(St, Head),
+                   {hm_mrdt_commits:complete(St, Head),
                     L:read(value(Map, Head, log), Fetch)}
            end,
     N0 = hm_mrdt_node:open(hm_mrdt_node:open(hm_mrdt_node:new(n1, none), s1, none), s2, none),
@@ -269,7 +269,7 @@ linked_log_publish_onto_moved_branch_test() ->
                     St = map_store(Map),
                     Head = hm_mrdt_node:head(N),
                     Fetch = fun(H) -> hm_mrdt_history:get(St, {obj, H}) end,
-                    ?assertEqual(true, hm_mrdt_history:complete(St, Head)),
+                    ?assertEqual(true, hm_mrdt_commits:complete(St, Head)),
                     ?assertEqual([{2, b}, {1, a}], L:read(value(Map, Head, log), Fetch))
             end,
     {ok, N1, St1} = hm_mrdt_node:publish(N0, map_store(#{}), s1, Pending(s1, {1, a})),
@@ -288,7 +288,7 @@ linked_log_publish_onto_moved_branch_test() ->
                                    {s3, Pending(s3, {0, z})}]),
     M4 = apply_writes(#{}, St4),
     St = map_store(M4),
-    ?assertEqual(true, hm_mrdt_history:complete(St, hm_mrdt_node:head(N4))),
+    ?assertEqual(true, hm_mrdt_commits:complete(St, hm_mrdt_node:head(N4))),
     ?assertEqual([{2, b}, {1, a}, {0, z}],
                  L:read(value(M4, hm_mrdt_node:head(N4), log),
                         fun(H) -> hm_mrdt_history:get(St, {obj, H}) end)).
@@ -314,7 +314,7 @@ gc_objects_test() ->
     M5 = M4#{{obj, hm_mrdt:hash(Orphan)} => Orphan},
     Objs = fun(M) -> lists:sort([K || {obj, _} = K <- maps:keys(M)]) end,
     ?assertEqual(10 + 11 + 1 + 1, length(Objs(M5))),
-    Plan = hm_mrdt_history:gc_plan(map_store(M5), [C4], []),
+    Plan = hm_mrdt_collect:gc_plan(map_store(M5), [C4], []),
     ?assertMatch(#{floor := C4}, Plan),
     M6 = apply_plan(M5, Plan),
     %% the ten values of the replaced log are gone; the growing log, the new log and the
@@ -326,28 +326,28 @@ gc_objects_test() ->
     ?assertEqual([{g, I} || I <- lists:seq(11, 1, -1)], L:read(value(M6, C4, grow), Fetch)),
     ?assertEqual([fresh], L:read(value(M6, C4, old), Fetch)),
     ?assert(is_map_key({obj, hm_mrdt:hash(Orphan)}, M6)),
-    ?assert(hm_mrdt_history:complete(St, C4)).
+    ?assert(hm_mrdt_commits:complete(St, C4)).
 
 %% Two roots that share no history: nothing to collect.
 gc_disjoint_test() ->
     {M1, A} = incr(#{}, none, 1),
     {M2, B} = incr(M1, none, 2),
     ?assertMatch(#{floor := none, delete := []},
-                 hm_mrdt_history:gc_plan(map_store(M2), [A, B], [])).
+                 hm_mrdt_collect:gc_plan(map_store(M2), [A, B], [])).
 
 complete_test() ->
     {M1, A} = incr(#{}, none, 1),
     {M2, B} = incr(M1, A, 2),
-    ?assert(hm_mrdt_history:complete(map_store(M2), B)),
-    ?assertEqual({missing, {block, A}}, hm_mrdt_history:complete(map_store(maps:remove({block, A}, M2)), B)),
+    ?assert(hm_mrdt_commits:complete(map_store(M2), B)),
+    ?assertEqual({missing, {block, A}}, hm_mrdt_commits:complete(map_store(maps:remove({block, A}, M2)), B)),
     %% a commit sharing a leaf of B's pack (x) needs B's record even when its parents were
     %% collected (a graft at least as high)
     Y = hd([K || K <- lists:seq(1, 100), erlang:phash2(K, 64) =/= erlang:phash2(x, 64)]),
     {M3, C} = commit(M2, B, #{Y => {hm_mrdt_counter, 1}}, c),
     Collected = fun(M) -> hm_mrdt_history:set_max_graft(map_store(M), 10) end,
-    ?assert(hm_mrdt_history:complete(Collected(maps:remove({block, A}, M3)), C)),
-    ?assertEqual({missing, {block, B}}, hm_mrdt_history:complete(Collected(maps:remove({block, B}, M3)), C)),
-    ?assertEqual(lists:sort([B, C]), lists:sort(hm_mrdt_history:packs(map_store(M3), C))).
+    ?assert(hm_mrdt_commits:complete(Collected(maps:remove({block, A}, M3)), C)),
+    ?assertEqual({missing, {block, B}}, hm_mrdt_commits:complete(Collected(maps:remove({block, B}, M3)), C)),
+    ?assertEqual(lists:sort([B, C]), lists:sort(hm_mrdt_commits:packs(map_store(M3), C))).
 
 types_errors_test() ->
     ?assertMatch({conflict, {merge_failed, hm_mrdt_counter, _}},
@@ -390,7 +390,7 @@ unpacked_store_test() ->
         ?assertEqual(1, value(M1, A, x)),
         St = hm_mrdt_store:reader(Tab),
         ?assertEqual({ok, hm_mrdt_counter, 1},
-                     hm_mrdt_history:read(St, hm_mrdt_history:tree_of(St, A), x)),
+                     hm_mrdt_commits:read(St, hm_mrdt_commits:tree_of(St, A), x)),
         %% collected: its unpacked blocks go at the next purge
         true = ets:delete(Tab, {block, A}),
         ok = hm_mrdt_store:purge_unpacked(Tab),

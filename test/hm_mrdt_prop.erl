@@ -119,7 +119,7 @@ apply_plan(Map, #{graft := G, delete := D}) ->
 %% The value of Key at a commit (none if absent).
 value(Map, C, Key) ->
     St = map_store(Map),
-    case hm_mrdt_history:read(St, hm_mrdt_history:tree_of(St, C), Key) of
+    case hm_mrdt_commits:read(St, hm_mrdt_commits:tree_of(St, C), Key) of
         {ok, _, V} -> V;
         not_found -> none
     end.
@@ -163,13 +163,13 @@ model0(log) -> {0, []}.
 
 merge_into(Map, From, To) ->
     St = map_store(Map),
-    {ok, M, St1} = hm_mrdt_history:merge_commits(St, To, From),
+    {ok, M, St1} = hm_mrdt_merge:merge_commits(St, To, From),
     {apply_writes(Map, St1), M}.
 
 commit_writes(Map, Base, Writes, Nonce) ->
     St0 = hm_mrdt_history:set_nonce(map_store(Map), Nonce),
-    {T, St1} = hm_mrdt_history:write_tree(St0, hm_mrdt_history:tree_of(St0, Base), Writes),
-    {C, St2} = hm_mrdt_history:commit(St1, [B || B <- [Base], B =/= none], T),
+    {T, St1} = hm_mrdt_commits:write_tree(St0, hm_mrdt_commits:tree_of(St0, Base), Writes),
+    {C, St2} = hm_mrdt_commits:commit(St1, [B || B <- [Base], B =/= none], T),
     {apply_writes(Map, St2), C}.
 
 step(_, {merge, F, T}, {Map, Heads, Model, Ok}) ->
@@ -178,7 +178,7 @@ step(_, {merge, F, T}, {Map, Heads, Model, Ok}) ->
 step(_, gc, {Map, Heads, Model, Ok}) ->
     St = map_store(Map),
     Cache = [{Ls, V} || {{cache, Ls}, V} <- maps:to_list(Map)],
-    Plan = hm_mrdt_history:gc_plan(St, maps:values(Heads), Cache),
+    Plan = hm_mrdt_collect:gc_plan(St, maps:values(Heads), Cache),
     Map1 = apply_plan(Map, Plan),
     %% collection changes nothing any branch shows
     Same = lists:all(fun(H) -> snapshot(Map, H) =:= snapshot(Map1, H) andalso
@@ -217,8 +217,8 @@ step(log, {append, B}, {Map, Heads, {Next, Entries}, Ok}) ->
 snapshot(_, none) -> [];
 snapshot(Map, C) ->
     St = map_store(Map),
-    T = hm_mrdt_history:tree_of(St, C),
-    lists:sort([{K, hm_mrdt_history:read(St, T, K)} || {K, _} <- hm_mrdt_history:entries(St, T)]).
+    T = hm_mrdt_commits:tree_of(St, C),
+    lists:sort([{K, hm_mrdt_commits:read(St, T, K)} || {K, _} <- hm_mrdt_commits:entries(St, T)]).
 
 final(counter, Map, H) ->
     maps:from_list([{K, V} || {K, {ok, _, V}} <- snapshot(Map, H), V =/= 0]);

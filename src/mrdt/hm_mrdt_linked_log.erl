@@ -9,7 +9,7 @@
 %% term order: use `{Timestamp, Message}' entries). Merge: if one version is the LCA, the
 %% other; if both are equal, either; else a `merge' node referring to both.
 %% Values are stored as objects addressed by {@link hm_mrdt:hash/1} (see {@link refs/1}).
-%% History collection ({@link hm_mrdt_history:gc_plan/3}) deletes a value once only
+%% History collection ({@link hm_mrdt_collect:gc_plan/3}) deletes a value once only
 %% collected commits reach it; since every value refers to the one it extended, a log that
 %% only grows keeps all of its values.
 -module(hm_mrdt_linked_log).

@@ -11,7 +11,7 @@
 %%
 %% Invariants: the head only moves to a descendant of itself (a merge of it, or a
 %% fast-forward), so every session base is an ancestor of the head; a remote head is merged
-%% only once fully received ({@link hm_mrdt_history:complete/2}); a remote head no higher than
+%% only once fully received ({@link hm_mrdt_commits:complete/2}); a remote head no higher than
 %% a graft is already part of the head and is not merged again.
 -module(hm_mrdt_node).
 
@@ -45,7 +45,7 @@ close(N = #{sessions := Ss}, Id) -> N#{sessions := maps:remove(Id, Ss)}.
 
 %% @doc Publish: squash session `Id''s pending writes (`#{Key => {Type, Value}}', made over
 %% its base) into one commit on the public branch. A key the branch changed since the base
-%% merges with its type, the base being the LCA ({@link hm_mrdt_history:merge_writes/4}).
+%% merges with its type, the base being the LCA ({@link hm_mrdt_merge:merge_writes/4}).
 %% Returns the new head; the session is then based on it.
 -spec publish(state(), hm_mrdt_history:store(), term(), #{term() => {module(), term()}}) ->
           {ok, state(), hm_mrdt_history:store()} | {conflict, term()}.
@@ -68,28 +68,28 @@ publish(N, St, Id, Writes) ->
 publish_many(N = #{node := Me, head := H, sessions := Ss}, St0, Batch) ->
     Nonce = hm_mrdt_history:nonce(St0),
     St1 = hm_mrdt_history:set_nonce(St0, {publish, Me, H, [Id || {Id, _} <- Batch]}),
-    HeadTree = hm_mrdt_history:tree_of(St1, H),
+    HeadTree = hm_mrdt_commits:tree_of(St1, H),
     %% the sessions of a group share few bases: each base's tree is read once
-    Trees = maps:from_list([{B, hm_mrdt_history:tree_of(St1, B)}
+    Trees = maps:from_list([{B, hm_mrdt_commits:tree_of(St1, B)}
                             || B <- lists:usort([maps:get(Id, Ss, none) || {Id, _} <- Batch])]),
     {Writes, Results, St2} =
         lists:foldl(
           fun({Id, P}, {W, Rs, S}) ->
                   Base = maps:get(maps:get(Id, Ss, none), Trees),
-                  case hm_mrdt_history:merge_writes(S, Base, HeadTree, W, P) of
+                  case hm_mrdt_merge:merge_writes(S, Base, HeadTree, W, P) of
                       %% a merged linked value refers by hash to the pending one and to
                       %% the group's value before it (a merge no commit holds): store both
                       {ok, P1} -> {maps:merge(W, P1), [{Id, ok} | Rs],
-                                   hm_mrdt_history:put_objects(
-                                     hm_mrdt_history:put_objects(S, P), P1)};
+                                   hm_mrdt_commits:put_objects(
+                                     hm_mrdt_commits:put_objects(S, P), P1)};
                       {conflict, _} = Conflict -> {W, [{Id, Conflict} | Rs], S}
                   end
           end, {#{}, [], St1}, Batch),
     case map_size(Writes) of
         0 -> {N#{sessions := rebased(Ss, Results, H)}, St0, lists:reverse(Results)};
         _ ->
-            {T, St3} = hm_mrdt_history:write_tree(St2, HeadTree, Writes),
-            {M, St4} = hm_mrdt_history:commit(St3, [P || P <- [H], P =/= none], T),
+            {T, St3} = hm_mrdt_commits:write_tree(St2, HeadTree, Writes),
+            {M, St4} = hm_mrdt_commits:commit(St3, [P || P <- [H], P =/= none], T),
             {N#{head := M, sessions := rebased(Ss, Results, M)},
              hm_mrdt_history:set_nonce(St4, Nonce), lists:reverse(Results)}
     end.
@@ -115,9 +115,9 @@ remote_refresh(N0 = #{node := Me}, St0, Records) ->
                   _ when RHeight >= 0, RHeight =< MaxGraft, RH =/= H ->
                       {N#{merged := Mg#{Node => RH}}, St, Skipped};
                   _ ->
-                      case hm_mrdt_history:complete(St, RH) of
+                      case hm_mrdt_commits:complete(St, RH) of
                           true ->
-                              case hm_mrdt_history:merge_commits(St, H, RH) of
+                              case hm_mrdt_merge:merge_commits(St, H, RH) of
                                   {ok, M, St1} ->
                                       {N#{head := M, merged := Mg#{Node => RH}}, St1, Skipped};
                                   {conflict, R} -> {N, St, [{Node, {conflict, R}} | Skipped]}
@@ -128,7 +128,7 @@ remote_refresh(N0 = #{node := Me}, St0, Records) ->
       end, {N0, St0, []}, lists:sort(maps:to_list(Records))).
 
 %% @doc Compaction: a commit on the head with the same tree, every leaf and blob copied into
-%% its own pack ({@link hm_mrdt_history:repack/2}), when the head's tree shares blocks with
+%% its own pack ({@link hm_mrdt_commits:repack/2}), when the head's tree shares blocks with
 %% older commits' packs; `none' otherwise. A commit's record holds every block it created,
 %% so a pack stays while any of its blocks is still in use: under a steady load the head's
 %% tree uses one leaf of each of many packs. Once the floor of collection passes the
@@ -137,13 +137,13 @@ remote_refresh(N0 = #{node := Me}, St0, Records) ->
           {ok, state(), hm_mrdt_history:store()} | none.
 compact(#{head := none}, _) -> none;
 compact(N = #{node := Me, head := H}, St0) ->
-    case hm_mrdt_history:packs(St0, H) -- [H] of
+    case hm_mrdt_commits:packs(St0, H) -- [H] of
         [] -> none;
         _ ->
             Nonce = hm_mrdt_history:nonce(St0),
             St1 = hm_mrdt_history:set_nonce(St0, {compact, Me, H}),
-            {T, St2} = hm_mrdt_history:repack(St1, hm_mrdt_history:tree_of(St1, H)),
-            {C, St3} = hm_mrdt_history:commit(St2, [H], T),
+            {T, St2} = hm_mrdt_commits:repack(St1, hm_mrdt_commits:tree_of(St1, H)),
+            {C, St3} = hm_mrdt_commits:commit(St2, [H], T),
             {ok, N#{head := C}, hm_mrdt_history:set_nonce(St3, Nonce)}
     end.
 
@@ -152,7 +152,7 @@ compact(N = #{node := Me, head := H}, St0) ->
 record(N = #{head := H}, St) ->
     Height = case H of
                  none -> -1;
-                 _ -> case hm_mrdt_history:commit_info(St, H) of
+                 _ -> case hm_mrdt_commits:commit_info(St, H) of
                           {ok, {_, _, Ht}} -> Ht;
                           not_found -> -1
                       end
@@ -166,13 +166,13 @@ record(N = #{head := H}, St) ->
 %% floor: {@link max_graft/2} reads these keys instead of scanning the grafts.
 -spec gc(state(), hm_mrdt_history:store(), [term()], #{term() => branch_record()},
          [{[hm_mrdt_history:hash()], hm_mrdt_history:hash()}]) ->
-          hm_mrdt_history:gc_plan() | not_ready.
+          hm_mrdt_collect:gc_plan() | not_ready.
 gc(#{node := Me}, St, Nodes, Records, Cache) ->
     case lists:all(fun(Nd) -> is_map_key(Nd, Records) end, Nodes) of
         false -> not_ready;
         true ->
             Roots = lists:append([[H | Bs] || {H, _, Bs} <- maps:values(Records)]),
-            case hm_mrdt_history:gc_plan(St, Roots, Cache) of
+            case hm_mrdt_collect:gc_plan(St, Roots, Cache) of
                 Plan = #{graft := [{_, HB}]} ->
                     Plan#{graft := maps:get(graft, Plan) ++ [{{floor, Me}, HB}]};
                 Plan -> Plan

@@ -49,7 +49,7 @@ keep(S = #{objs := Os}, T, V) ->
 visible(#{pending := P, base := B}, St, Key) ->
     case P of
         #{Key := {T, V}} -> {ok, T, V};
-        _ -> hm_mrdt_history:read(St, hm_mrdt_history:tree_of(St, B), Key)
+        _ -> hm_mrdt_commits:read(St, hm_mrdt_commits:tree_of(St, B), Key)
     end.
 
 %% @doc Read a key: `{ok, Value}' (what the type's read shows) or `not_found'.
@@ -97,14 +97,14 @@ published(S, Head) -> S#{base := Head, pending := #{}, objs := #{}}.
 
 %% @doc A refresh's last step: move to `Head' (a descendant of the base) and re-apply each
 %% pending write as the three-way merge of the key at the old base, at `Head' and in the
-%% session ({@link hm_mrdt_history:merge_writes/4}). `{conflict, {Key, Reason}}' leaves the
+%% session ({@link hm_mrdt_merge:merge_writes/4}). `{conflict, {Key, Reason}}' leaves the
 %% session as it was.
 -spec rebase(session(), hm_mrdt_history:store(), hm_mrdt_history:commit()) ->
           {ok, session()} | {conflict, term()}.
 rebase(S = #{base := Head}, _, Head) -> {ok, S};
 rebase(S = #{base := B, pending := P}, St, Head) ->
-    case hm_mrdt_history:merge_writes(St, hm_mrdt_history:tree_of(St, B),
-                                      hm_mrdt_history:tree_of(St, Head), P) of
+    case hm_mrdt_merge:merge_writes(St, hm_mrdt_commits:tree_of(St, B),
+                                    hm_mrdt_commits:tree_of(St, Head), P) of
         {ok, P1} ->
             %% a merged linked value refers to the pending one it replaced
             S1 = maps:fold(fun(K, {T, V}, Acc) ->
