@@ -48,6 +48,11 @@ dialyzer: bootstrap
 ## were in src/).
 EXAMPLES_ERL = erl -noshell -pa _build/examples _build/default/lib/hypermnesia/ebin
 
+## The benchmarks are built by rebar3's `bench' profile (rebar.config): the application, and
+## bench/, test/ (the peer-cluster harness) and sim/ beside it, in _build/bench/lib.
+BENCH_LIB = _build/bench/lib/hypermnesia
+BENCH_PA = -pa $(BENCH_LIB)/ebin $(BENCH_LIB)/bench $(BENCH_LIB)/test $(BENCH_LIB)/sim
+
 examples-build: compile
 	mkdir -p _build/examples
 	erlc +debug_info -o _build/examples examples/hm_demo.erl examples/hm_crdt_demo.erl \
@@ -63,19 +68,16 @@ demo: examples-build
 ## latency by replication (tcsb, dotted, dotted with Merkle; HM_RING_KV_NODES, default 5)
 ## -> bench/results/ring-<date>.md
 bench-ring: bootstrap
-	$(REBAR) as test compile
-	mkdir -p _build/bench bench/results
-	erlc +debug_info -o _build/bench bench/ring_bench.erl test/hm_cluster.erl
-	erl -noshell -pa _build/test/lib/hypermnesia/ebin _build/test/lib/hypermnesia/sim _build/bench \
-	    -eval 'ring_bench:main(["bench/results/ring-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+	$(REBAR) as bench compile
+	mkdir -p bench/results
+	erl -noshell $(BENCH_PA) -eval 'ring_bench:main(["bench/results/ring-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
 
 ## make bench-access: ns per async_ec read and write on one node, EC and plain tables, against
 ## async_dirty in the same run -> bench/results/access-<date>.md (about a minute)
-bench-access: compile
-	mkdir -p _build/bench bench/results
-	erlc -o _build/bench bench/access_bench.erl
-	erl -noshell -sname hm_access_bench -pa _build/default/lib/hypermnesia/ebin _build/bench \
-	    -eval 'access_bench:main(["bench/results/access-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+bench-access: bootstrap
+	$(REBAR) as bench compile
+	mkdir -p bench/results
+	erl -noshell -sname hm_access_bench $(BENCH_PA) -eval 'access_bench:main(["bench/results/access-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
 
 ## make demo-partitioned: five real nodes, a table in 8 fragments on a consistent-hash ring
 ## (3 copies each), writes from a node without most fragments, a partition with hints, a heal,
@@ -96,11 +98,9 @@ shell: bootstrap
 ## against the per-object delta sync hm_crdt_sync, in the simulator: bytes and messages per
 ## update, convergence under loss and a cut -> bench/results/crdt-sync-<date>.md (about 1 min)
 bench-crdt-sync: bootstrap
-	$(REBAR) as test compile
-	mkdir -p _build/bench bench/results
-	erlc -o _build/bench bench/crdt_sync_bench.erl
-	$(SIM_ERL) _build/bench \
-	    -eval 'crdt_sync_bench:main(["bench/results/crdt-sync-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+	$(REBAR) as bench compile
+	mkdir -p bench/results
+	erl -noshell $(BENCH_PA) -eval 'crdt_sync_bench:main(["bench/results/crdt-sync-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
 
 ## make bench-crdt-tables: ChiaVe's benchmarks on 3 real nodes (p95 latency against offered
 ## throughput, bytes per update, convergence of 10,000 adds to one key under background load,
@@ -108,18 +108,14 @@ bench-crdt-sync: bootstrap
 ## (HM_CRDT_RATES, HM_CRDT_SECONDS, HM_CRDT_BG, HM_CRDT_REPS, HM_CRDT_ADDS; a subset, which
 ## leaves bench/REPORT.md alone: HM_CRDT_FLAVORS, HM_CRDT_LATENCY=0; see the module)
 bench-crdt-tables: bootstrap
-	$(REBAR) as test compile
-	mkdir -p _build/bench bench/results
-	erlc +debug_info -o _build/bench bench/crdt_table_bench.erl test/hm_cluster.erl
-	erl -noshell -pa _build/test/lib/hypermnesia/ebin _build/bench \
-	    -eval 'crdt_table_bench:main(["bench/results/crdt-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+	$(REBAR) as bench compile
+	mkdir -p bench/results
+	erl -noshell $(BENCH_PA) -eval 'crdt_table_bench:main(["bench/results/crdt-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
 
 ## make bench-crdt: microbenchmark of every CRDT type x flavor -> bench/results/crdt.md
-bench-crdt: compile
-	mkdir -p _build/bench
-	erlc -o _build/bench bench/crdt_bench.erl
-	erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench \
-	    -eval 'crdt_bench:main(["bench/results/crdt.md"]), halt().'
+bench-crdt: bootstrap
+	$(REBAR) as bench compile
+	erl -noshell $(BENCH_PA) -eval 'crdt_bench:main(["bench/results/crdt.md"]), halt().'
 
 ## make sim SEEDS=N: the deterministic simulator on seeds 1..N, every fault and workload: each
 ## seed runs EC-table schedules (sim/hm_sim.erl: faults; copies added and removed; full load
@@ -180,12 +176,12 @@ comma := ,
 ## read_pct, subs, storage), after the same quick points and timelines.
 ## Wall time is measured from the start of make (HM_BENCH_T0, ms) and printed in the report.
 BENCH_T0 := $(shell date +%s%3N)
-BENCH_ERL = HM_BENCH_T0=$(BENCH_T0) erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench
+BENCH_ERL = HM_BENCH_T0=$(BENCH_T0) erl -noshell $(BENCH_PA)
 
-bench-build: compile
+bench-build: bootstrap
 	@scripts/bootstrap gnuplot-nox
-	mkdir -p _build/bench bench/results
-	erlc +debug_info -o _build/bench bench/hm_bench.erl test/hm_cluster.erl
+	$(REBAR) as bench compile
+	mkdir -p bench/results
 
 bench: bench-build
 	$(BENCH_ERL) -eval 'hm_bench:main(["quick"]), halt().'
@@ -224,10 +220,9 @@ faults: bootstrap
 ## key spaces 1024 and 4096.
 BENCH_PROFILE ?= quick
 SESSIONS_RESULTS = bench/results/sessions-$(shell date +%Y%m%d-%H%M).md
-bench-sessions: compile
-	mkdir -p _build/bench bench/results
-	erlc +debug_info -pa _build/default/lib/hypermnesia/ebin -o _build/bench \
-	    bench/mrdt_bench.erl test/hm_cluster.erl
+bench-sessions: bootstrap
+	$(REBAR) as bench compile
+	mkdir -p bench/results
 	$(BENCH_ERL) -eval 'mrdt_bench:main(["$(BENCH_PROFILE)", "$(SESSIONS_RESULTS)"]), halt().'
 
 clean:
@@ -254,10 +249,9 @@ status-page-test: bootstrap
 ## tagged causal stable broadcast (tcsb: the table simulator), in one VM ->
 ## bench/results/dotted-<yyyymmdd-hhmm>.md. Under a minute.
 bench-dotted: bootstrap
-	$(REBAR) as test compile
-	mkdir -p _build/bench bench/results
-	erlc -o _build/bench bench/dotted_bench.erl
-	$(SIM_ERL) _build/bench -eval 'dotted_bench:main(["bench/results"]), halt().'
+	$(REBAR) as bench compile
+	mkdir -p bench/results
+	erl -noshell $(BENCH_PA) -eval 'dotted_bench:main(["bench/results"]), halt().'
 
 ## make docs: EEP-48 doc chunks into doc/chunks (every compile builds them too), read by
 ## Erlang's h(hypermnesia), h(hypermnesia, async_ec) and Elixir's h :hypermnesia.async_ec.
@@ -310,13 +304,12 @@ mnesia-examples: mnesia-examples-build
 ## with hm_ec_access as the access module). Writes bench/results/mnesia-bench-<yyyymmdd-hhmm>.md with the TPS of
 ## each and the ratios, and whether the copies are equal after the run (about 10 minutes).
 MBENCH = $(MNESIA_EX)/bench
-MBENCH_ERL = erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/mnesia-bench
+MBENCH_ERL = erl -noshell $(BENCH_PA)
 MBENCH_OPTS = +nowarn_deprecated_function +nowarn_deprecated_module +nowarn_unused_vars
 .PHONY: bench-mnesia
 bench-mnesia: mnesia-examples-build
+	$(REBAR) as bench compile
 	mkdir -p _build/mnesia-bench/results bench/results
-	erlc +debug_info -o _build/mnesia-bench bench/hm_mnesia_bench.erl bench/hm_mnesia_bench_ec.erl \
-	    test/hm_cluster.erl
 	cd $(MBENCH)/transaction && erlc $(MBENCH_OPTS) *.erl
 	mkdir -p $(MBENCH)/async_dirty $(MBENCH)/async_ec
 	cd $(MBENCH)/patched && erlc $(MBENCH_OPTS) -o ../async_dirty -DBENCH_ACTIVITY=async_dirty \
@@ -340,8 +333,6 @@ bench-mnesia: mnesia-examples-build
 ## nodes, one cut off, 100,000 writes of 100-byte records over 10,000 keys on the other; the
 ## log and metadata after every 20,000, then the time until both logs are empty after the heal.
 .PHONY: bench-partition-memory
-bench-partition-memory: compile
-	mkdir -p _build/bench
-	erlc +debug_info -o _build/bench bench/hm_partition_memory.erl test/hm_cluster.erl
-	erl -noshell -pa _build/default/lib/hypermnesia/ebin _build/bench \
-	    -run hm_partition_memory main 100000 10000
+bench-partition-memory: bootstrap
+	$(REBAR) as bench compile
+	erl -noshell $(BENCH_PA) -run hm_partition_memory main 100000 10000
