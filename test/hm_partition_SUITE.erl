@@ -9,7 +9,8 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
--export([placement/1, access_from_every_node/1, partition_both_sides/1, node_killed/1,
+-export([placement/1, access_from_every_node/1, partition_both_sides/1,
+         dead_node_forgotten_and_replaced/1,
          add_and_remove_under_load/1, bad_options/1, key_value_api/1, foreign_key/1]).
 -export([writer/2, keys_written/1, failed_writes/1, rows_digest/1]).
 
@@ -20,7 +21,7 @@
 suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [bad_options, placement, access_from_every_node, key_value_api, foreign_key,
-          partition_both_sides, add_and_remove_under_load, node_killed].
+          partition_both_sides, add_and_remove_under_load, dead_node_forgotten_and_replaced].
 
 init_per_suite(Config) ->
     C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "partk",
@@ -335,10 +336,12 @@ partition_both_sides(Config) ->
                                                                    [])) || I <- ids(Config)])
                end).
 
-%% A node killed: every key stays readable and writable (two owners of three are up), it
-%% cannot leave the pool while down (Mnesia changes no copies of a table one of whose holders
-%% is down), and it catches up when it is back.
-node_killed(Config) ->
+%% A node killed: every key stays readable and writable (two owners of three are up); it
+%% cannot leave the pool by change_table_frag/2 while down (Mnesia changes the copies of a
+%% table only while its holders run); taken for dead, it is forgotten
+%% (hypermnesia:forget_node/1): each fragment it held gets its third copy back on the nodes
+%% that are up, from what they hold, and nothing written before or meanwhile is missing.
+dead_node_forgotten_and_replaced(Config) ->
     Tab = create(Config, []),
     C = ?config(cluster, Config),
     Keys = lists:seq(1, 100),
@@ -351,8 +354,19 @@ node_killed(Config) ->
     converged(Config, Tab, Rows),
     {aborted, {not_active, Tab, Gone}} =
         call(1, Config, hypermnesia, change_table_frag, [Tab, {del_node, Gone}]),
-    ok = hm_cluster:restart(C, ?NODES),
-    converged(Config, Tab, Rows).
+    {atomic, ok} = call(1, Config, hypermnesia, forget_node, [Gone]),
+    false = lists:member(Gone, call(1, Config, mnesia, system_info, [db_nodes])),
+    Up = pool(Config),
+    {ok, #{pool := Up}} = call(1, Config, hm_partition, properties, [Tab]),
+    [{3, []}] = lists:usort([begin
+                                 Holders = call(1, Config, hm_ec_registry, copy_nodes,
+                                                [frag(Tab, K)]),
+                                 {length(Holders), Holders -- Up}
+                             end || K <- lists:seq(1, ?F)]),
+    converged(Config, Tab, Rows),
+    ok = ec(3, Config, fun() -> [mnesia:write({Tab, K, c, x}) || K <- Keys], ok end),
+    Rows2 = lists:sort([{Tab, K, c, x} || K <- Keys]),
+    converged(Config, Tab, Rows2).
 
 add_and_remove_under_load(Config) ->
     Tab = create(Config, []),

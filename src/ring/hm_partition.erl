@@ -37,7 +37,8 @@
 %% before or after it.
 -module(hm_partition).
 
--export([create_table/2, delete_table/1, owners/2, change_table_frag/2, properties/1]).
+-export([create_table/2, delete_table/1, owners/2, change_table_frag/2, properties/1,
+         forget_node/1]).
 -export([caught_up/3, removable/3, removal_target/3, create_table/3, foreign_props/5,
          foreigners/1]).
 
@@ -344,11 +345,12 @@ properties(Tab) ->
 %% the old one is removed once the others hold every operation it accepted). Every holder of
 %% a fragment that moves must be up: Mnesia changes the copies of a table only then. A node
 %% that is down keeps its place (its fragments are served by their other holders) until it is
-%% back; `{del_node, Node}' on it is refused. For a Mnesia fragmented table this is
+%% back; `{del_node, Node}' on it is refused (a node gone for good leaves with
+%% {@link forget_node/1}). For a Mnesia fragmented table this is
 %% `mnesia:change_table_frag/2'. The tables whose foreign key names `Tab' change with it;
 %% on such a table itself the change is refused (`{combine_error, Tab, "Op only allowed via
-%% foreign table", {foreign_key, FK}}', as Mnesia). Errors: `{not_active, Tab, Node}' (adding a node where
-%% Mnesia does not run, or removing one that is down),
+%% foreign table", {foreign_key, FK}}', as Mnesia). Errors: `{not_active, Tab, Node}' (adding a node
+%% where Mnesia does not run, or removing one that is down),
 %% `{already_exists, Tab, Node}', `{no_exists, Tab, Node}', `{combine_error, Tab, "Too few
 %% nodes in node_pool"}', `{not_ready, Fragment, Node}' (a new copy that did not catch up in
 %% 2 minutes: the old copies are kept, and the change can be made again).
@@ -380,6 +382,41 @@ change_table_frag(Tab, Change) ->
             end;
         {{ok, _}, _} -> {aborted, {bad_ec_option, Tab, Change}}
     end.
+
+%% @doc Remove `Node', a node that is gone for good, from the cluster while it is down:
+%% Mnesia's schema copy on it, and with it every table copy it held
+%% (`mnesia:del_table_copy(schema, Node)', which Mnesia allows only while the node does not
+%% run), so that every EC table it held a copy of stops waiting for it (stability resumes);
+%% then its place in the pool of every partitioned EC table: each fragment it held gets a new
+%% copy on another node of the pool, from the copies that are up. What it had not sent to
+%% another copy before it went is lost with it. To come back it must join as a new node (its
+%% Mnesia directory deleted). Errors: Mnesia's (`{active, _, Node}' while it runs, ...),
+%% `{combine_error, Tab, "Too few nodes in node_pool"}' (it was the last node of a pool),
+%% and those of the moves ({@link change_table_frag/2}).
+-spec forget_node(node()) -> {atomic, ok} | {aborted, term()}.
+forget_node(Node) when is_atom(Node) ->
+    Pools = [{T, P} || T <- mnesia:system_info(tables),
+                       {ok, P = #{pool := Pool}} <- [properties(T)],
+                       lists:member(Node, Pool), not is_map_key(foreign_key, P)],
+    %% Mnesia write-locks every table it held a copy of: the local_content ones (EC tables
+    %% and their helpers) need a lock target here
+    Local = [T || T <- mnesia:system_info(tables), T =/= schema,
+                  mnesia:table_info(T, local_content),
+                  lists:member(Node, mnesia:table_info(T, all_nodes))],
+    case hm_ec_mnesia:with_lock_targets(Local,
+                                        fun() -> mnesia:del_table_copy(schema, Node) end) of
+        {atomic, ok} ->
+            lists:foldl(fun({T, P = #{pool := Pool}}, {atomic, ok}) ->
+                                case Pool -- [Node] of
+                                    [] -> {aborted, {combine_error, T,
+                                                     "Too few nodes in node_pool"}};
+                                    Rest -> repartition(T, P, Rest)
+                                end;
+                           (_, Aborted) -> Aborted
+                        end, {atomic, ok}, Pools);
+        Aborted -> Aborted
+    end;
+forget_node(Node) -> {aborted, {badarg, Node}}.
 
 %% The table's fragments move, then those of the tables whose foreign key names it (Mnesia
 %% changes their pools together), so that fragment `K' of each is held where the parent's is.

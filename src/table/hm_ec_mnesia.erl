@@ -59,7 +59,8 @@
 %% </ul>
 -module(hm_ec_mnesia).
 
--export([open/1, close/1, close_everywhere/1, check/1, is_closed/1, write/2, delete/2]).
+-export([open/1, close/1, close_everywhere/1, check/1, is_closed/1, write/2, delete/2,
+         with_lock_targets/2]).
 -export([self_check/0, check_assumptions/2]).
 
 %% What differs: a function Mnesia no longer exports, or one of its global variables (the
@@ -68,6 +69,8 @@
 -export_type([assumption_failed/0]).
 
 -define(CONTROLLER_TIMEOUT_MS, 5000).
+%% the tables with_lock_targets/2 opened for a schema operation (check/1 leaves them)
+-define(OPEN_KEY, {?MODULE, lock_targets_open}).
 
 %% @doc Take up the local copy of EC table `Tab' for the server's own writes: transactions
 %% refused ({@link close/1}), the server's dirty writes reaching the local copy (and only it).
@@ -115,7 +118,7 @@ close_everywhere(Tab) ->
 %% unforeseen reopened it), close it again and say so.
 -spec check(atom()) -> ok | {reclosed, atom()}.
 check(Tab) ->
-    case is_closed(Tab) of
+    case is_closed(Tab) orelse lists:member(Tab, persistent_term:get(?OPEN_KEY, [])) of
         true -> ok;
         false -> ok = close(Tab), {reclosed, Tab}
     end.
@@ -144,6 +147,41 @@ write(Tab, Record) -> reopening(Tab, fun() -> mnesia:dirty_write(Tab, Record) en
 %% @doc The server's delete of `Key' from its local copy of `Tab' (as {@link write/2}).
 -spec delete(atom(), term()) -> ok.
 delete(Tab, Key) -> reopening(Tab, fun() -> mnesia:dirty_delete(Tab, Key) end).
+
+%% @doc Run `Fun' with the write-lock target of the `local_content' tables `Tabs' (EC
+%% tables and their helper tables) on this node set to this node, then set back. Mnesia's
+%% removal of a node that is down (`mnesia:del_table_copy(schema, Node)') write-locks every
+%% table the node held a copy of, and Mnesia has no lock target for a `local_content' table
+%% with no copy here, nor for a read_only one (an EC table): the removal would abort with
+%% `{no_exists, Tab}'. The lock of a `local_content' table is a local matter: taken here, it
+%% orders the removal against nothing else. Meanwhile a transaction on this node could
+%% write-lock these tables too: the window is the schema operation's.
+-spec with_lock_targets([atom()], fun(() -> R)) -> R.
+with_lock_targets(Tabs, Fun) ->
+    persistent_term:put(?OPEN_KEY, Tabs),
+    Old = [{T, gvar({T, where_to_wlock})} || T <- Tabs],
+    Set = fun(Values) ->
+                  fun() ->
+                          lists:foreach(fun({T, {ok, W}}) -> mnesia_lib:set({T, where_to_wlock}, W);
+                                           ({_, undefined}) -> ok
+                                        end, Values)
+                  end
+          end,
+    try
+        ok = controlled(Set([{T, {ok, {[node()], false}}} || T <- Tabs])),
+        Fun()
+    after
+        ok = controlled(Set(Old)),
+        _ = persistent_term:erase(?OPEN_KEY),
+        lists:foreach(fun(T) -> ok = close(T) end, Tabs)
+    end.
+
+%% Run `Fun' in Mnesia's controller, or here when the controller does not answer in time.
+controlled(Fun) ->
+    case in_controller(Fun) of
+        ok -> ok;
+        _ -> Fun()
+    end.
 
 %% @doc Whether this node's Mnesia has the internals the refusal of transactions relies on:
 %% `ok', or `{error, {unsupported_mnesia, MnesiaVsn, What}}' naming the first one that
