@@ -13,13 +13,13 @@
 
 -export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([disc_schema_then_dependent_app/1, join_with_extra_db_nodes/1,
-         start_refused_on_unsupported_mnesia/1]).
+         start_refused_on_unsupported_mnesia/1, config_file_starts_mnesia/1]).
 
 % A hung case fails within minutes, not after Common Test's default half hour.
 suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [disc_schema_then_dependent_app, join_with_extra_db_nodes,
-          start_refused_on_unsupported_mnesia].
+          start_refused_on_unsupported_mnesia, config_file_starts_mnesia].
 
 %% The application's .app in an ebin directory of the test case's own (its module,
 %% test/hm_app_demo.erl, is compiled with the tests).
@@ -100,6 +100,23 @@ start_refused_on_unsupported_mnesia(Config) ->
                                         peer:call(P, application, which_applications, []))),
     true = peer:call(P, ets, insert, [mnesia_gvar, {Key, Good}]),
     ?assertEqual(ok, peer:call(P, hypermnesia, start, [])).
+
+%% `hypermnesia:start(File)' on a node whose Mnesia is not running starts it, then
+%% Hypermnesia, and creates the file's tables; started again from the same file, it finds
+%% them there.
+config_file_starts_mnesia(Config) ->
+    P = boot(Config, 1, []),
+    Node = peer:call(P, erlang, node, []),
+    no = peer:call(P, mnesia, system_info, [is_running]),
+    File = filename:join(?config(case_dir, Config), "cluster.config"),
+    ok = file:write_file(File, [io_lib:format("~p.~n", [T])
+                                || T <- [{nodes, [Node]}, {crdt_tables, [{cfg_likes, gcounter}]}]]),
+    ?assertEqual(ok, peer:call(P, hypermnesia, start, [File])),
+    yes = peer:call(P, mnesia, system_info, [is_running]),
+    ok = peer:call(P, hypermnesia, increment, [cfg_likes, home]),
+    ?assertEqual(1, peer:call(P, hypermnesia, value, [cfg_likes, home])),
+    %% a second start from the same file finds everything there
+    ?assertEqual(ok, peer:call(P, hypermnesia, start, [File])).
 
 %% Node `I' of the test case (named pkg_app<I>_<os pid>), with its own Mnesia directory,
 %% which a later boot of the same `I' finds again.

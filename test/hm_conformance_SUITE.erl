@@ -34,7 +34,8 @@
          dirty_reads/1, record_name/1, prwset_sequential/1, match_variables_written/1, bad_arguments/1,
          write_wrong_record/1, delete_object_match_variables/1, delete_object_wrong_record/1,
          transactions_refused/1, siblings_bag/1, ordered_set_refused/1,
-         remote_writes/1, no_local_copy/1]).
+         remote_writes/1, no_local_copy/1, ec_transaction_answers_as_transaction/1,
+         activity_with_access_module/1]).
 
 %% Cases whose EC answer differs from Mnesia's because of a known defect: `{Case, Why}',
 %% skipped until fixed. None now: the write-side answers (wrong records, match variables)
@@ -53,7 +54,8 @@ cases() ->
     [read_write, locks, delete, delete_object, match_object, select, select_limit, index, folds,
      iteration, all_keys, clear_table, table_info, qlc, dirty_reads, record_name, prwset_sequential,
      match_variables_written, bad_arguments, write_wrong_record, delete_object_match_variables,
-     delete_object_wrong_record, transactions_refused, siblings_bag, ordered_set_refused].
+     delete_object_wrong_record, transactions_refused, siblings_bag, ordered_set_refused,
+     ec_transaction_answers_as_transaction, activity_with_access_module].
 
 suite() -> [{timetrap, {minutes, 3}}].
 
@@ -724,6 +726,95 @@ ordered_set_refused(Config) ->
     {aborted, _} = call(C, 1, hypermnesia, create_table,
                         [Tab, [{type, pawset}, {type, ordered_set}, {ram_copies, nodes(Config)}]]),
     false = lists:member(Tab, call(C, 1, mnesia, system_info, [tables])),
+    ok.
+
+%%% ------------------------------------------------------------- transaction shapes
+
+%% hypermnesia:ec_transaction/1,2 answers what mnesia:transaction/1,2 answers on the plain
+%% table for the same fun: a result, an abort, an exit, an error (its stack trace aside), a
+%% throw, a refused write, a fun returning `{aborted, _}' itself; and its writes reach every
+%% node. is_ec_activity/0 says where a fun runs.
+ec_transaction_answers_as_transaction(Config) ->
+    ok = populate(Config),
+    C = ?config(cluster, Config),
+    Ec = ?config(ec, Config),
+    Pl = ?config(pl, Config),
+    I = writer(Config),
+    Funs = [fun(T) -> ok = mnesia:write(rec(T, 100)), done end,
+            fun(T) -> mnesia:read(T, 1) end,
+            fun(T) -> mnesia:abort({out_of_stock, T}) end,
+            fun(_) -> exit(boom) end,
+            fun(_) -> error(bad) end,
+            fun(_) -> throw(thrown) end,
+            fun(_) -> {aborted, returned} end,
+            fun(T) -> mnesia:write({T, 1}) end],
+    [begin
+         E = hm_cluster:eval(C, I, fun() -> hypermnesia:ec_transaction(fun() -> F(Ec) end) end),
+         P = hm_cluster:eval(C, I, fun() -> mnesia:transaction(fun() -> F(Pl) end) end),
+         strip_aborted(norm(E, Ec)) =:= strip_aborted(norm(P, Pl))
+             orelse ct:fail({ec_transaction_differs, N, #{ec => E, mnesia => P}})
+     end || {N, F} <- lists:zip(lists:seq(1, length(Funs)), Funs)],
+    Add = fun(A, B) -> A + B end,
+    {atomic, 3} = call(C, I, hypermnesia, ec_transaction, [Add, [1, 2]]),
+    {atomic, 3} = call(C, I, mnesia, transaction, [Add, [1, 2]]),
+    converge(Config),
+    Where = fun() -> hypermnesia:is_ec_activity() end,
+    false = call(C, I, hypermnesia, is_ec_activity, []),
+    {atomic, true} = call(C, I, hypermnesia, ec_transaction, [Where]),
+    true = call(C, I, hypermnesia, async_ec, [Where]),
+    {atomic, false} = call(C, I, mnesia, transaction, [Where]),
+    false = call(C, I, mnesia, async_dirty, [Where]),
+    ok.
+
+strip_aborted({aborted, R}) -> {aborted, strip(R)};
+strip_aborted(X) -> X.
+
+%% hypermnesia:activity/4 takes an access module for the tables that are not EC tables:
+%% under async_ec with `mnesia_frag', a Mnesia fragmented table's records go to their
+%% fragments (as under Mnesia's own activity with it) while the EC table's writes reach
+%% every copy; a module that is no access module is refused before the fun runs; other
+%% kinds are Mnesia's activity/4.
+activity_with_access_module(Config) ->
+    C = ?config(cluster, Config),
+    Ec = ?config(ec, Config),
+    Pl = ?config(pl, Config),
+    I = writer(Config),
+    Nodes = nodes(Config),
+    {atomic, ok} = call(C, 1, hypermnesia, create_table,
+                        [Ec, [{type, pawset}, {attributes, [id, v]}, {ram_copies, Nodes}]]),
+    {atomic, ok} = call(C, 1, mnesia, create_table,
+                        [Pl, [{attributes, [id, v]},
+                              {frag_properties, [{n_fragments, 4}, {node_pool, Nodes}]}]]),
+    Keys = lists:seq(1, 40),
+    Write = fun() -> [ok = mnesia:write({T, K, K}) || T <- [Ec, Pl], K <- Keys], ok end,
+    ok = call(C, I, hypermnesia, activity, [async_ec, Write, [], mnesia_frag]),
+    %% (a fragment on another node gets its records asynchronously, as in async_dirty)
+    Size = fun() -> mnesia:table_info(Pl, size) end,
+    Frags = [list_to_atom(atom_to_list(Pl) ++ "_frag" ++ integer_to_list(K)) || K <- [2, 3, 4]],
+    hm_cluster:wait_until(
+      fun() ->
+              Total = call(C, I, mnesia, activity, [async_dirty, Size, [], mnesia_frag]),
+              %% each fragment's size where it is held
+              Sizes = [lists:max([call(C, J, mnesia, table_info, [F, size]) || J <- ids(Config)])
+                       || F <- [Pl | Frags]],
+              (Total =:= 40 andalso lists:sum(Sizes) =:= 40
+               andalso lists:all(fun(N) -> N > 0 end, Sizes))
+                  orelse {Total, Sizes}
+      end, ?WAIT_MS),
+    Read = fun() -> lists:sort([R || T <- [Ec, Pl], K <- Keys, R <- mnesia:read(T, K)]) end,
+    Rows = lists:sort([{T, K, K} || T <- [Ec, Pl], K <- Keys]),
+    hm_cluster:wait_until(fun() -> lists:all(fun(J) -> call(C, J, hypermnesia, activity,
+                                                            [async_ec, Read, [], mnesia_frag])
+                                                           =:= Rows
+                                             end, ids(Config))
+                          end, ?WAIT_MS),
+    {'EXIT', {aborted, {bad_access_module, no_such_module}}} =
+        hm_cluster:eval(C, I, fun() ->
+                                      try hypermnesia:activity(async_ec, Write, [], no_such_module)
+                                      catch exit:Why -> {'EXIT', Why}
+                                      end
+                              end),
+    40 = call(C, I, hypermnesia, activity, [transaction, Size, [], mnesia_frag]),
     ok.
 
 %%% ------------------------------------------------------------- by design

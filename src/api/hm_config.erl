@@ -32,10 +32,11 @@
 
 -define(KEYS, [nodes, fragments, replication, storage, flavor, epoch, crdt_tables]).
 
-%% @doc Read `File', start Hypermnesia here and create the configured tables that do not
-%% exist yet. Errors: `{error, {config, File, Reason}}' (the file cannot be read),
-%% `{error, {bad_config, Term}}', `{error, {create_table, Tab, Reason}}', and those of
-%% `application:ensure_all_started/1'.
+%% @doc Read `File', start Mnesia (when it is not running) and Hypermnesia here, and create
+%% the configured tables that do not exist yet. Errors: `{error, {config, File, Reason}}'
+%% (the file cannot be read), `{error, {bad_config, Term}}', `{error, {extra_db_nodes,
+%% Reason}}' (Mnesia could not join the listed nodes), `{error, {create_table, Tab,
+%% Reason}}', and those of `hypermnesia:start/0'.
 -spec start(file:filename()) -> ok | {error, term()}.
 start(File) ->
     case file:consult(File) of
@@ -48,14 +49,17 @@ start(File) ->
     end.
 
 start_config(Config = #{nodes := Nodes, crdt_tables := Tabs}) ->
-    case application:ensure_all_started(hypermnesia) of
-        {ok, _} ->
+    case hypermnesia:start() of
+        ok ->
             _ = [net_adm:ping(N) || N <- Nodes, N =/= node()],
-            {ok, _} = mnesia:change_config(extra_db_nodes, Nodes -- [node()]),
-            Running = mnesia:system_info(running_db_nodes),
-            Pool = [N || N <- Nodes, lists:member(N, Running)],
-            create(Tabs, Config#{nodes := Pool});
-        Error -> Error
+            case mnesia:change_config(extra_db_nodes, Nodes -- [node()]) of
+                {ok, _} ->
+                    Running = mnesia:system_info(running_db_nodes),
+                    Pool = [N || N <- Nodes, lists:member(N, Running)],
+                    create(Tabs, Config#{nodes := Pool});
+                {error, Reason} -> {error, {extra_db_nodes, Reason}}
+            end;
+        {error, _} = E -> E
     end.
 
 create([], _Config) -> ok;

@@ -15,9 +15,9 @@
 -module(hypermnesia).
 
 -export([start/0, create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2,
-         restore/2, owners/2, change_table_frag/2, get/3, put/4, delete/4,
-         async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3,
-         info/0, info/1]).
+         forget_node/1, restore/2, owners/2, change_table_frag/2, get/3, put/4, delete/4,
+         async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3, activity/4,
+         ec_transaction/1, ec_transaction/2, is_ec_activity/0, info/0, info/1]).
 -export([is_ec_table/1, ec_options/1]).
 -export([cluster_info/0, cluster_info/1, cluster_info/2, wait_converged/1, wait_converged/2,
          subscribe/1, unsubscribe/1, http_status_url/0]).
@@ -108,6 +108,12 @@ add_table_copy(Tab, Node, Type) -> hm_ec_registry:add_table_copy(Tab, Node, Type
 -spec del_table_copy(atom(), node()) -> {atomic, ok} | {aborted, term()}.
 del_table_copy(Tab, Node) -> hm_ec_registry:del_table_copy(Tab, Node).
 
+%% @doc Remove a node that is gone for good from the cluster, while it is down: every copy
+%% it held (the EC tables stop waiting for it) and its place in the pool of every partitioned
+%% table (its fragments get new copies from the others). See {@link hm_partition:forget_node/1}.
+-spec forget_node(node()) -> {atomic, ok} | {aborted, term()}.
+forget_node(Node) -> hm_partition:forget_node(Node).
+
 %% @doc `mnesia:restore/2' for backups that hold EC tables: EC tables are restored by EC
 %% operations; see {@link hm_ec_registry:restore/2}.
 -spec restore(term(), [tuple()]) -> {atomic, [atom()]} | {aborted, term()}.
@@ -133,17 +139,64 @@ sync_ec(Fun) -> activity(sync_ec, Fun, []).
 -spec sync_ec(fun((...) -> R), list()) -> R.
 sync_ec(Fun, Args) -> activity(sync_ec, Fun, Args).
 
+%% @doc `Fun' under {@link sync_ec/1}, answered in `mnesia:transaction/1''s shape, for code
+%% built around it: `{atomic, Result}' when it returns, `{aborted, Reason}' when it aborts
+%% (`mnesia:abort(Reason)', a write refused), exits with `Reason', raises an error
+%% (`{aborted, {Reason, Stacktrace}}') or throws (`{aborted, {throw, Value}}'), exactly
+%% where a transaction would. It is not a transaction: no locks, no isolation, each write
+%% applied as it is made (what ran before an abort stays written); see the guide's
+%% migration chapter.
+-spec ec_transaction(fun(() -> R)) -> {atomic, R} | {aborted, term()}.
+ec_transaction(Fun) -> ec_transaction(Fun, []).
+
+%% @doc {@link ec_transaction/1} with arguments: `apply(Fun, Args)', as
+%% `mnesia:transaction/2' does.
+-spec ec_transaction(fun((...) -> R), list()) -> {atomic, R} | {aborted, term()}.
+ec_transaction(Fun, Args) ->
+    %% the result travels tagged: an activity that is not a transaction takes a fun's
+    %% `{aborted, R}' for an abort, a transaction returns it as any other value
+    try sync_ec(fun() -> {?MODULE, apply(Fun, Args)} end) of
+        {?MODULE, Result} -> {atomic, Result}
+    catch
+        exit:{aborted, Reason} -> {aborted, Reason};
+        exit:Reason -> {aborted, Reason};
+        throw:Value -> {aborted, {throw, Value}};
+        error:Reason:Stack -> {aborted, {Reason, Stack}}
+    end.
+
+%% @doc Whether the calling process runs inside an `async_ec' or `sync_ec' activity (and not
+%% in a transaction or dirty activity nested in one).
+-spec is_ec_activity() -> boolean().
+is_ec_activity() ->
+    case mnesia:get_activity_id() of
+        {hm_ec_access, _, _} -> true;
+        _ -> false
+    end.
+
 %% @doc `mnesia:activity/2' with the EC contexts added; other kinds go to Mnesia.
 -spec activity(atom() | tuple(), fun(() -> R)) -> R.
 activity(Kind, Fun) -> activity(Kind, Fun, []).
 
 %% @doc `mnesia:activity/3' with the EC contexts added: `Kind' `async_ec' or `sync_ec' runs
-%% `apply(Fun, Args)' as {@link async_ec/2} or {@link sync_ec/2} do; any other kind
-%% (`transaction', `async_dirty', `{transaction, Retries}', ...) goes to Mnesia unchanged.
+%% `apply(Fun, Args)' as {@link async_ec/2} or {@link sync_ec/2} do (tables that are not EC
+%% tables through plain Mnesia); any other kind (`transaction', `async_dirty',
+%% `{transaction, Retries}', ...) goes to `mnesia:activity/3' unchanged, with the access
+%% module Mnesia is configured with (its `access_module' parameter).
 -spec activity(atom() | tuple(), fun((...) -> R), list()) -> R.
 activity(async_ec, Fun, Args) -> hm_ec_access:activity(async, Fun, Args);
 activity(sync_ec, Fun, Args) -> hm_ec_access:activity(sync, Fun, Args);
-activity(Kind, Fun, Args) -> mnesia:activity(Kind, Fun, Args, mnesia).
+activity(Kind, Fun, Args) -> mnesia:activity(Kind, Fun, Args).
+
+%% @doc `mnesia:activity/4' with the EC contexts added: as {@link activity/3}, with the
+%% access module `Mod' (`mnesia_frag' for Mnesia's fragmented tables, for instance). Under
+%% `async_ec' and `sync_ec', EC tables are Hypermnesia's and every other table is accessed
+%% through `Mod'; a `Mod' that is not a loaded `mnesia_access' module exits with
+%% `{aborted, {bad_access_module, Mod}}' and the fun does not run. Other kinds are
+%% `mnesia:activity(Kind, Fun, Args, Mod)'.
+-spec activity(atom() | tuple(), fun((...) -> R), list(), module()) -> R.
+activity(async_ec, Fun, Args, Mod) -> hm_ec_access:activity(async, Fun, Args, Mod);
+activity(sync_ec, Fun, Args, Mod) -> hm_ec_access:activity(sync, Fun, Args, Mod);
+activity(Kind, Fun, Args, Mod) -> mnesia:activity(Kind, Fun, Args, Mod).
 
 %% @doc This node's view: Mnesia members and running nodes, membership back-off, the writes
 %% held here as hints (for tables none of whose holders it can reach), and for every EC

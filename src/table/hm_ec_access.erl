@@ -10,7 +10,9 @@
 %% `index_read', `index_match_object', `all_keys', `foldl', `foldr', `first', `last', `next',
 %% `prev', `table_info') runs unchanged on the local table, which holds exactly what reads
 %% must show, or, for a partitioned table or one without a copy here, through
-%% {@link hm_ec_frag}. Tables that are not EC tables fall through to plain Mnesia.
+%% {@link hm_ec_frag}. Tables that are not EC tables fall through to plain Mnesia, or to
+%% the access module given to {@link activity/4} (`mnesia_frag' for Mnesia's fragmented
+%% tables, for instance).
 %% A partitioned table takes `mnesia_frag''s names too: `table_info({Tab, Key}, Item)' is
 %% about the fragment `Key' hashes to (`size' and `memory': the whole table); on a table with
 %% a foreign key, `{Tab, ForeignKey}' reads and deletes in the fragment of `ForeignKey', and
@@ -28,12 +30,14 @@
 %% aborts with `{ec_write_failed, Tab, Reason}'.
 -module(hm_ec_access).
 
--export([activity/3]).
+-export([activity/3, activity/4]).
 -export([lock/4, write/5, delete/5, delete_object/5, read/5, match_object/5, all_keys/4,
          index_match_object/6, index_read/6, table_info/4, select/5, select/6, select_cont/3,
          first/3, last/3, next/4, prev/4, foldl/6, foldr/6, clear_table/4]).
 
 -define(MODE_KEY, hm_ec_mode).
+%% the access module for tables that are not EC tables, when it is not `mnesia'
+-define(INNER_KEY, hm_ec_inner).
 
 %% A table, or `mnesia_frag''s name of the fragment of a foreign key: `{Tab, ForeignKey}'.
 -type name() :: atom() | {atom(), term()}.
@@ -45,10 +49,34 @@ activity(Mode, Fun, Args) ->
     Old = put(?MODE_KEY, Mode),
     try mnesia:activity(async_dirty, Fun, Args, ?MODULE)
     after
-        case Old of
-            undefined -> erase(?MODE_KEY);
-            _ -> put(?MODE_KEY, Old)
-        end
+        restore(?MODE_KEY, Old)
+    end.
+
+%% @doc {@link activity/3} where tables that are not EC tables are accessed through the
+%% `mnesia_access' module `Inner' (`mnesia', `mnesia_frag', or one of your own) instead of
+%% plain Mnesia. An `Inner' that is not a loaded module with the callbacks exits with
+%% `{aborted, {bad_access_module, Inner}}', and the fun does not run.
+-spec activity(async | sync, fun((...) -> R), list(), module()) -> R.
+activity(Mode, Fun, Args, Inner) when Inner =:= mnesia; Inner =:= ?MODULE ->
+    activity(Mode, Fun, Args);
+activity(Mode, Fun, Args, Inner) ->
+    is_atom(Inner) andalso code:ensure_loaded(Inner) =:= {module, Inner}
+        andalso erlang:function_exported(Inner, write, 5)
+        orelse exit({aborted, {bad_access_module, Inner}}),
+    Old = put(?INNER_KEY, Inner),
+    try activity(Mode, Fun, Args)
+    after
+        restore(?INNER_KEY, Old)
+    end.
+
+restore(Key, undefined) -> erase(Key);
+restore(Key, Old) -> put(Key, Old).
+
+%% The access module for tables that are not EC tables.
+inner() ->
+    case get(?INNER_KEY) of
+        undefined -> mnesia;
+        Inner -> Inner
     end.
 
 %%% ------------------------------------------------------------- writes
@@ -56,7 +84,7 @@ activity(Mode, Fun, Args) ->
 -spec write(term(), term(), name(), tuple(), atom()) -> ok.
 write(Tid, Ts, Name, Val, LockKind) ->
     case ec(Name) of
-        false -> mnesia:write(Tid, Ts, Name, Val, LockKind);
+        false -> (inner()):write(Tid, Ts, Name, Val, LockKind);
         {Tab, Opts} ->
             %% mnesia:write/5 then mnesia_lib:validate_record/2, as in async_dirty (the lock
             %% kind is not checked there, and a record may hold '_' or '$1' as a value)
@@ -72,7 +100,7 @@ write(Tid, Ts, Name, Val, LockKind) ->
 -spec delete(term(), term(), name(), term(), atom()) -> ok.
 delete(Tid, Ts, Name, Key, LockKind) ->
     case ec(Name) of
-        false -> mnesia:delete(Tid, Ts, Name, Key, LockKind);
+        false -> (inner()):delete(Tid, Ts, Name, Key, LockKind);
         {_Tab, Opts} ->
             case hm_ec_frag:key_fragments(Name, Key, Opts) of
                 {error, Reason} -> mnesia:abort(Reason);
@@ -83,7 +111,7 @@ delete(Tid, Ts, Name, Key, LockKind) ->
 -spec delete_object(term(), term(), name(), tuple(), atom()) -> ok.
 delete_object(Tid, Ts, Name, Val, LockKind) ->
     case ec(Name) of
-        false -> mnesia:delete_object(Tid, Ts, Name, Val, LockKind);
+        false -> (inner()):delete_object(Tid, Ts, Name, Val, LockKind);
         {Tab, Opts} ->
             %% mnesia:delete_object/5: a pattern is not an object
             case is_record_tuple(Val) andalso {mnesia:has_var(Val), fits(Tab, Val)} of
@@ -99,7 +127,7 @@ delete_object(Tid, Ts, Name, Val, LockKind) ->
 -spec clear_table(term(), term(), name(), term()) -> ok.
 clear_table(Tid, Ts, Name, Obj) ->
     case ec(Name) of
-        false -> mnesia:clear_table(Tid, Ts, Name, Obj);
+        false -> (inner()):clear_table(Tid, Ts, Name, Obj);
         {Tab, Opts} ->
             lists:foreach(fun(Frag) -> submit_to(Tid, Frag, {'$all', clear}) end,
                           hm_ec_frag:fragments(Tab, Opts))
@@ -158,42 +186,42 @@ not_running(_) -> mnesia:abort({node_not_running, node()}).
 %%% ------------------------------------------------------------- reads
 
 -spec lock(term(), term(), term(), atom()) -> term().
-lock(Tid, Ts, LockItem, LockKind) -> mnesia:lock(Tid, Ts, LockItem, LockKind).
+lock(Tid, Ts, LockItem, LockKind) -> (inner()):lock(Tid, Ts, LockItem, LockKind).
 
 %% A table that is not an EC table, or an EC table in one piece with a copy here, is read by
 %% Mnesia itself; an EC table in fragments, or without a copy here, through hm_ec_frag.
 -spec read(term(), term(), name(), term(), atom()) -> [tuple()].
 read(Tid, Ts, Tab, Key, LockKind) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:read(Tid, Ts, Tab, Key, LockKind);
+        local -> (inner()):read(Tid, Ts, Tab, Key, LockKind);
         Route -> hm_ec_frag:read(Route, Tid, Ts, Key, LockKind)
     end.
 
 -spec match_object(term(), term(), name(), tuple(), atom()) -> [tuple()].
 match_object(Tid, Ts, Tab, Pat, LockKind) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:match_object(Tid, Ts, Tab, Pat, LockKind);
+        local -> (inner()):match_object(Tid, Ts, Tab, Pat, LockKind);
         Route -> hm_ec_frag:select(Route, Tid, Ts, [{Pat, [], ['$_']}], LockKind)
     end.
 
 -spec all_keys(term(), term(), name(), atom()) -> [term()].
 all_keys(Tid, Ts, Tab, LockKind) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:all_keys(Tid, Ts, Tab, LockKind);
+        local -> (inner()):all_keys(Tid, Ts, Tab, LockKind);
         Route -> hm_ec_frag:all_keys(Route, Tid, Ts, LockKind)
     end.
 
 -spec index_match_object(term(), term(), name(), tuple(), term(), atom()) -> [tuple()].
 index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind);
+        local -> (inner()):index_match_object(Tid, Ts, Tab, Pat, Attr, LockKind);
         Route -> hm_ec_frag:index_match_object(Route, Tid, Ts, Pat, Attr, LockKind)
     end.
 
 -spec index_read(term(), term(), name(), term(), term(), atom()) -> [tuple()].
 index_read(Tid, Ts, Tab, Key, Attr, LockKind) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:index_read(Tid, Ts, Tab, Key, Attr, LockKind);
+        local -> (inner()):index_read(Tid, Ts, Tab, Key, Attr, LockKind);
         Route -> hm_ec_frag:index_read(Route, Tid, Ts, Key, Attr, LockKind)
     end.
 
@@ -208,17 +236,17 @@ table_info(Tid, Ts, {Tab, Key} = Name, Item) when is_atom(Tab) ->
     end;
 table_info(Tid, Ts, Tab, Item) when Item =:= size; Item =:= memory ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:table_info(Tid, Ts, Tab, Item);
+        local -> (inner()):table_info(Tid, Ts, Tab, Item);
         Route -> hm_ec_frag:table_info(Route, Tid, Ts, Item)
     end;
 %% anything else is the table's own (and the registry's lookups, made from inside the
 %% activity, come through here: they must not route)
-table_info(Tid, Ts, Tab, Item) -> mnesia:table_info(Tid, Ts, Tab, Item).
+table_info(Tid, Ts, Tab, Item) -> (inner()):table_info(Tid, Ts, Tab, Item).
 
 -spec select(term(), term(), name(), ets:match_spec(), atom()) -> [term()].
 select(Tid, Ts, Tab, Spec, LockKind) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:select(Tid, Ts, Tab, Spec, LockKind);
+        local -> (inner()):select(Tid, Ts, Tab, Spec, LockKind);
         Route -> hm_ec_frag:select(Route, Tid, Ts, Spec, LockKind)
     end.
 
@@ -226,53 +254,53 @@ select(Tid, Ts, Tab, Spec, LockKind) ->
           {[term()], term()} | '$end_of_table'.
 select(Tid, Ts, Tab, Spec, Limit, LockKind) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:select(Tid, Ts, Tab, Spec, Limit, LockKind);
+        local -> (inner()):select(Tid, Ts, Tab, Spec, Limit, LockKind);
         Route -> hm_ec_frag:select(Route, Tid, Ts, Spec, Limit, LockKind)
     end.
 
 -spec select_cont(term(), term(), term()) -> {[term()], term()} | '$end_of_table'.
 select_cont(Tid, Ts, Cont) when element(1, Cont) =:= hm_ec_frag_cont ->
     hm_ec_frag:select_cont(Tid, Ts, Cont);
-select_cont(Tid, Ts, Cont) -> mnesia:select_cont(Tid, Ts, Cont).
+select_cont(Tid, Ts, Cont) -> (inner()):select_cont(Tid, Ts, Cont).
 
 -spec first(term(), term(), name()) -> term().
 first(Tid, Ts, Tab) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:first(Tid, Ts, Tab);
+        local -> (inner()):first(Tid, Ts, Tab);
         Route -> hm_ec_frag:first(Route, Tid, Ts)
     end.
 
 -spec last(term(), term(), name()) -> term().
 last(Tid, Ts, Tab) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:last(Tid, Ts, Tab);
+        local -> (inner()):last(Tid, Ts, Tab);
         Route -> hm_ec_frag:last(Route, Tid, Ts)
     end.
 
 -spec next(term(), term(), name(), term()) -> term().
 next(Tid, Ts, Tab, Key) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:next(Tid, Ts, Tab, Key);
+        local -> (inner()):next(Tid, Ts, Tab, Key);
         Route -> hm_ec_frag:next(Route, Tid, Ts, Key)
     end.
 
 -spec prev(term(), term(), name(), term()) -> term().
 prev(Tid, Ts, Tab, Key) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:prev(Tid, Ts, Tab, Key);
+        local -> (inner()):prev(Tid, Ts, Tab, Key);
         Route -> hm_ec_frag:prev(Route, Tid, Ts, Key)
     end.
 
 -spec foldl(term(), term(), fun((term(), Acc) -> Acc), Acc, name(), atom()) -> Acc.
 foldl(Tid, Ts, Fun, Acc, Tab, LockKind) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:foldl(Tid, Ts, Fun, Acc, Tab, LockKind);
+        local -> (inner()):foldl(Tid, Ts, Fun, Acc, Tab, LockKind);
         Route -> hm_ec_frag:foldl(Route, Tid, Ts, Fun, Acc, LockKind)
     end.
 
 -spec foldr(term(), term(), fun((term(), Acc) -> Acc), Acc, name(), atom()) -> Acc.
 foldr(Tid, Ts, Fun, Acc, Tab, LockKind) ->
     case hm_ec_frag:route(Tab) of
-        local -> mnesia:foldr(Tid, Ts, Fun, Acc, Tab, LockKind);
+        local -> (inner()):foldr(Tid, Ts, Fun, Acc, Tab, LockKind);
         Route -> hm_ec_frag:foldr(Route, Tid, Ts, Fun, Acc, LockKind)
     end.
