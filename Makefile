@@ -3,7 +3,7 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test test-otp eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access bench-netsplit \
+.PHONY: all bootstrap compile test test-otp bench-scale eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access bench-netsplit \
         bench-crdt bench-crdt-sync bench-crdt-tables bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
 
 all: compile
@@ -71,6 +71,20 @@ bench-ring: bootstrap
 	$(REBAR) as bench compile
 	mkdir -p bench/results
 	erl -noshell $(BENCH_PA) -eval 'ring_bench:main(["bench/results/ring-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+
+## make bench-scale: EC tables at the sizes users run, against plain Mnesia in the same run:
+## HM_SCALE_ROWS rows (default 1000000) on 3 ram copies, HM_SCALE_WRITERS writers (default 1)
+## on node 2, a fourth copy added while they write, node 3 cut off for HM_SCALE_CUT_S seconds
+## (default 60), the heal: copy-add time, writer rates, peak memory, time until every copy is
+## equal -> bench/results/scale-<date>.md (bench/scale_bench.erl; about 10 minutes)
+HM_SCALE_ROWS ?= 1000000
+HM_SCALE_CUT_S ?= 60
+HM_SCALE_WRITERS ?= 1
+SCALE_OUT = bench/results/scale-$$(date -u +%Y%m%d-%H%M).md
+bench-scale: bootstrap
+	$(REBAR) as bench compile
+	mkdir -p bench/results
+	erl -noshell $(BENCH_PA) -eval 'scale_bench:main(["$(HM_SCALE_ROWS)", "$(HM_SCALE_CUT_S)", "$(HM_SCALE_WRITERS)", "'$(SCALE_OUT)'"]).'
 
 ## make bench-access: ns per async_ec read and write on one node, EC and plain tables, against
 ## async_dirty in the same run -> bench/results/access-<date>.md (about a minute)

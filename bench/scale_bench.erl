@@ -1,0 +1,252 @@
+%% @doc `make bench-scale': EC tables at the sizes users run, against plain Mnesia in the same
+%% run. Four peer nodes (test/hm_cluster.erl, named `scale<I>_<os pid>'); a table of `Rows'
+%% records `{T, Key, <<100 bytes>>}' with `ram_copies' on nodes 1 to 3, filled from node 1;
+%% then, while `Writers' unthrottled writer processes on node 2 write random keys:
+%% <ol>
+%% <li>a copy is added on node 4 (`add_table_copy'): the time until it holds every row;</li>
+%% <li>node 3 is cut off for `CutS' seconds: the writers' rate during the cut;</li>
+%% <li>the cut heals: the writers' rate in the 10 s after it; then the writers stop and, for
+%% the EC table, the time (from the heal, and from the stop) until every copy has
+%% delivered the same operations and holds the same rows.</li>
+%% </ol>
+%% Each node's memory (`erlang:memory(total)') is sampled every 500 ms; the report gives the
+%% peak per node and the memory at the end of the cut. The plain table runs under
+%% `mnesia:async_dirty' (after the heal its copies differ for good: Mnesia reports
+%% `inconsistent_database'), the EC table (`pawset') under `hypermnesia:async_ec'. The
+%% figures of both, and their ratios, go to `bench/results/scale-<date>.md'.
+-module(scale_bench).
+
+-export([main/1]).
+%% run on the nodes
+-export([fill/3, writer_start/3, writer_count/0, writer_stop/0, sampler_start/0,
+         sampler_peak/0, digest/1]).
+
+-define(VALUE_BYTES, 100).
+-define(AFTER_HEAL_S, 10).
+-define(SAMPLE_MS, 500).
+-define(CONVERGE_TIMEOUT_MS, 1800000).
+
+%% @doc `main([Rows, CutS, Writers, Out])' (strings).
+-spec main([string()]) -> no_return().
+main([RowsS, CutS, WritersS, Out]) ->
+    P = #{rows => list_to_integer(RowsS), cut_s => list_to_integer(CutS),
+          writers => list_to_integer(WritersS)},
+    io:format("scale bench: ~p~n", [P]),
+    Plain = run(plain, P),
+    Ec = run(ec, P),
+    ok = filelib:ensure_dir(Out),
+    ok = file:write_file(Out, report(P, Plain, Ec)),
+    io:format("~s~nwritten to ~s~n", [report(P, Plain, Ec), Out]),
+    halt(0).
+
+%% One context on a cluster of its own (the other's memory is not counted).
+run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
+    C = hm_cluster:start(#{nodes => 3, prefix => "scale", modules => [?MODULE]}),
+    try
+        I4 = hm_cluster:add_node(C),
+        Nodes3 = [hm_cluster:node(C, I) || I <- [1, 2, 3]],
+        Tab = table(Ctx),
+        Opts = [{attributes, [k, v]}, {ram_copies, Nodes3}],
+        {atomic, ok} = case Ctx of
+                           plain -> hm_cluster:call(C, 1, mnesia, create_table, [Tab, Opts]);
+                           ec -> hm_cluster:call(C, 1, hypermnesia, create_table,
+                                                 [Tab, [{type, pawset} | Opts]])
+                       end,
+        [ok = hm_cluster:call(C, I, ?MODULE, sampler_start, []) || I <- [1, 2, 3, I4]],
+        {FillMs, ok} = timed(fun() -> hm_cluster:call(C, 1, ?MODULE, fill, [Ctx, Tab, Rows],
+                                                      infinity) end),
+        io:format("~p: ~b rows written in ~b ms~n", [Ctx, Rows, FillMs]),
+        ok = hm_cluster:call(C, 2, ?MODULE, writer_start, [Ctx, Tab, #{writers => W,
+                                                                      keys => Rows}]),
+        Rate0 = rate(C, 5000),
+        %% a copy added while the writers run: until it holds every row
+        N4 = hm_cluster:node(C, I4),
+        {AddMs, ok} = timed(fun() -> add_copy(C, Ctx, Tab, N4, I4, Rows) end),
+        io:format("~p: copy added in ~b ms~n", [Ctx, AddMs]),
+        %% node 3 cut off
+        ok = hm_cluster:cut(C, [3], [1, 2, I4]),
+        RateCut = rate(C, CutS * 1000),
+        MemCut = [hm_cluster:call(C, I, erlang, memory, [total]) || I <- [1, 2, 3, I4]],
+        HealT0 = erlang:monotonic_time(millisecond),
+        ok = hm_cluster:heal(C),
+        RateHeal = rate(C, ?AFTER_HEAL_S * 1000),
+        ok = hm_cluster:call(C, 2, ?MODULE, writer_stop, []),
+        StopT0 = erlang:monotonic_time(millisecond),
+        Converged = case Ctx of
+                        ec -> converge_ms(C, Tab, [1, 2, 3, I4], HealT0);
+                        plain -> not_applicable
+                    end,
+        AfterStop = case Converged of
+                        not_applicable -> not_applicable;
+                        _ -> Converged - (StopT0 - HealT0)
+                    end,
+        Peaks = [hm_cluster:call(C, I, ?MODULE, sampler_peak, []) || I <- [1, 2, 3, I4]],
+        R = #{fill_ms => FillMs, rate_before => Rate0, add_copy_ms => AddMs,
+              rate_cut => RateCut, rate_heal => RateHeal, converged_ms => Converged,
+              converged_after_stop_ms => AfterStop,
+              peak_mb => [mb(M) || M <- Peaks], cut_end_mb => [mb(M) || M <- MemCut]},
+        io:format("~p: ~p~n", [Ctx, R]),
+        R#{params => P}
+    after
+        hm_cluster:stop(C)
+    end.
+
+table(plain) -> scale_plain;
+table(ec) -> scale_ec.
+
+timed(F) ->
+    T0 = erlang:monotonic_time(millisecond),
+    R = F(),
+    {erlang:monotonic_time(millisecond) - T0, R}.
+
+mb(Bytes) -> Bytes div 1048576.
+
+%% Writes per second of the writers on node 2 over `Ms' milliseconds.
+rate(C, Ms) ->
+    N0 = hm_cluster:call(C, 2, ?MODULE, writer_count, []),
+    timer:sleep(Ms),
+    N1 = hm_cluster:call(C, 2, ?MODULE, writer_count, []),
+    (N1 - N0) * 1000 div Ms.
+
+add_copy(C, plain, Tab, N4, I4, Rows) ->
+    {atomic, ok} = hm_cluster:call(C, 1, mnesia, add_table_copy, [Tab, N4, ram_copies],
+                                   infinity),
+    wait(fun() -> hm_cluster:call(C, I4, mnesia, table_info, [Tab, size]) >= Rows end);
+add_copy(C, ec, Tab, N4, I4, Rows) ->
+    {atomic, ok} = hm_cluster:call(C, 1, hypermnesia, add_table_copy, [Tab, N4, ram_copies],
+                                   infinity),
+    wait(fun() ->
+                 case hm_cluster:call(C, I4, hypermnesia, info, [Tab]) of
+                     #{status := ready, size := S} -> S >= Rows;
+                     _ -> false
+                 end
+         end).
+
+wait(F) -> hm_cluster:wait_until(F, ?CONVERGE_TIMEOUT_MS).
+
+%% From the heal: until every copy has delivered the same operations, holds none buffered,
+%% and shows the same rows.
+converge_ms(C, Tab, Ids, T0) ->
+    Same = fun() ->
+                   Infos = [hm_cluster:call(C, I, hypermnesia, info, [Tab]) || I <- Ids],
+                   length(lists:usort([D || #{delivered := D} <- Infos])) =:= 1
+                       andalso lists:all(fun(#{buffered_ops := B}) -> B =:= 0 end, Infos)
+           end,
+    ok = wait(Same),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    [_] = lists:usort([hm_cluster:call(C, I, ?MODULE, digest, [Tab], infinity) || I <- Ids]),
+    Ms.
+
+%%% ---------------------------------------------------------------- on the nodes
+
+%% @doc Write keys 1..Rows, a thousand per activity.
+-spec fill(plain | ec, atom(), pos_integer()) -> ok.
+fill(Ctx, Tab, Rows) ->
+    lists:foreach(fun(From) ->
+                          To = min(Rows, From + 999),
+                          activity(Ctx, fun() ->
+                                                [mnesia:write({Tab, K, value(K)})
+                                                 || K <- lists:seq(From, To)],
+                                                ok
+                                        end)
+                  end, lists:seq(1, Rows, 1000)).
+
+activity(plain, F) -> mnesia:activity(async_dirty, F);
+activity(ec, F) -> hypermnesia:async_ec(F).
+
+value(K) -> <<K:64, (binary:copy(<<"v">>, ?VALUE_BYTES - 8))/binary>>.
+
+%% @doc Start `Writers' processes writing random keys of 1..Keys as fast as they can,
+%% counting their writes in a shared counter.
+-spec writer_start(plain | ec, atom(), #{writers := pos_integer(), keys := pos_integer()}) ->
+          ok.
+writer_start(Ctx, Tab, #{writers := W, keys := Keys}) ->
+    Ref = counters:new(1, [write_concurrency]),
+    persistent_term:put({?MODULE, count}, Ref),
+    Pids = [spawn(fun() -> write_loop(Ctx, Tab, Keys, Ref) end) || _ <- lists:seq(1, W)],
+    persistent_term:put({?MODULE, writers}, Pids),
+    ok.
+
+write_loop(Ctx, Tab, Keys, Ref) ->
+    receive stop -> ok
+    after 0 ->
+            K = rand:uniform(Keys),
+            ok = activity(Ctx, fun() -> mnesia:write({Tab, K, value(K)}) end),
+            counters:add(Ref, 1, 1),
+            write_loop(Ctx, Tab, Keys, Ref)
+    end.
+
+%% @doc How many writes the writers made so far.
+-spec writer_count() -> non_neg_integer().
+writer_count() -> counters:get(persistent_term:get({?MODULE, count}), 1).
+
+%% @doc Stop the writers.
+-spec writer_stop() -> ok.
+writer_stop() ->
+    [begin Ref = monitor(process, P), P ! stop,
+           receive {'DOWN', Ref, process, P, _} -> ok end
+     end || P <- persistent_term:get({?MODULE, writers})],
+    ok.
+
+%% @doc Sample this node's memory every ?SAMPLE_MS, keeping the peak.
+-spec sampler_start() -> ok.
+sampler_start() ->
+    Pid = spawn(fun() -> sample(0) end),
+    persistent_term:put({?MODULE, sampler}, Pid),
+    ok.
+
+sample(Peak) ->
+    receive {peak, From} -> From ! {peak, Peak}, sample(Peak)
+    after ?SAMPLE_MS -> sample(max(Peak, erlang:memory(total)))
+    end.
+
+%% @doc The highest memory sampled so far (bytes).
+-spec sampler_peak() -> non_neg_integer().
+sampler_peak() ->
+    persistent_term:get({?MODULE, sampler}) ! {peak, self()},
+    receive {peak, P} -> P after 5000 -> 0 end.
+
+%% @doc The rows of `Tab' this node's copy shows, summed up: how many and a hash of them.
+-spec digest(atom()) -> {non_neg_integer(), integer()}.
+digest(Tab) ->
+    ets:foldl(fun(R, {N, H}) -> {N + 1, (H + erlang:phash2(R)) band 16#FFFFFFFFFFFF} end,
+              {0, 0}, Tab).
+
+%%% ---------------------------------------------------------------- report
+
+report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
+    Ratio = fun(K) -> ratio(maps:get(K, Ec), maps:get(K, Pl)) end,
+    Peak = fun(R) -> lists:max(maps:get(peak_mb, R)) end,
+    CutEnd = fun(R) -> lists:max(maps:get(cut_end_mb, R)) end,
+    io_lib:format(
+      "# Scale benchmark~n~n"
+      "~b rows of ~b bytes, 3 ram_copies (a fourth added while writing), ~b writer(s) on "
+      "node 2, node 3 cut off for ~b s; plain Mnesia (async_dirty) and an EC pawset table "
+      "(async_ec), each on a cluster of its own, one after the other. "
+      "`make bench-scale` (HM_SCALE_ROWS, HM_SCALE_CUT_S, HM_SCALE_WRITERS).~n~n"
+      "| figure | plain | EC | EC / plain |~n|---|---|---|---|~n"
+      "| fill, ms | ~b | ~b | ~s |~n"
+      "| writer rate before the cut, writes/s | ~b | ~b | ~s |~n"
+      "| added copy holds every row, ms | ~b | ~b | ~s |~n"
+      "| writer rate during the cut, writes/s | ~b | ~b | ~s |~n"
+      "| writer rate in the ~b s after the heal, writes/s | ~b | ~b | ~s |~n"
+      "| peak node memory, MB (largest node) | ~b | ~b | ~s |~n"
+      "| node memory at the end of the cut, MB (largest node) | ~b | ~b | ~s |~n"
+      "| every copy equal, ms after the heal (writers on for ~b s of it) | - | ~p | |~n"
+      "| every copy equal, ms after the writers stopped | - | ~p | |~n~n"
+      "Memory per node (nodes 1, 2, 3, 4), peak: plain ~w, EC ~w; at the end of the cut: "
+      "plain ~w, EC ~w.~n",
+      [Rows, ?VALUE_BYTES, W, CutS,
+       maps:get(fill_ms, Pl), maps:get(fill_ms, Ec), Ratio(fill_ms),
+       maps:get(rate_before, Pl), maps:get(rate_before, Ec), Ratio(rate_before),
+       maps:get(add_copy_ms, Pl), maps:get(add_copy_ms, Ec), Ratio(add_copy_ms),
+       maps:get(rate_cut, Pl), maps:get(rate_cut, Ec), Ratio(rate_cut),
+       ?AFTER_HEAL_S, maps:get(rate_heal, Pl), maps:get(rate_heal, Ec), Ratio(rate_heal),
+       Peak(Pl), Peak(Ec), ratio(Peak(Ec), Peak(Pl)),
+       CutEnd(Pl), CutEnd(Ec), ratio(CutEnd(Ec), CutEnd(Pl)),
+       ?AFTER_HEAL_S, maps:get(converged_ms, Ec), maps:get(converged_after_stop_ms, Ec),
+       maps:get(peak_mb, Pl), maps:get(peak_mb, Ec),
+       maps:get(cut_end_mb, Pl), maps:get(cut_end_mb, Ec)]).
+
+ratio(_, 0) -> "-";
+ratio(A, B) -> io_lib:format("~.2fx", [A / B]).
