@@ -9,10 +9,10 @@
 %% <li>`partitioned_test_': partitioned CRDT tables ({@link hm_sim_frag} with option `crdt'):
 %% fragments on a ring, updates from any node, passed on or kept as hints, nodes leaving and
 %% rejoining the pool, partitions, loss and duplication; every type x flavor, 5 seeds each.</li>
-%% <li>`regression_leaving_copy_unsent_batch_test': a copy leaving the pool was removed once
-%% the others held every operation it had broadcast, while updates it had taken still waited
-%% in its epoch's batch: they were lost. Fixed: a copy is removable only with no unsent
-%% update ({@link hm_partition:removable/3}).</li>
+%% <li>`leaving_copy_keeps_its_unsent_batch_test': a copy leaving the pool is removable only
+%% with no unsent update ({@link hm_partition:removable/3}); removed once the others hold
+%% every operation it broadcast, the updates it took that still wait in its epoch's batch
+%% would be lost.</li>
 %% <li>`checkers_see_*_test': copies that never exchanged their updates must be reported as
 %% diverged, with acknowledged updates lost and values off the specification; the same
 %% copies once every update is delivered must pass.</li>
@@ -71,7 +71,9 @@ partitioned_test_() ->
           end, 1, hm_sim_crdt_table:combos()),
     Tests.
 
-regression_leaving_copy_unsent_batch_test() ->
+%% A leaving copy is removed only once its epoch's batch is sent: seed 2, awset state tables
+%% with a long epoch, removes copies and passes every checker.
+leaving_copy_keeps_its_unsent_batch_test() ->
     ?assertMatch(#{ok := true, stats := #{copies_removed := N}} when N > 0,
                  hm_sim_frag:run_seed(2, #{crdt => {awset, state}, epoch => 900})).
 

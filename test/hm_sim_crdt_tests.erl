@@ -1,5 +1,5 @@
-%% @doc EUnit entry points of the CRDT workloads of the simulator ({@link hm_sim_crdt}, issue 5;
-%% seeds 000 §4.3–4.8 and 001 §3–4).
+%% @doc EUnit entry points of the CRDT workloads of the simulator ({@link hm_sim_crdt}; the
+%% Hypermnesia paper, §4.3–4.8, and the ChiaVe paper, §3–4).
 %%
 %% <ul>
 %% <li>`seeds_test_': for every type x flavor (21), 100 seeds (`HM_SIM_CRDT_SEEDS' overrides)
@@ -9,7 +9,8 @@
 %% <li>`checker*_test': each checker fed a deliberately wrong replica result must report it
 %% (so a broken checker fails here), and the right result must pass.</li>
 %% <li>`*_trace_test': hand-written schedules of the conflicts the specs are about.</li>
-%% <li>`regression_delta_pending_forever_test': bug G, fixed (sim/REPORT.md).</li>
+%% <li>`delta_of_a_superseded_replica_leaves_the_buffer_test': a buffered delta of a replica id
+%% superseded by a restart is dropped, not kept pending and handed on (sim/REPORT.md).</li>
 %% </ul>
 -module(hm_sim_crdt_tests).
 -include_lib("eunit/include/eunit.hrl").
@@ -215,15 +216,14 @@ crash_trace_test() ->
     ?assertEqual([], maps:get(failures, R2)),
     ?assertEqual(1, maps:get(lost_with_ram_crash, maps:get(stats, R2))).
 
-%%% ------------------------------------------------------------ fixed bugs
+%%% ------------------------------------------------------------ crashes and restarts
 
-%% G (fixed, sim/REPORT.md): delta flavor, ram replicas. n1 mutates twice and crashes; its
-%% second delta reaches n2/n3, its first (and its full state) does not. Both ops are lost with
-%% the ram crash (allowed), but hm_crdt's causal buffer kept the second delta forever (its
-%% predecessor never comes), and merge/2 handed it on to every replica, even n1's new
-%% incarnation. Now a replica drops buffered deltas of a superseded replica id
-%% (hm_crdt:drop_pending/2).
-regression_delta_pending_forever_test() ->
+%% A replica drops buffered deltas of a superseded replica id (hm_crdt:drop_pending/2).
+%% Delta flavor, ram replicas: n1 mutates twice and crashes; its second delta reaches n2/n3,
+%% its first (and its full state) does not. Both ops are lost with the ram crash (allowed).
+%% Kept, the second delta would wait in hm_crdt's causal buffer forever (its predecessor
+%% never comes), and merge/2 would hand it on to every replica, even n1's new incarnation.
+delta_of_a_superseded_replica_leaves_the_buffer_test() ->
     Cfg = (cfg(ewflag, delta, ram))#{delay => 100, seed => 7},
     Trace = [{100, {op, n1, enable}}, {101, {op, n1, disable}}, {150, {crash, n1}},
              {1000, {restart, n1}}],

@@ -28,11 +28,11 @@ merkle_test_() ->
                 ?assertEqual([], [{S, maps:get(failures, R)} || {S, R} <- Bad])
             end)}.
 
-%% Regression (hm_dotted_SUITE on a CI host: a get with r = 3 right after a table was created
-%% had one answer): the copies of a group just created start one after another, each later
-%% one taking a handoff from a ready copy first. A copy asked was refused in silence when it
-%% was itself waiting for its handoff, and the asking copy asked again only 2, then 4, 8, 16
-%% anti-entropy ticks later, so a copy could stay syncing, refusing reads and writes, for
+%% The copies of a group just created are ready soon, so a get with r = 3 right after a
+%% table is created has its answers. They start one after another, each later one taking a
+%% handoff from a ready copy first. A copy asked while it is itself waiting for its handoff
+%% refuses; refused in silence, the asking copy would ask again only 2, then 4, 8, 16
+%% anti-entropy ticks later, and a copy could stay syncing, refusing reads and writes, for
 %% seconds. With no faults, every copy is ready within four anti-entropy intervals (250 ms;
 %% messages take at most 150 ms): an ask, a refusal, an ask of another copy, the handoff.
 created_group_ready_soon_test_() ->
@@ -71,13 +71,14 @@ restart_without_state_test_() ->
                 ?assert(maps:get(restarts, Tot, 0) > 0)
             end)}.
 
-%% Regression (seed 154 under `restart => empty', minimised): a copy's id was its node, so a
-%% copy that restarted with nothing continued its dots after those the peer it took its
-%% state from had seen of it; a write of its previous life that reached another copy but
-%% not that peer left a gap in its id's entry no copy could fill (contexts naming it were
-%% never stripped), and the same dot could be made again for another write. Ids now carry
-%% an incarnation, and a restart retires the old one as a replaced copy's.
-regression_restart_without_state_test() ->
+%% A copy that restarts without its state takes a new id: ids carry an incarnation, and a
+%% restart retires the old one as a replaced copy's (seed 154 under `restart => empty',
+%% minimised). With the node as its id, a copy that restarted with nothing would continue
+%% its dots after those the peer it took its state from had seen of it: a write of its
+%% previous life that reached another copy but not that peer would leave a gap in its id's
+%% entry no copy can fill (contexts naming it never stripped), and the same dot could be
+%% made again for another write.
+restart_without_state_takes_a_new_id_test() ->
     Cfg = #{ae => merkle, delay => 80, drop => 0.17, dup => 0.04, duration => 4000,
             kind => dotted, n => 3, restart => empty, seed => 154, skew => #{}},
     Trace = [{2011, {partition, flap, [[n1], [n2, n3]]}}, {2205, {op, n1, k4, put}},
@@ -87,12 +88,12 @@ regression_restart_without_state_test() ->
              {3140, {op, n2, k1, put}}],
     ?assertMatch(#{failures := []}, hm_sim_dotted:run(Cfg, Trace)).
 
-%% Regression (seed 1995, minimised): a copy replaced while another copy held a version of
-%% it, superseded elsewhere, with a gap below it (a write of it that reached nobody): once
-%% the retired id was closed, contexts dropped its entry, so the copy holding the stale
-%% version never learnt it was superseded. A repair now names every dot of a closed id up
-%% to the highest the sender holds, gaps no copy can fill included.
-regression_closed_id_gap_test() ->
+%% A repair names every dot of a closed id up to the highest the sender holds, gaps no copy
+%% can fill included (seed 1995, minimised): a copy is replaced while another copy holds a
+%% version of it, superseded elsewhere, with a gap below it (a write of it that reached
+%% nobody). Once the retired id is closed, contexts drop its entry; without those dots the
+%% copy holding the stale version would never learn it is superseded.
+repair_names_a_closed_ids_dots_across_gaps_test() ->
     {Cfg, _} = hm_sim_dotted:gen(1995, #{}),
     Trace = [{371, {op, n3, k4, put}}, {421, {op, n1, k1, put}}, {493, {op, n2, k3, delete}},
              {662, {partition, halves, [[n3], [n1, n2]]}}, {746, {op, n1, k4, put}},
