@@ -33,37 +33,47 @@
 %%   hm_crdt: {unknown_type, T} | {unknown_flavor, F} | {bad_op, Type, Op} | {bad_replica, R}
 %%     | {bad_crdt, X} | {bad_event, E} | bad_binary | bad_checksum | {bad_version, V}
 %%
-%% Findings (each named FINDING in the summary, pinned by a finding_* test with its input;
-%% the properties accept them unless HM_BADINPUT_STRICT=true):
-%%   F1  create_table/2 raises (function_clause/badarg) on an improper Opts list or a `{}'
-%%       option with an EC type, instead of {aborted, {badarg | bad_ec_option, ...}}
-%%   F2  Mnesia's own shapes the guide does not list: an exit function_clause from
-%%       mnesia:s_write/1 on a tuple of size < 2 ({bad_type, Tab, Rec, Lock} is listed now)
-%%   F3  a member op whose record key differs from the message key (passes valid_op_msg/1)
-%%       writes the record under its own key; after an EC delete of it, the next tick's
-%%       stabilization shows it again
-%%   F4  a member op whose record does not fit the table is buffered for good, or delivered
-%%       (delete_object) into the delivered vector, or crashes the effect (logged); once
-%%       (not minimised) a delivered write of {Tab, K} made a hidden version of K show again
-%%   F6  hm_crdt: a delta event with a garbage `{_, _}' payload and a future timestamp is
-%%       accepted and stays pending for good
-%%   F7  hm_crdt: such a garbage delta, buffered, makes deliver/2 refuse the good event that
-%%       precedes it ({bad_event, Good}) and drops the good twin with the same number
-%%   F8  add_table_copy/3 to a node that is not a db node returns {atomic, ok} (Mnesia's own
-%%       behaviour here, without distribution); the node becomes a member and holds back
-%%       stability until del_table_copy/2
-%%   F9  hm_crdt: a forged {hm_crdt, Type, Flavor, Inner} makes mutate/3 raise, not
-%%       {error, {bad_crdt, X}}
-%%   F10 each foreign `tick' message sent to hm_ec_server starts one more perpetual timer
-%%   F12 info/1 of an EC table just deleted with delete_table/1 returns its stale map, not
-%%       {error, {not_ec_table, Tab}}, until the server's next refresh (up to 1 s)
-%%   F13 hm_crdt and the causal buffer: an event with its origin's right number and payload
-%%       but a timestamp naming an event of another origin that never comes waits for good,
-%%       and its good twin, arriving after it, was dropped as its duplicate (fixed: a twin
-%%       that is ready replaces the waiting one)
-%%   F11 create_table(T, [{user_properties, [{hm_ec, 0}]}]) (a plain table) makes
-%%       is_ec_table(T) true; hm_ec_server crashes in refresh_tables, in init too, and the
-%%       hypermnesia application stops within a second
+%% Outcomes the docs do not list that the properties accept (each counted in the summary
+%% as a FINDING under the label below, with its first input; HM_BADINPUT_STRICT=true makes
+%% the properties fail on them instead):
+%%   mnesia_bad_type_4_tuple, {mnesia_function_clause, F}: Mnesia's own shapes the guide
+%%       does not list: an exit function_clause from mnesia:s_write/1 on a tuple of size
+%%       < 2 ({bad_type, Tab, Rec, Lock} is listed)
+%%   crdt_garbage_event_buffered_for_good: hm_crdt accepts a delta event with a garbage
+%%       `{_, _}' payload and a future timestamp, and it stays pending for good
+%%   add_table_copy_to_unknown_node_succeeds: add_table_copy/3 to a node that is not a db
+%%       node returns {atomic, ok} (Mnesia's own behaviour here, without distribution); the
+%%       node becomes a member and holds back stability until del_table_copy/2
+%%   info_of_deleted_ec_table_is_stale: info/1 of an EC table just deleted with
+%%       delete_table/1 returns its stale map, not {error, {not_ec_table, Tab}}, until the
+%%       server's next refresh (up to 1 s)
+%%
+%% Behaviours each pinned by a test below with its input (the properties report the label
+%% in parentheses if one breaks):
+%%   create_table/2 refuses an improper Opts list, or a `{}' option with an EC type, with
+%%       {aborted, {badarg, Tab, Opts}}, and creates nothing; raising instead would break the
+%%       API's promise never to raise (create_table_improper_opts_raises,
+%%       create_table_empty_tuple_opt_raises)
+%%   a member op whose record key differs from the message key (it passes valid_op_msg/1)
+%%       is dropped; written under its own key, the record would show again at the next
+%%       tick's stabilization after an EC delete of it
+%%       (op_record_key_differs_from_message_key_written / _buffered)
+%%   a member op whose record does not fit the table is dropped: neither buffered for good,
+%%       nor delivered into the delivered vector, nor applied (a write of {Tab, K} could
+%%       make a hidden version of K show again) (op_with_foreign_record_buffered,
+%%       op_with_foreign_record_delivered_changes_rows)
+%%   hm_crdt refuses a garbage delta before buffering it, so it never makes deliver/2 refuse
+%%       the good event that precedes it nor drops the good twin with the same number
+%%       (crdt_buffered_garbage_blocks_good_event)
+%%   hm_crdt: a forged {hm_crdt, Type, Flavor, Inner} gives mutate/3 {error, {bad_crdt, X}}
+%%       rather than raising (crdt_forged_record_not_bad_crdt)
+%%   a foreign `tick' message sent to hm_ec_server starts no perpetual timer of its own
+%%   hm_crdt and the causal buffer: an event with its origin's right number and payload but
+%%       a timestamp naming an event of another origin that never comes waits; its good
+%%       twin, arriving after it, replaces it rather than being dropped as its duplicate
+%%   create_table(T, [{user_properties, [{hm_ec, 0}]}]) makes a plain table, not an EC
+%%       table; taken for one, hm_ec_server would crash in refresh_tables, in init too, and
+%%       the hypermnesia application would stop within a second
 %%
 %% PropEr 1.2 on OTP 25 loses the counterexample of a property that raises: every property
 %% body runs under safe/1, which turns an exception into a failure.
@@ -215,8 +225,8 @@ opt_gen() ->
            {majority, bool()},
            {record_name, oneof([atom(), small_any()])},
            {index, oneof([[val], [nosuch], small_any()])},
-           %% not [{hm_ec, _}] on a plain table: that stops the application (F11, tested
-           %% on its own below)
+           %% not [{hm_ec, _}] on a plain table: were it taken for an EC table, the
+           %% application would stop (tested on its own below, user_property_test_)
            {user_properties, oneof([[{other_prop, small_any()}], small_any()])},
            {},
            {type},
@@ -321,7 +331,7 @@ prop_api_tables() ->
             count({api, Name, shape(Out)}),
             Documented = api_documented(Name, element(2, Call), Out)
                 orelse known(api_finding(Call, Out), Call, Out),
-            _ = Undone =:= true andalso known(f8_add_table_copy_to_unknown_node_succeeds, Call, Out),
+            _ = Undone =:= true andalso known(add_table_copy_to_unknown_node_succeeds, Call, Out),
             ok = probe(),
             ?WHENFAIL(io:format(user, "call ~0p~n  -> ~0p~n  before ~0p~n  after ~0p~n",
                                 [Call, Out, S0, S1]),
@@ -329,7 +339,7 @@ prop_api_tables() ->
                                    {unchanged, S0 =:= S1}]))
         end).
 
-%% add_table_copy/3 of a fixture table to a node that is not a db node succeeds (F8): remove
+%% add_table_copy/3 of a fixture table to a node that is not a db node succeeds: remove
 %% the copy again, so the node does not stay a member for the following cases.
 undo_copy({add_table_copy, T, N, _}, {returned, {atomic, ok}}) ->
     case lists:member(T, ?EC_TABS) andalso N =/= node() of
@@ -516,11 +526,11 @@ run_crdt({from_binary_cut, T, F, Len}) ->
     Out = outcome(fun() -> hm_crdt:from_binary(Cut) end),
     {from_binary_ok(Out) andalso element(1, element(2, Out)) =:= error, Out}.
 
-%% F9: a tuple {hm_crdt, Type, Flavor, Inner} that is not a CRDT (known type, wrong flavor
-%% or inner state) makes mutate/3 or deliver/2 raise, or return an unusable "CRDT", instead
-%% of {error, {bad_crdt, X}}.
+%% A tuple {hm_crdt, Type, Flavor, Inner} that is not a CRDT (known type, wrong flavor or
+%% inner state) must give {error, {bad_crdt, X}}; if mutate/3 or deliver/2 raise, or return
+%% an unusable "CRDT", the outcome is reported under this label.
 forged_finding(X, Input, Out) when tuple_size(X) =:= 4, element(1, X) =:= hm_crdt ->
-    known(f9_crdt_forged_record_not_bad_crdt, Input, Out);
+    known(crdt_forged_record_not_bad_crdt, Input, Out);
 forged_finding(_, _, _) -> false.
 
 crdt_or_error({returned, {error, E}}) -> crdt_documented_error(E);
@@ -585,13 +595,13 @@ prop_crdt_bad_event_never_blocks() ->
             Ok = case Mixed of
                      {thrown, {rejected, _, _}} ->
                          %% a good event refused after the bad one: the bad one blocked it
-                         known(f7_crdt_buffered_garbage_blocks_good_event, {T, F, Bad, Evs},
+                         known(crdt_buffered_garbage_blocks_good_event, {T, F, Bad, Evs},
                                Mixed);
                      {thrown, _} -> false;
                      _ ->
                          hm_crdt:value(Good) =:= hm_crdt:value(Mixed)
                              andalso (hm_crdt:pending(Mixed) =:= 0
-                                      orelse known(f6_crdt_garbage_event_buffered_for_good,
+                                      orelse known(crdt_garbage_event_buffered_for_good,
                                                    {T, F, Bad}, hm_crdt:pending(Mixed)))
                  end,
             ?WHENFAIL(io:format(user, "~p/~p bad ~0p~n  events ~0p~n  good ~0p~n  mixed ~0p~n",
@@ -828,32 +838,32 @@ from_kind(F) when F =:= node() -> self;
 from_kind(F) when is_atom(F) -> other_node;
 from_kind(_) -> not_atom.
 
-%%% ================================================================ known findings
+%%% ================================================================ accepted outcomes
 
-%% Each finding the properties hit is named, counted and printed in the summary with its first
-%% input, and accepted so the suite stays usable; with HM_BADINPUT_STRICT=true it fails the
-%% property instead. See the module doc and the findings in the commit message.
+%% Each outcome the properties accept though the docs do not list it is named, counted and
+%% printed in the summary with its first input, and accepted so the suite stays usable; with
+%% HM_BADINPUT_STRICT=true it fails the property instead. See the module doc.
 known(none, _, _) -> false;
 known(Finding, Input, Out) ->
     count({'FINDING', Finding}),
     _ = ets:insert_new(?STATS, {{'FINDING_example', Finding}, {Input, Out}}),
     os:getenv("HM_BADINPUT_STRICT") =/= "true".
 
-%% F1: create_table/2 with an improper list, or an EC type and a `{}' option, raises instead
-%% of returning {aborted, {badarg, Tab, Opts}} / {aborted, {bad_ec_option, Tab, {}}}.
+%% create_table/2 with an improper list, or an EC type and a `{}' option, must return
+%% {aborted, {badarg, Tab, Opts}} / {aborted, {bad_ec_option, Tab, {}}}, not raise.
 api_finding({create_table, _, Opts}, {raised, error, _}) when is_list(Opts) ->
     case is_proper(Opts) of
-        false -> f1_create_table_improper_opts_raises;
+        false -> create_table_improper_opts_raises;
         true -> case lists:member({}, Opts) of
-                    true -> f1_create_table_empty_tuple_opt_raises;
+                    true -> create_table_empty_tuple_opt_raises;
                     false -> none
                 end
     end;
-%% F12: info/1 of an EC table deleted with delete_table/1 still returns its map until the
+%% info/1 of an EC table deleted with delete_table/1 still returns its map until the
 %% server's next refresh (up to 4 ticks): delete_table/1 does not refresh the servers.
 api_finding({info, T}, {returned, M}) when is_map(M) ->
     case lists:member(T, mnesia:system_info(tables)) of
-        false -> f12_info_of_deleted_ec_table_is_stale;
+        false -> info_of_deleted_ec_table_is_stale;
         true -> none
     end;
 api_finding(_, _) -> none.
@@ -862,33 +872,34 @@ is_proper([_ | T]) -> is_proper(T);
 is_proper([]) -> true;
 is_proper(_) -> false.
 
-%% F2: Mnesia's own errors that the guide's table does not list.
-write_finding({raised, exit, {aborted, {bad_type, _, _, _}}}) -> f2_mnesia_bad_type_4_tuple;
+%% Mnesia's own errors that the guide's table does not list.
+write_finding({raised, exit, {aborted, {bad_type, _, _, _}}}) -> mnesia_bad_type_4_tuple;
 write_finding({raised, exit, {function_clause, [{mnesia, F, _, _} | _]}}) ->
-    {f2_mnesia_function_clause, F};
+    {mnesia_function_clause, F};
 write_finding(_) -> none.
 
-%% F3: an op passes valid_op_msg/1 while its record's key is not the message's key: the
-%% record is written under its own key, the metadata kept under the message's key.
-%% F4: an op whose record does not fit the table (wrong name/arity) is accepted: buffered
-%% (buffered_ops + 1, for good) when its causal predecessors are missing; when deliverable, a
-%% delete_object of it is delivered (the delivered vector counts it) and a write of it
-%% crashes the effect (logged as an error, state kept).
-%% F5: an op from an unknown origin replica with a well-formed payload is buffered forever
-%% when its predecessors never come (buffered_ops grows; limits item 5 only covers crashed
+%% An op whose record's key is not the message's key passes valid_op_msg/1 and must be
+%% dropped: written, the record would go under its own key and the metadata under the
+%% message's key.
+%% An op whose record does not fit the table (wrong name/arity) must be dropped: accepted,
+%% it would be buffered (buffered_ops + 1, for good) when its causal predecessors are
+%% missing; when deliverable, a delete_object of it would be delivered (the delivered vector
+%% counts it) and a write of it would crash the effect (logged as an error, state kept).
+%% An op from an unknown origin replica with a well-formed payload is buffered forever when
+%% its predecessors never come (buffered_ops grows; the documented limits only cover crashed
 %% incarnations).
 self_finding({hm_ec, _, _, {op, {_, _, {_, K, {write, R, _}}}}}, S0, S1)
   when is_tuple(R), tuple_size(R) >= 2, element(2, R) =/= K ->
     case maps:get(rows, S0) =/= maps:get(rows, S1) of
-        true -> f3_op_record_key_differs_from_message_key_written;
-        false -> buffered_finding(S0, S1, f3_op_record_key_differs_from_message_key_buffered)
+        true -> op_record_key_differs_from_message_key_written;
+        false -> buffered_finding(S0, S1, op_record_key_differs_from_message_key_buffered)
     end;
 self_finding({hm_ec, _, _, {op, {_, _, {_, _, Op}}}}, S0, S1) when is_tuple(Op) ->
     case maps:get(rows, S0) =/= maps:get(rows, S1) of
-        %% seen once, not minimised: a deliverable write of {Tab, K} (arity 2) made a hidden
-        %% earlier version of K, {Tab, K, fake}, show again
-        true -> f4_op_with_foreign_record_delivered_changes_rows;
-        false -> buffered_finding(S0, S1, f4_op_with_foreign_record_buffered)
+        %% e.g. a deliverable write of {Tab, K} (arity 2) making a hidden earlier version
+        %% of K, {Tab, K, fake}, show again
+        true -> op_with_foreign_record_delivered_changes_rows;
+        false -> buffered_finding(S0, S1, op_with_foreign_record_buffered)
     end;
 self_finding(_, _, _) -> none.
 
@@ -914,18 +925,18 @@ buffered_finding(_, _, _) -> none.
 
 badinput_test_() ->
     {setup, fun setup/0, fun(S) -> summary(), cleanup(S) end,
-     [{"FIXED F1: create_table/2 refuses an improper list or a {} option",
-       ?_test(finding_f1())},
-      {"FIXED F3: a member op whose record key differs from its key is dropped",
-       ?_test(finding_f3())},
-      {"FIXED F4: a member op with a foreign record is dropped",
-       ?_test(finding_f4())},
-      {"FIXED F7: a garbage delta is refused and never blocks a good event",
-       ?_test(finding_f7())},
-      {"FIXED F9: a forged #hm_crdt{} gives mutate/3 {bad_crdt, X}",
-       ?_test(finding_f9())},
-      {"FIXED F13: an event naming a cause that never comes does not hold back its twin",
-       ?_test(finding_f13())},
+     [{"create_table/2 refuses an improper list or a {} option",
+       ?_test(create_table_refuses_malformed_options())},
+      {"a member op whose record key differs from its key is dropped",
+       ?_test(op_with_record_key_not_its_key_is_dropped())},
+      {"a member op with a foreign record is dropped",
+       ?_test(op_with_foreign_record_is_dropped())},
+      {"a garbage delta is refused and never blocks a good event",
+       ?_test(garbage_delta_is_refused())},
+      {"a forged #hm_crdt{} gives mutate/3 {bad_crdt, X}",
+       ?_test(forged_crdt_gives_bad_crdt())},
+      {"an event naming a cause that never comes does not hold back its twin",
+       ?_test(ready_twin_replaces_waiting_event())},
 ?P("a. table API: random Tab/Opts, documented results, nothing changed",
          prop_api_tables()),
       ?P("a. async_ec/sync_ec writes: documented aborts, rejected writes change nothing",
@@ -938,47 +949,48 @@ badinput_test_() ->
          prop_foreign_msgs()),
       ?P("b. messages claiming to come from this node: no crash, rejected payloads inert",
          prop_self_msgs()),
-      {"FIXED F10: a foreign `tick' message does not start another tick chain",
-       ?_test(finding_f10())}]}.
+      {"a foreign `tick' message does not start another tick chain",
+       ?_test(foreign_tick_starts_no_timer())}]}.
 
-%% F11 stops the application: it runs on its own node state, after the rest.
+%% Were a plain table with user property hm_ec taken for an EC table, the application would
+%% stop: this test runs on its own node state, after the rest.
 user_property_test_() ->
     {setup, fun setup/0, fun cleanup/1,
-     [{timeout, 30, {"FIXED F11: a plain table with user property hm_ec is not an EC table",
-                     ?_test(finding_f11())}}]}.
+     [{timeout, 30, {"a plain table with user property hm_ec is not an EC table",
+                     ?_test(user_property_hm_ec_makes_no_ec_table())}}]}.
 
-%%% ================================================================ findings, minimised
+%%% ================================================================ behaviours, minimal inputs
 %%
-%% Each pins what the code does today with the exact input. Once a finding is fixed its test
-%% fails: delete it then (the properties above already cover the input; set
-%% HM_BADINPUT_STRICT=true to make them fail on every known finding).
+%% Each pins a behaviour with a minimal input of the kind the properties above generate (they
+%% cover the input too; set HM_BADINPUT_STRICT=true to make them fail on every outcome they
+%% only accept).
 
-finding_f1() ->
-    %% fixed: a malformed option list is refused with the documented abort, nothing created
-    ?assertEqual({aborted, {badarg, hm_bi_f1, [{type, pawset} | 0]}},
-                 hypermnesia:create_table(hm_bi_f1, [{type, pawset} | 0])),
-    ?assertMatch({aborted, {badarg, hm_bi_f1, _}},
-                 hypermnesia:create_table(hm_bi_f1, [{attributes, [a, b]} | x])),
-    ?assertMatch({aborted, {badarg, hm_bi_f1, _}},
-                 hypermnesia:create_table(hm_bi_f1, [{type, pawset}, {}])),
-    ?assertNot(lists:member(hm_bi_f1, mnesia:system_info(tables))).
+create_table_refuses_malformed_options() ->
+    %% a malformed option list is refused with the documented abort, nothing created
+    ?assertEqual({aborted, {badarg, hm_bi_bad_opts, [{type, pawset} | 0]}},
+                 hypermnesia:create_table(hm_bi_bad_opts, [{type, pawset} | 0])),
+    ?assertMatch({aborted, {badarg, hm_bi_bad_opts, _}},
+                 hypermnesia:create_table(hm_bi_bad_opts, [{attributes, [a, b]} | x])),
+    ?assertMatch({aborted, {badarg, hm_bi_bad_opts, _}},
+                 hypermnesia:create_table(hm_bi_bad_opts, [{type, pawset}, {}])),
+    ?assertNot(lists:member(hm_bi_bad_opts, mnesia:system_info(tables))).
 
 ghost_op(Payload) ->
     Origin = {?GHOST, erlang:unique_integer([positive])},
     {hm_ec, ?AW, node(), {op, {Origin, #{Origin => 1}, Payload}}}.
 
-finding_f3() ->
-    %% fixed: an operation whose record's key is not the key it names is dropped
+op_with_record_key_not_its_key_is_dropped() ->
+    %% an operation whose record's key is not the key it names is dropped
     #{delivered := D0} = hypermnesia:info(?AW),
-    [] = mnesia:dirty_read(?AW, f3_other),
-    hm_ec_server ! envelope(ghost_op({async, f3_key, {write, {?AW, f3_other, evil}, {1, ?GHOST}}})),
+    [] = mnesia:dirty_read(?AW, other_key),
+    hm_ec_server ! envelope(ghost_op({async, op_key, {write, {?AW, other_key, evil}, {1, ?GHOST}}})),
     sync(),
-    ?assertEqual([], mnesia:dirty_read(?AW, f3_other)),
-    ?assertEqual([], mnesia:dirty_read(?AW, f3_key)),
+    ?assertEqual([], mnesia:dirty_read(?AW, other_key)),
+    ?assertEqual([], mnesia:dirty_read(?AW, op_key)),
     ?assertMatch(#{delivered := D0}, hypermnesia:info(?AW)).
 
-finding_f4() ->
-    %% fixed: an operation whose record does not fit the table is dropped, not delivered
+op_with_foreign_record_is_dropped() ->
+    %% an operation whose record does not fit the table is dropped, not delivered
     #{delivered := D0} = hypermnesia:info(?AW),
     Rows0 = snapshot(),
     hm_ec_server ! envelope(ghost_op({async, 1, {delete_object, {other_rec, 1, v}}})),
@@ -987,8 +999,8 @@ finding_f4() ->
     ?assertEqual(maps:get(rows, Rows0), maps:get(rows, snapshot())),
     ?assertEqual(D0, D1).
 
-finding_f7() ->
-    %% fixed: a malformed delta is refused before buffering, so the good event is delivered
+garbage_delta_is_refused() ->
+    %% a malformed delta is refused before buffering, so the good event is delivered
     B0 = hm_crdt:new(gcounter, delta),
     {ok, B1, E1} = hm_crdt:mutate(increment, b, B0),
     {ok, _, {hm_event, delta, gcounter, {b, Ts2, _}}} = hm_crdt:mutate(increment, b, B1),
@@ -997,10 +1009,10 @@ finding_f7() ->
     A1 = hm_crdt:deliver(E1, hm_crdt:new(gcounter, delta)),
     ?assertEqual(1, hm_crdt:value(A1)).
 
-finding_f13() ->
-    %% the property's shrunk counterexample (gcounter, delta): b's first increment with a
-    %% timestamp that also names a third event of a, which never comes, arrives before the
-    %% good one; the good one used to be dropped as its duplicate
+ready_twin_replaces_waiting_event() ->
+    %% gcounter, delta: b's first increment with a timestamp that also names a third event
+    %% of a, which never comes, arrives before the good one; the good one replaces it rather
+    %% than being dropped as its duplicate
     {ok, _, Good = {hm_event, delta, gcounter, {b, Ts, D}}} =
         hm_crdt:mutate(increment, b, hm_crdt:new(gcounter, delta)),
     Bad = {hm_event, delta, gcounter, {b, Ts#{a => 3}, D}},
@@ -1010,13 +1022,13 @@ finding_f13() ->
     ?assertEqual(1, hm_crdt:value(C2)),
     ?assertEqual(0, hm_crdt:pending(C2)).
 
-finding_f9() ->
-    %% fixed for mutate/3: a forged #hm_crdt{} gives {bad_crdt, X} (value/1 of a forged term
-    %% still raises: it takes a CRDT, as documented)
+forged_crdt_gives_bad_crdt() ->
+    %% mutate/3 of a forged #hm_crdt{} gives {bad_crdt, X} (value/1 of a forged term raises:
+    %% it takes a CRDT, as documented)
     ?assertMatch({error, {bad_crdt, _}}, hm_crdt:mutate(increment, a, {hm_crdt, pncounter, x, y})).
 
-finding_f10() ->
-    %% fixed: a stray `tick' message does not start another timer chain
+foreign_tick_starts_no_timer() ->
+    %% a stray `tick' message does not start another timer chain
     Ticks = fun() -> maps:get(ticks, sys:get_state(hm_ec_server)) end,
     Rate = fun() -> T0 = Ticks(), timer:sleep(1000), Ticks() - T0 end,
     Before = Rate(),
@@ -1027,18 +1039,18 @@ finding_f10() ->
 
 snapshot_pids() -> pids().
 
-%% Fixed: a plain table with a user property named hm_ec used to be taken for an EC table and
-%% crash the server until the application stopped. Only the options map create_table/2 wrote
-%% makes an EC table now.
-finding_f11() ->
+%% A plain table with a user property named hm_ec is not an EC table: only the options map
+%% create_table/2 writes makes one. Taken for an EC table, it would crash the server until
+%% the application stopped.
+user_property_hm_ec_makes_no_ec_table() ->
     Pids = pids(),
     ?assertMatch({P1, P2, Ts} when is_pid(P1) andalso is_pid(P2) andalso is_list(Ts), Pids),
     ?assertEqual({atomic, ok},
-                 hypermnesia:create_table(hm_bi_f11, [{user_properties, [{hm_ec, 0}]}])),
-    ?assertNot(hypermnesia:is_ec_table(hm_bi_f11)),
+                 hypermnesia:create_table(hm_bi_user_prop, [{user_properties, [{hm_ec, 0}]}])),
+    ?assertNot(hypermnesia:is_ec_table(hm_bi_user_prop)),
     ok = hm_ec_server:refresh(),
     ?assertEqual(Pids, pids()),
-    {atomic, ok} = mnesia:delete_table(hm_bi_f11),
+    {atomic, ok} = mnesia:delete_table(hm_bi_user_prop),
     ok.
 
 summary() ->
