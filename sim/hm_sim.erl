@@ -45,7 +45,7 @@
 %% the copies are CRDT tables (every type in every flavor, a broadcast epoch, client updates,
 %% churn): the same table path, with the schedules and checkers of
 %% {@link hm_sim_crdt_table}. The CRDT workloads
-%% (issue 5: every hm_crdt type in every flavor) run on the same scheduler, network, faults,
+%% (every hm_crdt type in every flavor) run on the same scheduler, network, faults,
 %% checkers 3-4 and minimiser as a driver module: {@link hm_sim_crdt}; so do the replica
 %% groups under DottedDB replication: {@link hm_sim_dotted}.
 %%

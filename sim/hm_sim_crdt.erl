@@ -1,11 +1,11 @@
-%% @doc Deterministic simulator of CRDT workloads (issue 5; FEATURES X6/X7, C1/C2): N
-%% replicas, each holding ONE {@link hm_crdt} of a chosen type and flavor, in ONE Erlang
-%% process, over the network, fault model and scheduler of {@link hm_sim} (seeded `rand:*_s'
-%% state, simulated milliseconds, no wall clock; this module is its `driver').
+%% @doc Deterministic simulator of CRDT workloads: N replicas, each holding ONE
+%% {@link hm_crdt} of a chosen type and flavor, in ONE Erlang process, over the network,
+%% fault model and scheduler of {@link hm_sim} (seeded `rand:*_s' state, simulated
+%% milliseconds, no wall clock; this module is its `driver').
 %%
-%% Seeds: CRDT library, seed 001 (ChiaVe) §3–4 (one behaviour, three flavors); pure op-based
-%% CRDTs over tagged causal stable broadcast, seed 000 (Hypermnesia) §2.8–2.10, §4.3–4.8
-%% (Algorithm 1: {@link hm_tcsb}); the index is shared/seeds/README.md.
+%% Papers: the CRDT library, the ChiaVe paper §3–4 (one behaviour, three flavors); pure
+%% op-based CRDTs over tagged causal stable broadcast, the Hypermnesia paper §2.8–2.10,
+%% §4.3–4.8 (Algorithm 1: {@link hm_tcsb}); see docs/references.md.
 %%
 %% == Schedules ==
 %% A seed (see {@link gen/2}) picks 3–5 replicas, a type among `gcounter', `pncounter',

@@ -9,12 +9,13 @@
 %%     list round trip, no zero entries.</li>
 %% <li>hm_node_clock: the same set semantics as `sets' of dots (contains, to_dots, join,
 %%     missing, base, max_counter, next_dot, leq, size), canonical form, lattice laws, binary
-%%     round trip and rejection of bad binaries, DottedDB strip/fill (seed 002 Algorithm 2).</li>
+%%     round trip and rejection of bad binaries, DottedDB strip/fill (the DottedDB paper,
+%%     Algorithm 2).</li>
 %% <li>hm_dcc: join laws and the join's dot-level semantics on containers built by random
 %%     histories, `join_delta' = `join' for mutator deltas, strip/fill.</li>
-%% <li>hm_causal_buffer: random multi-replica schedules with reordering and duplicates (seed
-%%     000 Algorithm 1): exactly-once, causal order, eager delivery, final state, `advance',
-%%     `is_message'.</li>
+%% <li>hm_causal_buffer: random multi-replica schedules with reordering and duplicates (the
+%%     Hypermnesia paper, Algorithm 1): exactly-once, causal order, eager delivery, final
+%%     state, `advance', `is_message'.</li>
 %% </ul>
 -module(hm_causal_prop).
 -include("hm_prop.hrl").
@@ -346,9 +347,9 @@ prop_nc_decode_entries() ->
 varint(N) when N < 128 -> <<N>>;
 varint(N) -> <<1:1, (N band 127):7, (varint(N bsr 7))/binary>>.
 
-%% DottedDB strip (seed 002 Algorithm 2): an entry is dropped iff all its dots are within the
-%% node clock's base for that replica; kept entries are unchanged; filling from the bases
-%% covers the original context.
+%% DottedDB strip (the DottedDB paper, Algorithm 2): an entry is dropped iff all its dots are
+%% within the node clock's base for that replica; kept entries are unchanged; filling from
+%% the bases covers the original context.
 prop_nc_strip() ->
     ?SAFE_FORALL({DCtx, DNC, Containing}, {dots(), dots(), boolean()},
             begin

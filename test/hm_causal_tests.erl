@@ -164,9 +164,9 @@ dcc_join_delta_test() ->
     ?assertEqual(hm_dcc:join(X, D), hm_dcc:join_delta(X, D)),
     ?assertEqual(hm_awset:update({remove, x}, a, X), hm_dcc:join_delta(X, D)).
 
-%% DottedDB strip/fill of a stored object (seed 002 Algorithm 2): strip keeps the versions'
-%% dots and drops the context entries the node clock's bases imply; fill restores them, so a
-%% stale copy cannot bring a superseded version back.
+%% DottedDB strip/fill of a stored object (the DottedDB paper, Algorithm 2): strip keeps the
+%% versions' dots and drops the context entries the node clock's bases imply; fill restores
+%% them, so a stale copy cannot bring a superseded version back.
 dcc_strip_fill_object_test() ->
     %% object: key x last written at {a,4} (superseding {a,1..3}), key y with {b,7}
     Obj = {{dm, #{x => #{{a, 4} => true}, y => #{{b, 7} => true}}},
@@ -222,7 +222,8 @@ buffer_cross_replica_dependency_test() ->
 
 %% A malformed message that names a cause that never comes waits; a different message of
 %% the same origin and number that is ready replaces it and is delivered: the bad one does
-%% not hold back its good twin (found by hm_badinput_prop's bad-event property).
+%% not hold back its good twin (hm_badinput_prop's bad-event property checks the same on
+%% random events).
 buffer_ready_twin_replaces_waiting_one_test() ->
     Bad = {b, #{a => 3, b => 1}, x},
     Good = {b, #{b => 1}, y},
@@ -330,10 +331,11 @@ buffer_drop_origins_test() ->
     ?assertMatch([{{n2, 1}, _, waits}], hm_causal_buffer:pending(B3)),
     ?assertEqual(hm_causal_buffer:delivered(B2), hm_causal_buffer:delivered(B3)).
 
-%% Bug C: n1's first incarnation sent operation 2, operation 1 died with its crash. Once a
-%% newer incarnation of n1 is known here, operation 2 is dropped (it can never become
-%% ready) and an unready operation of the old incarnation is not buffered again; an operation
-%% of a live incarnation stays buffered.
+%% An operation of a superseded incarnation that can never become ready leaves the buffer:
+%% n1's first incarnation sent operation 2, operation 1 died with its crash. Once a newer
+%% incarnation of n1 is known here, operation 2 is dropped and an unready operation of the
+%% old incarnation is not buffered again; an operation of a live incarnation stays
+%% buffered. Kept, it would wait forever.
 tcsb_drops_superseded_incarnation_test() ->
     Old2 = {{n1, 1}, #{{n1, 1} => 2}, {async, k, delete}},
     B0 = hm_tcsb:new({n3, 1}, [n1, n2, n3]),
@@ -346,8 +348,10 @@ tcsb_drops_superseded_incarnation_test() ->
     ?assertEqual(1, hm_tcsb:pending(B4)),
     ?assertEqual(hm_tcsb:delivered(B3), hm_tcsb:delivered(B4)).
 
-%% Bug H: nothing is stable while a member reports an operation of a superseded incarnation
-%% this replica lacks, or has not acknowledged since hearing of the newer incarnation.
+%% Nothing is stable while a member reports an operation of a superseded incarnation this
+%% replica lacks, or has not acknowledged since hearing of the newer incarnation: the old
+%% incarnation's operation, delivered later, could otherwise remove what was folded as
+%% stable.
 tcsb_stability_waits_for_superseded_incarnation_test() ->
     D1 = {{n1, 1}, #{{n1, 1} => 1}, {async, k, {write, r}}},
     Old = {{n2, 1}, #{{n2, 1} => 1}, {async, k, delete}},        % concurrent with D1

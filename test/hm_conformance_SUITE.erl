@@ -690,7 +690,7 @@ bad_arguments(Config) ->
     N = length(contents(Config, 1, ec)),
     ok.
 
-%%% ------------------------------------------------------------- found by this suite, fixed
+%%% ------------------------------------------------------------- malformed records and options
 
 %% A record of the wrong name or arity: Mnesia aborts with {bad_type, Record}.
 write_wrong_record(Config) ->

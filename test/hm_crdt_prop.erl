@@ -1,4 +1,4 @@
-%% @doc The shared PropEr harness for every CRDT type x flavor (issue 2 §4).
+%% @doc The shared PropEr harness for every CRDT type x flavor.
 %%
 %% `prop_converges(Type, Flavor)': 2–5 replicas, random operations at random replicas, a random
 %% delivery schedule (any order, duplicates, events never delivered), interleaved stability
@@ -126,8 +126,9 @@ stable_same_value(V, C) ->
     [throw({stabilize_changed_value, V0, V1}) || V0 =/= V1],
     C1.
 
-%% Seed 000 Algorithm 1 "check stability" at replica I: the minimum over every replica J of the
-%% timestamp of the last operation of J that I has delivered (its own: everything delivered).
+%% The Hypermnesia paper's Algorithm 1, "check stability", at replica I: the minimum over
+%% every replica J of the timestamp of the last operation of J that I has delivered (its
+%% own: everything delivered).
 stable_vv(I, #{n := N, seen := Seen, hist := H}) ->
     Known = maps:get(I, Seen),
     Own = vv_of(Known, H),

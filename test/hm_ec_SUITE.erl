@@ -326,8 +326,8 @@ unstable(I, Config, Tab) ->
     #{unstable_keys := K, unstable_ops := O} = call(I, Config, hypermnesia, info, [Tab]),
     {K, O}.
 
-%% After quiescence no key carries metadata and no operation waits in a log (X3, X4: nodes 2
-%% and 3 never write, yet stability progresses thanks to eager acknowledgements).
+%% After quiescence no key carries metadata and no operation waits in a log (nodes 2 and 3
+%% never write, yet stability progresses thanks to eager acknowledgements).
 quiescent_metadata(Config) ->
     Tab = create(Config, [{type, pawset}]),
     ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, K, K}) || K <- lists:seq(1, 100)], ok end),

@@ -1,21 +1,21 @@
 %% @doc PropEr properties of the two pure protocol cores behind EC tables: the per-key
 %% pure op-based set of records (hm_ec_key: `pawset' / `prwset' with the payload-conflict
-%% policies) and tagged causal stable broadcast (hm_tcsb), seed 000 §4.4–4.8 (Algorithm 1,
-%% Algorithm 2, causal stability). Both are checked against naive, independent models, never
-%% against the modules themselves. Run through EUnit; cases per property: `PROPER_NUMTESTS'
-%% (default 300, via hm_crdt_prop:check/1). Set `HM_EC_PROP_STATS=1' to print PropEr's
-%% distribution of the generated schedules.
+%% policies) and tagged causal stable broadcast (hm_tcsb), the Hypermnesia paper §4.4–4.8
+%% (Algorithm 1, Algorithm 2, causal stability). Both are checked against naive, independent
+%% models, never against the modules themselves. Run through EUnit; cases per property:
+%% `PROPER_NUMTESTS' (default 300, via hm_crdt_prop:check/1). Set `HM_EC_PROP_STATS=1' to
+%% print PropEr's distribution of the generated schedules.
 %%
 %% <ul>
 %% <li>`prop_ec_key(Type, Policy)': 2–4 replicas issue writes of records from a 3-value
 %% domain, deletes and delete_objects on ONE key; each event is delivered to each replica in
 %% any causal order (own model of causal delivery, with eager acknowledgements); stabilize/3
-%% runs at random points with the safe stable vector of seed 000 Algorithm 1 (per replica: the
-%% minimum over every other replica of what it is known to have delivered when it last sent or
-%% acknowledged). After every step a replica's view/3 must equal the declarative spec over the
-%% events it has delivered; stabilize/3 must not change the view; at the end every replica
-%% shows the same view, equal to the spec over every event, and after quiescence stabilize/3
-%% leaves no timestamp.</li>
+%% runs at random points with the safe stable vector of the Hypermnesia paper's Algorithm 1
+%% (per replica: the minimum over every other replica of what it is known to have delivered
+%% when it last sent or acknowledged). After every step a replica's view/3 must equal the
+%% declarative spec over the events it has delivered; stabilize/3 must not change the view;
+%% at the end every replica shows the same view, equal to the spec over every event, and
+%% after quiescence stabilize/3 leaves no timestamp.</li>
 %% <li>`prop_tcsb()': 2–4 members `{Node, 1}' broadcast; a network of in-flight messages is
 %% delivered in any order, with duplicates, losses and cuts (every in-flight message to or
 %% from a member lost), acks at random times, `missing(_, all, _)' after a reconnect,
@@ -307,8 +307,8 @@ check_view(I, S = #{type := Type, policy := Policy, reps := Reps, evs := Evs}) -
                          {state, KS}, {events, Evs}})
     end.
 
-%% Seed 000 Algorithm 1 "check stability" at I: own delivered vector met with what every
-%% other replica is known to have delivered.
+%% The Hypermnesia paper's Algorithm 1, "check stability", at I: own delivered vector met
+%% with what every other replica is known to have delivered.
 stable_vv(I, #{n := N, reps := Reps}) ->
     #{dl := Dl, known := K} = maps:get(I, Reps),
     lists:foldl(fun(J, V) when J =:= I -> V;
@@ -657,14 +657,16 @@ tcsb_drain(S = #{net := Net, rand := R0}) ->
     {X, R1} = rand:uniform_s(length(Net), R0),
     tcsb_drain(tcsb_check(tcsb_exec({deliver, X - 1}, S#{rand := R1}))).
 
-%%% ================================================================ regression: stabilize drops versions
+%%% ================================================================ delete_object after stabilize
 
-%% The minimised counterexample of prop_ec_key, from when stabilization kept only the shown
-%% version and a delete_object went out as it was asked: r2 writes b, r1 writes a
-%% (concurrent); both replicas deliver both; r2 stabilizes (b shows under term_order, and
-%% under lww the write with the greater clock), r1 not yet. r1 then deletes object b, the
-%% record it shows: prepared as a delete, it leaves both replicas empty. A delete_object of
-%% a, which r1 does not show, stays one: both replicas show b.
+%% A delete_object of the record a replica shows leaves every replica alike, whether or not
+%% the others stabilized: it is prepared as a delete, since stabilization keeps only the
+%% shown version; sent as asked, it would leave the version stabilization dropped at one
+%% replica only. A minimised prop_ec_key schedule: r2 writes b, r1 writes a (concurrent);
+%% both replicas deliver both; r2 stabilizes (b shows under term_order, and under lww the
+%% write with the greater clock), r1 not yet. r1 then deletes object b, the record it shows:
+%% prepared as a delete, it leaves both replicas empty. A delete_object of a, which r1 does
+%% not show, stays one: both replicas show b.
 stabilize_then_delete_object_test_() ->
     [{lists:flatten(io_lib:format("~p/~p", [T, P])), ?_test(stabilize_then_delete_object(T, P))}
      || T <- [pawset, prwset], P <- [term_order, lww, siblings]].
