@@ -959,6 +959,25 @@ user_property_test_() ->
      [{timeout, 30, {"a plain table with user property hm_ec is not an EC table",
                      ?_test(user_property_hm_ec_makes_no_ec_table())}}]}.
 
+%% A malformed option list is refused whole, as Mnesia refuses one, by every kind of EC table
+%% (plain, partitioned, CRDT): the partitioned and CRDT ways in checked it option by option,
+%% naming a fragment (`{bad_ec_option, Tab_frag2, foo}') or crashing on `{}'.
+malformed_options_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     [{timeout, 60, {"create_table/2 answers {badarg, Tab, Opts} for every kind of EC table",
+                     ?_test(malformed_options())}}]}.
+
+malformed_options() ->
+    Frag = {frag_properties, [{n_fragments, 2}]},
+    Lists = [[{type, pawset}, foo], [{type, pawset} | improper], [{type, pawset}, {}],
+             [{type, prwset}, Frag, foo], [{type, pawset}, Frag, {}], [{type, pawset}, Frag | x],
+             [{crdt, gcounter}, foo], [{crdt, gcounter}, {}], [{crdt, gcounter}, Frag, foo],
+             [{crdt, gcounter} | x], [foo]],
+    Tables0 = lists:sort(mnesia:system_info(tables)),
+    [?assertEqual({Opts, {aborted, {badarg, hm_bi_malformed, Opts}}},
+                  {Opts, hypermnesia:create_table(hm_bi_malformed, Opts)}) || Opts <- Lists],
+    ?assertEqual(Tables0, lists:sort(mnesia:system_info(tables))).
+
 %%% ================================================================ behaviours, minimal inputs
 %%
 %% Each pins a behaviour with a minimal input of the kind the properties above generate (they

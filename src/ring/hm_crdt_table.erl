@@ -63,8 +63,8 @@
 %% {@link hm_partition:create_table/2}.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
-    %% an improper list is the registry's to refuse
-    case hm_ec_registry:is_proper_list(Opts) andalso
+    %% a malformed list (improper, or an option not a tuple) is the registry's to refuse
+    case hm_ec_registry:is_options(Opts) andalso
         (lists:keymember(crdt, 1, Opts) orelse lists:keymember(flavor, 1, Opts)) of
         true -> create_crdt_table(Tab, Opts);
         false -> hm_partition:create_table(Tab, Opts)

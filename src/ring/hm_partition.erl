@@ -66,7 +66,9 @@
 %% `{bad_ec_option, Tab, Option}', `{not_supported, Tab, {dotted_replication, What}}'.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
-    case hm_ec_registry:is_proper_list(Opts) of
+    %% a malformed list (improper, or an option not a tuple) goes to the registry, which
+    %% refuses it whole: checked per option below, it named a fragment, or crashed on `{}'
+    case hm_ec_registry:is_options(Opts) of
         true -> create_table_checked(Tab, Opts);
         false -> hm_ec_registry:create_table(Tab, Opts)      % which refuses it
     end;

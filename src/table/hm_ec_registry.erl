@@ -13,7 +13,7 @@
 
 -export([create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2, restore/2,
          is_ec_table/1, ec_options/1]).
--export([is_proper_list/1, create_table/3, wait_ready/1, add_copy/3, del_copy/2, copy_nodes/1]).
+-export([is_options/1, create_table/3, wait_ready/1, add_copy/3, del_copy/2, copy_nodes/1]).
 
 -define(PROP, hm_ec).
 -define(READY_WAIT_MS, 5000).
@@ -30,14 +30,16 @@ create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
     end;
 create_table(Tab, Opts) -> {aborted, {badarg, Tab, Opts}}.
 
-%% A proper list of non-empty tuples (Mnesia's own check comes later, per option).
+%% @doc Whether `Opts' is a proper list of non-empty tuples, the shape {@link create_table/2}
+%% takes (Mnesia's own check comes later, per option). The other ways in
+%% (`hm_crdt_table', `hm_partition') hand a list of another shape to {@link create_table/2},
+%% which refuses it with `{aborted, {badarg, Tab, Opts}}', as `mnesia:create_table/2' does.
+-spec is_options(term()) -> boolean().
 is_options(Opts) ->
     is_proper_list(Opts) andalso lists:all(fun(O) -> is_tuple(O) andalso tuple_size(O) >= 1 end,
                                            Opts).
 
-%% @doc Whether `L' is a proper list (option lists are checked with it before they are
-%% searched: an improper one is refused by {@link create_table/2}).
--spec is_proper_list(term()) -> boolean().
+%% Whether `L' is a proper list (option lists are checked with it before they are searched).
 is_proper_list(L) ->
     try length(L) of _ -> true
     catch error:badarg -> false
