@@ -9,7 +9,11 @@
 %% record, while a write `get' has not seen survives beside it. With `term_order' or `lww'
 %% a key shows one record, chosen the same way on every copy.
 %%
-%% `{r, R}' (default 1): answers from `R' holders of the key, merged; `{w, W}' (default 1):
+%% `{r, R}' (default 1): answers from `R' holders of the key, merged by union, not by the
+%% table's policy: while those copies differ, a `term_order' or `lww' key shows each copy's
+%% record, and a record one copy already replaced or deleted shows if another has it (which
+%% one wins is decided by timestamps and causal order that the records do not carry);
+%% `{w, W}' (default 1):
 %% `W' > 1 waits, as `sync_ec' does, until every reachable holder applied the write, and is
 %% refused before writing when fewer than `W' holders can be reached. A node that holds no
 %% copy reads and writes through the holders, and with `R' = `W' = 1 falls back on its hints
