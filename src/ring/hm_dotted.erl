@@ -118,15 +118,13 @@
          object_bytes/1]).
 -export_type([state/0, effect/0, msg/0, context/0, reply/0, opts/0, id/0, address/0]).
 
--define(NULL, null).
+-include("hm_dotted.hrl").
+
 %% a copy waiting for its handoff asks again after 2, 4, 8... anti-entropy ticks, at most
 -define(MAX_ASK_GAP, 16).
 
 -type id() :: term().
 -type address() :: term().
--type dot() :: hm_vv:dot().
--type version() :: {v, term()} | ?NULL.
--type obj() :: {#{dot() => version()}, hm_node_clock:clock()}.
 -type context() :: binary().
 -opaque reply() :: {dotted_reply, obj()}.
 -type msg() :: {replicate, id(), term(), obj()}
@@ -146,26 +144,6 @@
                   strip_interval => pos_integer(), sync_interval => pos_integer(),
                   bootstrap => boolean(), events => boolean()}.
 
--record(d, {id :: id(),
-            peers :: [id()],                              % the group, this copy included
-            nc :: hm_node_clock:clock(),
-            st = #{} :: #{term() => obj()},
-            dkm = #{} :: #{dot() => term()},
-            wm = #{} :: #{id() => hm_vv:vv()},
-            nsk = #{} :: #{term() => true},
-            retired = #{} :: #{id() => [id()]},           % retired id => copies to hear from
-            closed = [] :: [id()],                        % retired ids with no dot to come
-            heard = #{} :: #{id() => hm_node_clock:clock()},  % last clock of every copy
-            ae = node_clock :: node_clock | merkle,
-            tree :: hm_merkle:tree() | undefined,
-            strip_ms = 1000 :: pos_integer(),
-            sync_ms = 1000 :: pos_integer(),
-            rand :: rand:state(),
-            ready = true :: boolean(),
-            waited = 0 :: non_neg_integer(),           % anti-entropy ticks since the ask
-            ask_gap = 2 :: pos_integer(),               % ticks before asking again
-            refused = [] :: [id()],                     % copies that refused since the ask
-            events = false :: boolean()}).
 -opaque state() :: #d{}.
 
 %%% ================================================================ starting
