@@ -93,6 +93,20 @@
 %% `dots' (its live version dots), `stripped' (its context is empty), `removed'.</li>
 %% </ul>
 %%
+%% == Where each step lives ==
+%% This module keeps the API: it starts a copy, takes client requests, dispatches timers and
+%% peers' messages, and answers inspection. The steps live in modules of their own, all pure
+%% over the same state (`hm_dotted.hrl'):
+%% <ul>
+%% <li>{@link hm_dotted_store}: Algorithm 2 (`update', `store', `strip', `fill') and
+%% Algorithm 3's `strip_causality';</li>
+%% <li>{@link hm_dotted_sync}: anti-entropy, the node-clock exchange of Algorithm 3
+%% (`sync_clock', `sync_repair', the watermark and the dot-key map's collection) and the
+%% Merkle baseline's exchange;</li>
+%% <li>{@link hm_dotted_churn}: the group by address and incarnation, retired ids, and the
+%% handoff that bootstraps a new copy.</li>
+%% </ul>
+%%
 %% == Driving it from a server ==
 %% Start with {@link new/1} and carry out its effects (the two timers, and a handoff request
 %% for a bootstrapping copy). Client requests: {@link put/4}, {@link delete/3}, {@link get/2}
@@ -120,9 +134,6 @@
 
 -include("hm_dotted.hrl").
 
-%% a copy waiting for its handoff asks again after 2, 4, 8... anti-entropy ticks, at most
--define(MAX_ASK_GAP, 16).
-
 -type id() :: term().
 -type address() :: term().
 -type context() :: binary().
@@ -143,7 +154,6 @@
                   anti_entropy => node_clock | merkle, merkle => hm_merkle:shape(),
                   strip_interval => pos_integer(), sync_interval => pos_integer(),
                   bootstrap => boolean(), events => boolean()}.
-
 -opaque state() :: #d{}.
 
 %%% ================================================================ starting
@@ -157,7 +167,7 @@
 -spec new(opts()) -> {state(), [effect()]}.
 new(O = #{id := Id, peers := Peers0}) ->
     AE = maps:get(anti_entropy, O, node_clock),
-    S = #d{id = Id, peers = lists:usort([Id | to_ids(Peers0, Id, [Id])]),
+    S = #d{id = Id, peers = lists:usort([Id | hm_dotted_churn:to_ids(Peers0, Id, [Id])]),
            nc = hm_node_clock:new(),
            ae = AE,
            tree = case AE of
@@ -171,7 +181,7 @@ new(O = #{id := Id, peers := Peers0}) ->
            events = maps:get(events, O, false)},
     {S1, Handoff} = case S#d.ready of
                         true -> {S, []};
-                        false -> ask_handoff(S)
+                        false -> hm_dotted_churn:ask_handoff(S)
                     end,
     {S1, timers(S1) ++ Handoff}.
 
@@ -180,7 +190,7 @@ timers(#d{strip_ms = St, sync_ms = Sy}) -> [{timer, St, strip}, {timer, Sy, anti
 %% @doc A copy restarted from its saved state: its timers again (the runtime lost them).
 -spec recover(state()) -> {state(), [effect()]}.
 recover(S = #d{ready = false}) ->
-    {S1, Effs} = ask_handoff(S),
+    {S1, Effs} = hm_dotted_churn:ask_handoff(S),
     {S1, timers(S1) ++ Effs};
 recover(S) -> {S, timers(S)}.
 
@@ -206,12 +216,14 @@ write(Key, Version, Ctx0, S = #d{id = Id, nc = NC}) ->
         {ok, Ctx} ->
             {Dot, _} = hm_node_clock:next_dot(Id, NC),
             Obj = {#{Dot => Version}, hm_node_clock:add(Dot, Ctx)},
-            {_, StoredCtx} = stored(Key, S),
-            {{Vers, _}, S1, Effs} = update(Key, Obj, S),
+            {_, StoredCtx} = hm_dotted_store:stored(Key, S),
+            {{Vers, _}, S1, Effs} = hm_dotted_store:update(Key, Obj, S),
             %% what is sent: the merged versions with the client's context, what the stored
             %% context still held, and the bases of the ids that matter for this key
-            Send = {Vers, fill(hm_node_clock:join(element(2, Obj), StoredCtx), Vers, S1)},
-            {S1, Effs ++ [{send, P, {replicate, Id, Key, Send}} || P <- others(S1)]}
+            Send = {Vers, hm_dotted_store:fill(hm_node_clock:join(element(2, Obj), StoredCtx),
+                                               Vers, S1)},
+            {S1, Effs ++ [{send, P, {replicate, Id, Key, Send}}
+                          || P <- hm_dotted_churn:others(S1)]}
     end.
 
 decode_context(B) when is_binary(B) ->
@@ -225,8 +237,8 @@ decode_context(_) -> {error, bad_context}.
 %% node clock, as a reply for {@link merge_replies/1}.
 -spec fetch(term(), state()) -> reply().
 fetch(Key, S) ->
-    {Vers, Ctx} = stored(Key, S),
-    {dotted_reply, {Vers, fill(Ctx, Vers, S)}}.
+    {Vers, Ctx} = hm_dotted_store:stored(Key, S),
+    {dotted_reply, {Vers, hm_dotted_store:fill(Ctx, Vers, S)}}.
 
 %% @doc GET with a read quorum of 1: {@link fetch/2} here, then {@link merge_replies/1}.
 -spec get(term(), state()) -> {[term()], context()}.
@@ -236,176 +248,27 @@ get(Key, S) -> merge_replies([fetch(Key, S)]).
 %% the concurrent versions (in dot order) and an opaque context for a later put or delete.
 -spec merge_replies([reply(), ...]) -> {[term()], context()}.
 merge_replies(Replies = [_ | _]) ->
-    {Vers, Ctx} = lists:foldl(fun({dotted_reply, O}, Acc) -> merge(O, Acc) end,
+    {Vers, Ctx} = lists:foldl(fun({dotted_reply, O}, Acc) -> hm_dotted_store:merge(O, Acc) end,
                               {#{}, hm_node_clock:new()}, Replies),
-    {shown(Vers), hm_node_clock:encode(Ctx)}.
-
-%% merge (Algorithm 2): versions both keep, or that one keeps and the other never saw
-merge(A, B) -> hm_dcc:join(A, B).
-
-shown(Vers) -> [V || {_, {v, V}} <- lists:sort(maps:to_list(Vers))].
-
-%%% ================================================================ update, store, strip, fill
-
-stored(Key, #d{st = St}) -> maps:get(Key, St, {#{}, hm_node_clock:new()}).
-
-%% fill (Algorithm 2): the context with the node clock's bases of the ids that matter for
-%% this object (the group, the object's own ids), and the version dots; and, for a retired
-%% id whose gaps are closed here, every dot up to its highest: strip dropped its entry from
-%% the stored context, and a copy that still shows a version of it superseded here must see
-%% that it is
-fill(Ctx, Vers, S = #d{nc = NC, peers = Peers}) ->
-    Ids = Peers ++ hm_node_clock:replicas(Ctx) ++ [R || {R, _} <- maps:keys(Vers)],
-    with_versions(hm_node_clock:join(
-                    hm_node_clock:join(Ctx, hm_node_clock:from_vv(
-                                              maps:with(Ids, hm_node_clock:base(NC)))),
-                    closed_cover(NC, S)), Vers).
-
-%% The dots of the retired ids closed here, up to the highest `NC' holds of each: no other
-%% dot of theirs can arrive, so `NC''s gaps in them are dots no copy holds.
-closed_cover(_, #d{closed = []}) -> hm_node_clock:new();
-closed_cover(NC, #d{closed = Closed}) ->
-    hm_node_clock:from_vv(maps:from_list([{R, M} || R <- Closed,
-                                                    M <- [hm_node_clock:max_counter(R, NC)],
-                                                    M > 0])).
-
-with_versions(Ctx, Vers) -> hm_node_clock:add_dots(maps:keys(Vers), Ctx).
-
-%% update (Algorithm 2): merge an incoming object (its context complete) with the local one
-%% (its context filled with the whole node clock, gaps included: every dot in it is reflected
-%% here, so one seen and not live here is obsolete) and store the result
-update(Key, Obj, S = #d{nc = NC}) ->
-    {Vers, Ctx} = stored(Key, S),
-    Local = {Vers, with_versions(hm_node_clock:join(Ctx, NC), Vers)},
-    Merged = merge(Local, Obj),
-    %% an incoming version found obsolete is a dot of this key whose effect is here: in the
-    %% node clock and the dot-key map, as a stored one
-    In = maps:keys(element(1, Obj)),
-    DKM = case S#d.ae of
-              node_clock -> lists:foldl(fun(D, M) -> M#{D => Key} end, S#d.dkm, In);
-              merkle -> S#d.dkm
-          end,
-    %% what is stored of the context: the local and the incoming ones (the node clock's part
-    %% is the node clock's to remember, and fill gives it back)
-    {MVers, _} = Merged,
-    ToStore = {MVers, hm_node_clock:join(Ctx, element(2, Obj))},
-    {S1, Effs} = store(Key, ToStore, S#d{nc = hm_node_clock:add_dots(In, NC), dkm = DKM}),
-    {Merged, S1, Effs}.
-
-%% store (Algorithm 2)
-store(Key, {Vers, Ctx}, S = #d{nc = NC0, st = St, dkm = DKM, nsk = NSK, ae = AE}) ->
-    Dots = maps:keys(Vers),
-    NC = hm_node_clock:add_dots(Dots, NC0),
-    CC = strip(Ctx, NC, S),
-    Before = shown(element(1, maps:get(Key, St, {#{}, none}))),
-    Empty = shown(Vers) =:= [] andalso hm_node_clock:is_empty(CC),
-    St1 = case Empty of
-              true -> maps:remove(Key, St);
-              false -> St#{Key => {Vers, CC}}
-          end,
-    DKM1 = case AE of
-               node_clock -> lists:foldl(fun(D, M) -> M#{D => Key} end, DKM, Dots);
-               merkle -> DKM
-           end,
-    NSK1 = case hm_node_clock:is_empty(CC) of
-               true -> maps:remove(Key, NSK);
-               false -> NSK#{Key => true}
-           end,
-    S1 = retire_unknown(CC, S#d{nc = NC, st = St1, dkm = DKM1, nsk = NSK1,
-                                tree = tree_update(Key, St1, S)}),
-    After = shown(Vers),
-    Show = [{show, Key, After} || After =/= Before],
-    Ev = [{event, {store, Key, #{entries => entries(Vers, CC), dots => Dots,
-                                 stripped => hm_node_clock:is_empty(CC), removed => Empty}}}
-          || S#d.events],
-    {S1, Show ++ Ev}.
-
-%% strip (Algorithm 2), and the entries of retired ids whose every surviving dot is here
-strip(Ctx, NC, #d{closed = []}) -> hm_node_clock:strip_vv(Ctx, NC);
-strip(Ctx, NC, #d{closed = Closed}) ->
-    Cover = maps:from_list([{R, M} || R <- Closed, M <- [hm_node_clock:max_counter(R, Ctx)],
-                                      M > 0]),
-    hm_node_clock:strip_vv(Ctx, hm_node_clock:join(NC, hm_node_clock:from_vv(Cover))).
-
-tree_update(_, _, #d{tree = undefined}) -> undefined;
-tree_update(Key, St, #d{tree = T}) ->
-    case St of
-        #{Key := {Vers, _}} ->
-            %% what reads show of the key: its versions with a value
-            case lists:sort([DV || DV = {_, {v, _}} <- maps:to_list(Vers)]) of
-                [] -> hm_merkle:remove(Key, T);
-                Live -> hm_merkle:put(Key, hm_merkle:hash(Live), T)
-            end;
-        _ -> hm_merkle:remove(Key, T)
-    end.
-
-%% node ids in an object's clock: its context's and its versions'
-entries(Vers, CC) ->
-    length(lists:usort(hm_node_clock:replicas(CC) ++ [R || {R, _} <- maps:keys(Vers)])).
-
-%% strip_causality (Algorithm 3); an object whose context the node clock does not cover any
-%% better than when it was stored is left as it is (no write to storage)
-strip_causality(S = #d{nsk = NSK, st = St}) ->
-    lists:foldl(fun(Key, {Sx, E}) ->
-                        case St of
-                            #{Key := {_, CC} = Obj} ->
-                                case strip(CC, Sx#d.nc, Sx) of
-                                    CC -> {Sx, E};
-                                    _ -> {Sy, E1} = store(Key, Obj, Sx), {Sy, E ++ E1}
-                                end;
-                            _ -> {Sx#d{nsk = maps:remove(Key, Sx#d.nsk)}, E}
-                        end
-                end, {S, []}, lists:sort(maps:keys(NSK))).
+    {hm_dotted_store:shown(Vers), hm_node_clock:encode(Ctx)}.
 
 %%% ================================================================ timers
 
-%% @doc A timer went off: `strip' (strip_causality) or `anti_entropy' (an exchange with a
-%% random other copy; a bootstrapping copy asks for its handoff again, after 2, 4, 8 and at
-%% most 16 ticks: each answer is a peer's whole state). Each re-arms itself.
+%% @doc A timer went off: `strip' (strip_causality, {@link hm_dotted_store}) or
+%% `anti_entropy' (an exchange with a random other copy, {@link hm_dotted_sync}; a
+%% bootstrapping copy asks for its handoff again, after 2, 4, 8 and at most 16 ticks: each
+%% answer is a peer's whole state, {@link hm_dotted_churn}). Each re-arms itself.
 -spec timeout(strip | anti_entropy | term(), state()) -> {state(), [effect()]}.
 timeout(strip, S) ->
-    {S1, Effs} = strip_causality(S),
+    {S1, Effs} = hm_dotted_store:strip_causality(S),
     {S1, Effs ++ [{timer, S#d.strip_ms, strip}]};
-timeout(anti_entropy, S = #d{ready = false, waited = W, ask_gap = G}) when W + 1 < G ->
-    %% a handoff is the whole state: asking every tick would have peers send it again and
-    %% again while the first is still on its way or being merged; the gap doubles
-    {S#d{waited = W + 1}, [{timer, S#d.sync_ms, anti_entropy}]};
-timeout(anti_entropy, S = #d{ready = false, ask_gap = G}) ->
-    {S1, Effs} = ask_handoff(S#d{waited = 0, ask_gap = min(2 * G, ?MAX_ASK_GAP), refused = []}),
+timeout(anti_entropy, S = #d{ready = false}) ->
+    {S1, Effs} = hm_dotted_churn:handoff_tick(S),
     {S1, Effs ++ [{timer, S#d.sync_ms, anti_entropy}]};
 timeout(anti_entropy, S) ->
-    {S1, Effs} = case random_peer(S) of
-                     {none, Sx} -> {Sx, []};
-                     {P, Sx = #d{ae = node_clock}} ->
-                         {Sx, [{send, P, {sync_clock, Sx#d.id, Sx#d.peers, Sx#d.nc}}]};
-                     {P, Sx = #d{ae = merkle}} ->
-                         {Sx, [{send, P, {merkle, Sx#d.id, Sx#d.peers, Sx#d.nc,
-                                          hm_merkle:start(Sx#d.tree)}}]}
-                 end,
+    {S1, Effs} = hm_dotted_sync:exchange(S),
     {S1, Effs ++ [{timer, S#d.sync_ms, anti_entropy}]};
 timeout(_, S) -> {S, []}.
-
-random_peer(S) ->
-    case others(S) of
-        [] -> {none, S};
-        Ps -> random_of(Ps, S)
-    end.
-
-others(#d{id = Id, peers = Ps}) -> Ps -- [Id].
-
-%% A handoff is asked of a random other copy, among those that have not refused since the
-%% last timed ask.
-ask_handoff(S = #d{refused = Refused}) ->
-    case others(S) of
-        [] -> {S#d{ready = true}, []};
-        Os ->
-            {P, S1} = random_of(case Os -- Refused of [] -> Os; Left -> Left end, S),
-            {S1, [{send, P, {transfer_req, S1#d.id}}]}
-    end.
-
-random_of(Ps, S = #d{rand = R}) ->
-    {I, R1} = rand:uniform_s(length(Ps), R),
-    {lists:nth(I, Ps), S#d{rand = R1}}.
 
 %%% ================================================================ peers' messages
 
@@ -416,7 +279,7 @@ handle(Msg, S0) when is_tuple(Msg), tuple_size(Msg) >= 2 ->
     From = element(2, Msg),
     %% a newer incarnation of a copy (the sender, or one the sender names) supersedes the
     %% one known here
-    S = learn([From | named_peers(Msg)], S0),
+    S = hm_dotted_churn:learn([From | named_peers(Msg)], S0),
     case lists:member(From, S#d.peers) andalso From =/= S#d.id of
         false -> {S, [{drop, {not_a_peer, element(1, Msg), From}}]};
         true ->
@@ -426,110 +289,22 @@ handle(Msg, S0) when is_tuple(Msg), tuple_size(Msg) >= 2 ->
     end;
 handle(_, S) -> {S, [{drop, bad_message}]}.
 
+%% a message of a well-formed shape, to the module of its concern
 remote({replicate, _From, Key, Obj = {Vers, _}}, S) when is_map(Vers) ->
-    {_, S1, Effs} = update(Key, Obj, S),
+    {_, S1, Effs} = hm_dotted_store:update(Key, Obj, S),
     {S1, Effs};
-remote({sync_clock, From, PPeers, NCp}, S = #d{nc = NC, dkm = DKM})
-  when is_list(PPeers) ->
-    %% the dots the peer lacks that the dot-key map knows, and their keys' objects
-    Missing = hm_node_clock:missing(NC, NCp),
-    Found = [{D, K} || D <- Missing, #{D := K} <- [DKM]],
-    case length(Found) < length(Missing) of
-        %% a dot the dot-key map dropped was held by every copy: the peer lacks it only
-        %% because it lost its state (a new incarnation), and only a handoff gives it back
-        true -> remote({transfer_req, From}, heard(From, PPeers, NCp, S));
-        false -> sync_repair_of(From, PPeers, NCp, Found, S)
-    end;
-remote({transfer_req, From}, S = #d{ready = true, st = St}) ->
-    %% a handoff: every object, the node clock and the dot-key map (the new copy must be
-    %% able to answer for the dots it takes on)
-    {S, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, maps:to_list(St),
-                       {full, maps:to_list(S#d.dkm)}}}]};
+remote({sync_clock, From, PPeers, NCp}, S) when is_list(PPeers) ->
+    hm_dotted_sync:sync_clock(From, PPeers, NCp, S);
 remote({transfer_req, From}, S) ->
-    %% not caught up itself: the asking copy asks another one
-    {S, [{send, From, {transfer_refused, S#d.id}}]};
-remote({transfer_refused, From}, S = #d{ready = false, refused = Refused0, ask_gap = G}) ->
-    %% the copy asked waits for its handoff too (the copies of a table just created start
-    %% one after another): ask another one now, or, when every other copy refused, at the
-    %% next anti-entropy tick. Waiting out the gap instead kept a copy syncing, refusing
-    %% reads and writes, for up to 30 ticks.
-    Refused = lists:usort([From | Refused0]),
-    case others(S) -- Refused of
-        [] -> {S#d{refused = [], waited = G - 1}, []};
-        _ -> ask_handoff(S#d{refused = Refused})
-    end;
-remote({transfer_refused, _From}, S) ->
-    {S, []};
+    hm_dotted_churn:transfer_req(From, S);
+remote({transfer_refused, From}, S) ->
+    hm_dotted_churn:transfer_refused(From, S);
 remote({sync_repair, From, PPeers, NCp, Objs0, Mode}, S) when is_list(Objs0) ->
-    Objs = case Mode of
-               %% a handoff holds every object of the peer: a key stored here and not there
-               %% is one the peer deleted (or never had), and the peer's clock says which
-               {full, _} -> Objs0 ++ [{K, none} || K <- maps:keys(S#d.st),
-                                                   not lists:keymember(K, 1, Objs0)];
-               _ -> Objs0
-           end,
-    {S1, Effs} = repair(Objs, NCp, S),
-    NC = case Mode of
-             %% a handoff: every object of the peer is here now
-             {full, _} -> hm_node_clock:join(S1#d.nc, NCp);
-             %% the dots the peer answered for: their keys' objects are merged here now,
-             %% so they are reflected here even when no live version carries them (the
-             %% paper closes only the peer's own entry, its dots being all in the peer's
-             %% dot-key map; naming them closes the gaps of any id, retired ones included)
-             {resolved, Clock, _} -> hm_node_clock:join(S1#d.nc, Clock)
-         end,
-    S2 = case Mode of
-             {full, DotKeys} when S1#d.ae =:= node_clock ->
-                 S1#d{nc = NC, ready = true, dkm = maps:merge(maps:from_list(DotKeys), S1#d.dkm)};
-             {full, _} -> S1#d{nc = NC, ready = true};
-             %% and answers for them from now on, as the peer did
-             {resolved, Named, Extra} when S1#d.ae =:= node_clock ->
-                 Pairs = [{D, K} || {K, {Vers, _}} <- Objs, D <- maps:keys(Vers),
-                                    hm_node_clock:contains(D, Named)] ++ Extra,
-                 S1#d{nc = NC, dkm = maps:merge(S1#d.dkm, maps:from_list(Pairs))};
-             _ -> S1#d{nc = NC}
-         end,
-    S3 = heard(From, PPeers, NCp, S2),
-    case Mode of
-        %% what the handoff's clock covers need not stay in the contexts just stored
-        {full, _} -> {S4, Effs1} = strip_causality(S3), {S4, Effs ++ Effs1};
-        _ -> {S3, Effs}
-    end;
+    hm_dotted_sync:sync_repair(From, PPeers, NCp, Objs0, Mode, S);
 remote({merkle, From, PPeers, NCp, Step}, S = #d{tree = T}) when T =/= undefined ->
-    Me = S#d.id,
-    case hm_merkle:compare(Step, T) of
-        done ->
-            %% equal roots: the same versions everywhere, so the same dots are obsolete
-            case Step of
-                {nodes, [{{0, 0}, _}]} ->
-                    {heard(From, PPeers, NCp, S#d{nc = hm_node_clock:join(S#d.nc, NCp)}), []};
-                _ -> {S, []}
-            end;
-        %% the peer's clock still says which retired ids' dots it holds: a retired id
-        %% must be closed while the trees differ (a version of it superseded elsewhere
-        %% keeps them different until then)
-        {reply, M} ->
-            {heard(From, PPeers, NCp, S), [{send, From, {merkle, Me, S#d.peers, S#d.nc, M}}]};
-        {keys, Keys} ->
-            {heard(From, PPeers, NCp, S),
-             [{send, From, {merkle_repair, Me, S#d.peers, S#d.nc, objects_of(Keys, S), Keys}}]}
-    end;
+    hm_dotted_sync:merkle(From, PPeers, NCp, Step, S);
 remote({merkle_repair, From, PPeers, NCp, Objs, Want}, S0) when is_list(Want) ->
-    {S1, Effs} = repair(Objs, NCp, heard(From, PPeers, NCp, S0)),
-    Back = [{send, From, {merkle_repair, S1#d.id, S1#d.peers, S1#d.nc, objects_of(Want, S1), []}}
-            || Want =/= []],
-    {S1, Effs ++ Back}.
-
-%% sync_repair (Algorithm 3): the objects of the dots the peer lacks (`Found', with their
-%% keys), and those dots as a clock; their keys only for dots no sent version carries
-sync_repair_of(From, PPeers, NCp, Found, S) ->
-    Objs = objects_of(lists:usort([K || {_, K} <- Found]), S),
-    Live = maps:from_list([{D, K} || {K, {Vers, _}} <- Objs, D <- maps:keys(Vers)]),
-    Extra = [P || P = {D, K} <- Found, maps:get(D, Live, none) =/= K],
-    Resolved = hm_node_clock:from_dots([D || {D, _} <- Found]),
-    S1 = heard(From, PPeers, NCp, S),
-    {S1, [{send, From, {sync_repair, S#d.id, S#d.peers, S#d.nc, Objs,
-                        {resolved, Resolved, Extra}}}]}.
+    hm_dotted_sync:merkle_repair(From, PPeers, NCp, Objs, Want, S0).
 
 %% the copies a message's sender names as its group
 named_peers(Msg) when element(1, Msg) =:= sync_clock; element(1, Msg) =:= sync_repair;
@@ -540,88 +315,6 @@ named_peers(Msg) when element(1, Msg) =:= sync_clock; element(1, Msg) =:= sync_r
     end;
 named_peers(_) -> [].
 
-%% The objects of `Keys' as a repair sends them: as stored, with the dots of the retired
-%% ids closed here (their entries were stripped from the stored contexts; a copy that still
-%% shows a version of one, superseded here, must see that it is)
-objects_of(Keys, S = #d{st = St, nc = NC}) ->
-    Cover = closed_cover(NC, S),
-    [{K, case maps:get(K, St, none) of
-             none -> none;
-             {Vers, Ctx} -> {Vers, hm_node_clock:join(Ctx, Cover)}
-         end} || K <- Keys].
-
-%% sync_repair's update of every object received, filled from the sender's node clock
-repair(Objs, NCp, S) ->
-    Base = hm_node_clock:base(NCp),
-    {Effs, Sn, _} =
-        lists:foldl(fun({K, O}, {E, Sx, Gaps0}) ->
-                            {Vers, Ctx} = case O of
-                                              none -> {#{}, hm_node_clock:new()};
-                                              {V, C} when is_map(V) -> {V, C}
-                                          end,
-                            %% the bases of the ids that matter here: the group's, the
-                            %% object's, and those of the versions stored here
-                            Ids = Sx#d.peers ++ hm_node_clock:replicas(Ctx)
-                                ++ [R || {R, _} <- maps:keys(Vers)]
-                                ++ [R || {R, _} <- maps:keys(element(1, stored(K, Sx)))],
-                            {Cover, Gaps} = closed_gaps(NCp, Sx, Gaps0),
-                            Full = with_versions(
-                                     hm_node_clock:join(
-                                       hm_node_clock:join(Ctx, hm_node_clock:from_vv(
-                                                                 maps:with(Ids, Base))),
-                                       Cover), Vers),
-                            {_, Sy, E1} = update(K, {Vers, Full}, Sx),
-                            {E ++ E1, Sy, Gaps}
-                    end, {[], S, none}, Objs),
-    {Sn, Effs}.
-
-%% The gaps of the retired ids closed here that the sender's clock `NCp' may name
-%% (hm_node_clock:close_gaps/3), computed again only when the closed ids change: a repair
-%% brings no dot of a closed id that this copy lacks (it was closed because this copy holds
-%% every one any copy holds), so its entries of them stay the same meanwhile.
-closed_gaps(_, #d{closed = C}, {C, Cover} = Gaps) -> {Cover, Gaps};
-closed_gaps(NCp, #d{closed = C, nc = NC}, _) ->
-    Cover = hm_node_clock:close_gaps(C, NCp, NC),
-    {Cover, {C, Cover}}.
-
-%% the dots of id `R' above its base (the entry's bitmap)
-entry_dots(R, NC) ->
-    [{R, C} || C <- lists:seq(hm_node_clock:base(R, NC) + 1, hm_node_clock:max_counter(R, NC)),
-               hm_node_clock:contains({R, C}, NC)].
-
-%% What a peer's node clock tells: the watermark (Algorithm 3 sync_repair), dot-key entries
-%% every copy has, and whether a retired id's gaps can be closed.
-heard(P, PPeers, NCp, S0 = #d{wm = WM, id = Id, nc = NC, peers = Peers}) ->
-    S = S0#d{heard = (S0#d.heard)#{P => NCp}},
-    WM1 = case lists:member(P, Peers) of
-              true -> WM#{P => hm_vv:join(maps:get(P, WM, #{}), hm_node_clock:base(NCp)),
-                          Id => hm_node_clock:base(NC)};
-              false -> WM#{Id => hm_node_clock:base(NC)}
-          end,
-    S1 = confirm_retired(P, PPeers, NCp, S#d{wm = WM1}),
-    gc_dot_keys(S1).
-
-%% remove dot-key entries known by every copy of the group (Algorithm 3): through the
-%% watermark's bases for the group's ids; for a retired id, whose entry may keep gaps for
-%% good, through the clocks last heard from every other copy
-gc_dot_keys(S = #d{dkm = DKM, wm = WM, peers = Peers, heard = H}) ->
-    Min = fun(N) -> lists:min([hm_vv:get(N, maps:get(M, WM, #{})) || M <- Peers]) end,
-    Known = maps:from_list([{N, Min(N)} || N <- lists:usort([N || {N, _} <- maps:keys(DKM)]),
-                                           lists:member(N, Peers)]),
-    Others = others(S),
-    Everywhere = fun(D) -> lists:all(fun(M) -> case H of
-                                                   #{M := NCm} -> hm_node_clock:contains(D, NCm);
-                                                   _ -> false
-                                               end
-                                     end, Others)
-                 end,
-    S#d{dkm = maps:filter(fun(D = {N, C}, _) ->
-                                  case Known of
-                                      #{N := K} -> C > K;
-                                      _ -> not Everywhere(D)
-                                  end
-                          end, DKM)}.
-
 %%% ================================================================ churn
 
 %% @doc The group is now `Peers', by address or id (a copy replaced by a new id, added or
@@ -630,45 +323,7 @@ gc_dot_keys(S = #d{dkm = DKM, wm = WM, peers = Peers, heard = H}) ->
 %% remaining copy has shown it holds no dot of theirs this copy lacks.
 -spec set_peers([id() | address()], state()) -> {state(), [effect()]}.
 set_peers(Peers0, S = #d{id = Id, peers = Peers}) ->
-    {set_ids(to_ids(Peers0, Id, Peers), S), []}.
-
-%% The ids of the copies at `Addrs': an id as it is; an address, the id of the copy known
-%% there, or (none known) its placeholder: the address itself when this copy's id has no
-%% incarnation, else `{Address, 0}', superseded by the first id heard from there.
-to_ids(Addrs, Id, Peers) ->
-    Known = by_address(Peers),
-    [case {is_incarnation(A), Known} of
-         {true, _} -> A;
-         {false, #{A := P}} -> P;
-         {false, _} -> case is_incarnation(Id) of
-                           true -> {A, 0};
-                           false -> A
-                       end
-     end || A <- Addrs].
-
-%% Newer incarnations among `Ids' of copies of the group supersede the ids known here: the
-%% old id is retired as a replaced copy's is (a placeholder just goes: it made no dot).
-%% (Called on every message and every store: ids of the group, the usual case, cost a
-%% membership test each.)
-learn(Ids, S = #d{id = Me, peers = Peers}) ->
-    case [Id || Id <- Ids, is_incarnation(Id), not lists:member(Id, Peers)] of
-        [] -> S;
-        Others ->
-            Known = by_address(Peers),
-            %% the highest incarnation named per address (usort: ascending, the last wins)
-            Newest = by_address(lists:usort(Others)),
-            New = [Id || {A, Id} <- maps:to_list(Newest), A =/= address(Me),
-                         #{A := P} <- [Known], incarnation(P) < incarnation(Id)],
-            case New of
-                [] -> S;
-                _ ->
-                    Gone = [maps:get(address(Id), Known) || Id <- New],
-                    set_ids((Peers -- Gone) ++ New, S)
-            end
-    end.
-
-%% Ids by address (the last of a list wins).
-by_address(Ids) -> maps:from_list([{address(Id), Id} || Id <- Ids]).
+    {hm_dotted_churn:set_ids(hm_dotted_churn:to_ids(Peers0, Id, Peers), S), []}.
 
 %% @doc The address of a copy id: `A' for an incarnation `{A, Inc}' (`Inc' an integer),
 %% else the id itself. Copies are sent messages at their address; a copy that restarts
@@ -681,72 +336,6 @@ address(Id) -> Id.
 -spec incarnation(id()) -> non_neg_integer().
 incarnation({_, I}) when is_integer(I) -> I;
 incarnation(_) -> 0.
-
-is_incarnation({_, I}) -> is_integer(I);
-is_incarnation(_) -> false.
-
-is_placeholder({_, 0}) -> true;
-is_placeholder(_) -> false.
-
-set_ids(Peers0, S = #d{id = Id, peers = Old, wm = WM, retired = Ret}) ->
-    Peers = lists:usort([Id | Peers0]),
-    Gone = [G || G <- Old -- Peers, not is_placeholder(G)],
-    %% a retired id waits for the copies of the group: for the copy now at the address of
-    %% one it waited for (a newer incarnation, which may hold what a handoff gave it), and
-    %% no longer for one that left
-    At = by_address(Peers),
-    Now = fun(P) -> case lists:member(P, Peers) of
-                        true -> [P];
-                        false -> case maps:find(address(P), At) of
-                                     {ok, Q} when Q =/= Id ->
-                                         [Q || incarnation(Q) > incarnation(P)];
-                                     _ -> []
-                                 end
-                    end
-          end,
-    Ret1 = lists:foldl(fun(G, Acc) -> Acc#{G => Peers -- [Id]} end,
-                       maps:map(fun(_, Ps) -> lists:usort(lists:flatmap(Now, Ps)) end, Ret),
-                       Gone),
-    %% an id back in the group (a node that left the group and holds a copy again, its dots
-    %% continuing after its old ones) is a live id again, not a retired one
-    S1 = S#d{peers = Peers, wm = maps:with(Peers, WM), retired = maps:without(Peers, Ret1),
-             closed = S#d.closed -- Peers, heard = maps:with(Peers, S#d.heard)},
-    gc_dot_keys(close_retired(S1)).
-
-%% A context naming an id that is not in the group and was never retired here (a copy that
-%% joined after it left learns of it so): retired like the others.
-retire_unknown(CC, S0) ->
-    %% a newer incarnation of a copy of the group is learnt, not retired
-    S = #d{peers = Peers, retired = Ret, closed = Closed} = learn(hm_node_clock:replicas(CC), S0),
-    case [R || R <- hm_node_clock:replicas(CC), not lists:member(R, Peers),
-               not maps:is_key(R, Ret), not lists:member(R, Closed)] of
-        [] -> S;
-        New -> close_retired(S#d{retired = maps:merge(Ret, maps:from_list(
-                                                             [{R, others(S)} || R <- New]))})
-    end.
-
-confirm_retired(P, PPeers, NCp, S = #d{retired = Ret, nc = NC}) ->
-    Ret1 = maps:map(fun(Old, Waiting) ->
-                            case lists:member(P, Waiting) andalso not lists:member(Old, PPeers)
-                                andalso entry_leq(Old, NCp, NC) of
-                                true -> Waiting -- [P];
-                                false -> Waiting
-                            end
-                    end, Ret),
-    close_retired(S#d{retired = Ret1}).
-
-close_retired(S = #d{retired = Ret}) ->
-    Done = [Old || {Old, []} <- maps:to_list(Ret)],
-    S#d{retired = maps:without(Done, Ret), closed = lists:usort(Done ++ S#d.closed)}.
-
-%% every dot of id `R' in `A' is in `B'
-entry_leq(R, A, B) ->
-    hm_node_clock:max_counter(R, A) =< hm_node_clock:base(R, B) orelse
-        lists:all(fun(D) -> hm_node_clock:contains(D, B) end,
-                  [{R, C} || C <- lists:seq(hm_node_clock:base(R, B) + 1,
-                                            max(hm_node_clock:base(R, B),
-                                                hm_node_clock:base(R, A)))]
-                  ++ entry_dots(R, A)).
 
 %%% ================================================================ inspection
 
@@ -774,13 +363,14 @@ objects(#d{st = St}) -> St.
 %% @doc What reads show: per stored key with a value, its values in dot order.
 -spec values(state()) -> #{term() => [term()]}.
 values(#d{st = St}) ->
-    maps:filter(fun(_, V) -> V =/= [] end, maps:map(fun(_, {Vers, _}) -> shown(Vers) end, St)).
+    maps:filter(fun(_, V) -> V =/= [] end,
+                maps:map(fun(_, {Vers, _}) -> hm_dotted_store:shown(Vers) end, St)).
 
 %% @doc Node ids in the stored clock of `Key' (context and versions; 0 when not stored).
 -spec clock_entries(term(), state()) -> non_neg_integer().
 clock_entries(Key, #d{st = St}) ->
     case St of
-        #{Key := {Vers, CC}} -> entries(Vers, CC);
+        #{Key := {Vers, CC}} -> hm_dotted_store:entries(Vers, CC);
         _ -> 0
     end.
 

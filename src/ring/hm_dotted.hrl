@@ -1,6 +1,7 @@
-%% The state of one copy of a replica group under DottedDB replication: hm_dotted's record,
-%% in a header so that modules of its concerns can share it. Internal to the ring layer:
-%% nothing outside those modules reads it (hm_dotted:state() is opaque).
+%% The state of one copy of a replica group under DottedDB replication: the record the core
+%% (hm_dotted) and the modules of its concerns share (hm_dotted_store, hm_dotted_sync,
+%% hm_dotted_churn). Internal to the ring layer: nothing outside those modules reads it
+%% (hm_dotted:state() is opaque).
 
 %% a version without value: a delete
 -define(NULL, null).
