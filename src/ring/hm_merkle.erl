@@ -24,7 +24,7 @@
 %% from its own; none: `done'; leaves: it answers `{leaves, [{Leaf, KeyHashes}]}'; inner
 %% nodes: it answers `{nodes, Children}' with its hashes of their children;</li>
 %% <li>{@link compare/2} of `{leaves, L}': the keys whose hash differs, or that only one side
-%% has: `{keys, Keys}'. The caller then exchanges those objects (see {@link hm_dotted}).</li>
+%% has: `{keys, Keys}'. The caller then exchanges those objects (see {@link hm_dotted_sync}).</li>
 %% </ol>
 %% Hashes are `erlang:phash2/2' over 32 bits: a baseline for metadata and traffic, not a
 %% cryptographic digest (a collision leaves a key unrepaired until it changes again).
