@@ -16,7 +16,7 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([cluster_info_converged/1, cluster_info_bounded/1, partition_events_and_heal/1,
          mnesia_subscribe/1, status_json/1, cli/1, status_page_in_browser/1]).
--export([start_collector/0, collected/0, log/2]).
+-export([start_collector/0, collected/0, log/2, prometheus_metrics/1]).
 
 -define(TAB, ops_t).
 -define(TOKEN, <<"ops-test-token">>).
@@ -26,7 +26,7 @@
 suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [cluster_info_converged, cluster_info_bounded, partition_events_and_heal,
-          mnesia_subscribe, status_json, cli, status_page_in_browser].
+          mnesia_subscribe, status_json, prometheus_metrics, cli, status_page_in_browser].
 
 %%% ------------------------------------------------------------- cluster
 
@@ -252,6 +252,27 @@ status_json(Config) ->
                         fun() -> [proplists:get_value(bind_address, I)
                                   || {httpd, _, I} <- inets:services_info()]
                         end).
+
+%% GET /metrics: behind the token, Prometheus' text format, this node's copies and its view of
+%% every member's (converged, lag 0 once converged).
+prometheus_metrics(Config) ->
+    wait_converged(Config),
+    {ok, Status} = call(Config, 2, hypermnesia, http_status_url, []),
+    Url = lists:flatten(string:replace(Status, "/status", "/metrics")),
+    {401, _} = http_get(Url, []),
+    {401, _} = http_get(Url ++ "?token=wrong", []),
+    {200, Body} = http_get(Url, [{"authorization", "Bearer " ++ binary_to_list(?TOKEN)}]),
+    Lines = string:split(unicode:characters_to_list(Body), "\n", all),
+    N2 = atom_to_list(node_n(Config, 2)),
+    Labels = "{node=\"" ++ N2 ++ "\",table=\"" ++ atom_to_list(?TAB) ++ "\"}",
+    Has = fun(Prefix) -> [L || L <- Lines, string:prefix(L, Prefix) =/= nomatch] =/= [] end,
+    ?assert(Has("# TYPE hypermnesia_table_unstable_ops gauge")),
+    ?assert(Has("hypermnesia_table_ready" ++ Labels ++ " 1")),
+    ?assert(Has("hypermnesia_table_converged" ++ Labels ++ " 1")),
+    ?assert(Has("hypermnesia_members{node=\"" ++ N2 ++ "\"} 3")),
+    [?assert(Has("hypermnesia_table_lag{member=\"" ++ atom_to_list(node_n(Config, I))
+                 ++ "\",node=\"" ++ N2 ++ "\",table=\"" ++ atom_to_list(?TAB) ++ "\"} 0"))
+     || I <- [1, 2, 3]].
 
 get_json(Config, I) ->
     {ok, Url} = call(Config, I, hypermnesia, http_status_url, []),

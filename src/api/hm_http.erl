@@ -13,6 +13,9 @@
 %% `Accept: application/json') answers that JSON ({@link hm_json}): the map `cluster_info/0'
 %% returns, with `converged', `nodes' and `tables'.
 %%
+%% `GET /metrics' answers this node's metrics in Prometheus' text exposition format
+%% ({@link hm_metrics}), behind the same token.
+%%
 %% A bad configuration stops the application from starting, with
 %% `{bad_http_status, Reason}'. The server runs under `inets' (started if it is not), linked
 %% to this module's process: each stops the other.
@@ -96,7 +99,7 @@ query(Uri) ->
 
 %%% ---------------------------------------------------------------- httpd callback
 
-%% @doc httpd's module callback: answers `/status' and `/status?format=json'.
+%% @doc httpd's module callback: answers `/status', `/status?format=json' and `/metrics'.
 -spec do(#mod{}) -> {proceed, list()}.
 do(#mod{method = Method, request_uri = Uri, parsed_header = Headers}) ->
     [Path | _] = string:split(Uri, "?"),
@@ -110,6 +113,12 @@ do(#mod{method = Method, request_uri = Uri, parsed_header = Headers}) ->
                                true -> respond(200, "application/json", status_json());
                                false -> respond(200, "text/html; charset=utf-8", page())
                            end
+                   end;
+               {"GET", "/metrics"} ->
+                   case is_binary(Token) andalso authorized({Uri, Headers}, Token) of
+                       false -> respond(401, "text/plain", <<"token required\n">>);
+                       true -> respond(200, "text/plain; version=0.0.4; charset=utf-8",
+                                       hm_metrics:scrape())
                    end;
                {"GET", _} -> respond(404, "text/plain", <<"not found\n">>);
                _ -> respond(405, "text/plain", <<"GET only\n">>)
