@@ -19,6 +19,9 @@
 %% member's state and takes writes; the copies of a new table report one each, with 0 rows.
 %% `#{table, rows, duration_ms}'.</li>
 %% </ul>
+%% Each is also emitted as a `telemetry' event when that library is there
+%% ({@link hm_telemetry}).
+%%
 %% A subscription is per process and per node: it receives the events of this node only, and
 %% ends when the process exits or calls {@link unsubscribe/1}. {@link notify/2} never blocks
 %% the caller: the events reach subscribers through this module's process, and when it is not
@@ -122,6 +125,7 @@ handle_call(_, _From, Subs) ->
 handle_cast({notify, Event, Info}, Subs) ->
     _ = [Pid ! {hypermnesia_event, Event, Info}
          || {Pid, {_, Evs}} <- maps:to_list(Subs), lists:member(Event, Evs)],
+    ok = hm_telemetry:emit(Event, Info),
     {noreply, Subs};
 handle_cast(_, Subs) ->
     {noreply, Subs}.
