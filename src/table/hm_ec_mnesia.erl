@@ -94,12 +94,7 @@ open(Tab) ->
 close(Tab) ->
     case is_closed(Tab) of
         true -> ok;
-        false ->
-            Close = fun() -> close_here(Tab) end,
-            case in_controller(Close) of
-                ok -> ok;
-                _ -> close_here(Tab)          % controller busy or gone: do it here
-            end
+        false -> controlled(fun() -> close_here(Tab) end)
     end.
 
 %% @doc {@link close/1} on every copy holder of `Tab' whose Mnesia is running (waits at most
