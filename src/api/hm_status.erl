@@ -155,17 +155,9 @@ collect({Pid, Ref}, Timeout) ->
     end.
 
 local_ec_tables() ->
-    [T || T <- mnesia_list(local_tables), hm_ec_registry:is_ec_table(T)].
+    [T || T <- hm_membership:mnesia_list(local_tables), hm_ec_registry:is_ec_table(T)].
 
-db_nodes() -> mnesia_list(db_nodes).
-
-%% One of Mnesia's lists, or `[]' when Mnesia cannot answer (stopped, or stopping).
-mnesia_list(Which) ->
-    try mnesia:system_info(Which) of
-        L when is_list(L) -> L;
-        _ -> []
-    catch _:_ -> []
-    end.
+db_nodes() -> hm_membership:mnesia_list(db_nodes).
 
 %% The membership process's report, or what it raised (not running, or too slow).
 membership_status() ->

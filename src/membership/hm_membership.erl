@@ -7,7 +7,8 @@
 %% reports `inconsistent_database' and stays split) it asks Mnesia to connect again with
 %% `mnesia_controller:connect_nodes/2', merging only the schema. EC tables then converge by
 %% themselves ({@link hm_ec_server} resends what each member lacks on `nodeup'); replicated
-%% non-EC tables keep whatever each side wrote, as Mnesia always did (see docs/guide/04-partitions.md).
+%% non-EC tables keep whatever each side wrote, as Mnesia always did (see
+%% docs/guide/04-partitions.md).
 %%
 %% It reports a member going down (`partition'), coming back (`reconnect') and Mnesia
 %% re-joined (`mnesia_rejoin') as {@link hm_events} events, and counts them in
@@ -18,7 +19,7 @@
 -module(hm_membership).
 -behaviour(gen_server).
 
--export([start_link/0, status/0]).
+-export([start_link/0, status/0, mnesia_list/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(TICK_MS, 1000).
@@ -112,12 +113,14 @@ max_backoff() -> application:get_env(hypermnesia, max_backoff_ms, ?MAX_BACKOFF_M
 
 mnesia_running() -> mnesia:system_info(is_running) =:= yes.
 
-db_nodes() -> mnesia_nodes(db_nodes).
+db_nodes() -> mnesia_list(db_nodes).
 
-running_db_nodes() -> mnesia_nodes(running_db_nodes).
+running_db_nodes() -> mnesia_list(running_db_nodes).
 
-%% Mnesia's list of nodes, or `[]' when Mnesia cannot answer (stopped, or stopping).
-mnesia_nodes(Which) ->
+%% @doc One of Mnesia's lists (`mnesia:system_info(Which)': `db_nodes', `running_db_nodes',
+%% `local_tables', ...), or `[]' when Mnesia cannot answer (not running, or stopping).
+-spec mnesia_list(atom()) -> list().
+mnesia_list(Which) ->
     try mnesia:system_info(Which) of
         L when is_list(L) -> L;
         _ -> []

@@ -2,8 +2,8 @@
 %%
 %% An EC table may be split into fragments (a partitioned table: `Tab', `Tab_frag2', ...,
 %% each an EC table of its own, held by its own copy holders; see
-%% docs/guide/06-partitioned-tables.md), and a node may hold no copy of some of them. A key belongs to
-%% fragment `erlang:phash2(Key, F) + 1' for ever. This module is what `async_ec' reads go
+%% docs/guide/06-partitioned-tables.md), and a node may hold no copy of some of them. A key belongs
+%% to fragment `erlang:phash2(Key, F) + 1' for ever. This module is what `async_ec' reads go
 %% through for such tables (the location transparency of "RELEASE: Scalable persistent
 %% storage for Erlang", "The requirements for scalable and available persistent
 %% storage"): a fragment with a copy here is read here, as Mnesia reads any table; one

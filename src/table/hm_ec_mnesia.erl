@@ -291,12 +291,7 @@ in_controller(Fun) ->
             {error, timeout}
     end.
 
-is_local(Tab) ->
-    try mnesia:system_info(local_tables) of
-        L when is_list(L) -> lists:member(Tab, L);
-        _ -> false
-    catch _:_ -> false
-    end.
+is_local(Tab) -> lists:member(Tab, hm_membership:mnesia_list(local_tables)).
 
 %% One of Mnesia's global variables, or `undefined' (not set, or Mnesia not running).
 gvar(Key) ->

@@ -331,11 +331,7 @@ watch_mnesia(S = #{mnesia := M}) ->
 %% EC tables with a local copy, and their copy holders, from Mnesia's schema.
 refresh_tables(S0) ->
     S = #{tables := Ts} = watch_mnesia(S0),
-    Local = try mnesia:system_info(local_tables) of
-                L when is_list(L) -> L;
-                _ -> []
-            catch _:_ -> []
-            end,
+    Local = hm_membership:mnesia_list(local_tables),
     %% A table already tracked keeps its process (its log, its incarnation) whatever Mnesia
     %% is doing, re-join included, until Mnesia says it is gone from this node, or that it is
     %% another instance (deleted and created again under the same name since: its state
