@@ -19,7 +19,7 @@
 -export([main/1]).
 %% run on the nodes
 -export([fill/3, writer_start/3, writer_count/0, writer_stop/0, sampler_start/0,
-         sampler_peak/0, digest/1]).
+         sampler_peak/0, digest/1, memory_profile/0]).
 
 -define(VALUE_BYTES, 100).
 -define(AFTER_HEAL_S, 10).
@@ -67,6 +67,7 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
         ok = hm_cluster:cut(C, [3], [1, 2, I4]),
         RateCut = rate(C, CutS * 1000),
         MemCut = [hm_cluster:call(C, I, erlang, memory, [total]) || I <- [1, 2, 3, I4]],
+        Profile = [hm_cluster:call(C, I, ?MODULE, memory_profile, []) || I <- [1, 2, 3, I4]],
         HealT0 = erlang:monotonic_time(millisecond),
         ok = hm_cluster:heal(C),
         RateHeal = rate(C, ?AFTER_HEAL_S * 1000),
@@ -84,7 +85,8 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
         R = #{fill_ms => FillMs, rate_before => Rate0, add_copy_ms => AddMs,
               rate_cut => RateCut, rate_heal => RateHeal, converged_ms => Converged,
               converged_after_stop_ms => AfterStop,
-              peak_mb => [mb(M) || M <- Peaks], cut_end_mb => [mb(M) || M <- MemCut]},
+              peak_mb => [mb(M) || M <- Peaks], cut_end_mb => [mb(M) || M <- MemCut],
+              cut_end_profile => Profile},
         io:format("~p: ~p~n", [Ctx, R]),
         R#{params => P}
     after
@@ -206,6 +208,25 @@ sampler_peak() ->
     persistent_term:get({?MODULE, sampler}) ! {peak, self()},
     receive {peak, P} -> P after 5000 -> 0 end.
 
+%% @doc Where this node's memory is (MB): processes, ETS and binaries, and the process
+%% holding the most (its registered name or initial call, and its message queue).
+-spec memory_profile() -> map().
+memory_profile() ->
+    [{_, Top} | _] = lists:reverse(lists:keysort(1, [{M, P} || P <- processes(),
+                                                           {memory, M} <- [process_info(P, memory)]])),
+    Info = process_info(Top, [registered_name, initial_call, dictionary, memory,
+                              message_queue_len]),
+    Name = case proplists:get_value(registered_name, Info) of
+               [] -> proplists:get_value('$initial_call',
+                                         proplists:get_value(dictionary, Info, []),
+                                         proplists:get_value(initial_call, Info));
+               N -> N
+           end,
+    #{processes => mb(erlang:memory(processes)), ets => mb(erlang:memory(ets)),
+      binary => mb(erlang:memory(binary)),
+      top => {Name, mb(proplists:get_value(memory, Info)),
+              proplists:get_value(message_queue_len, Info)}}.
+
 %% @doc The rows of `Tab' this node's copy shows, summed up: how many and a hash of them.
 -spec digest(atom()) -> {non_neg_integer(), integer()}.
 digest(Tab) ->
@@ -235,7 +256,9 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
       "| every copy equal, ms after the heal (writers on for ~b s of it) | - | ~p | |~n"
       "| every copy equal, ms after the writers stopped | - | ~p | |~n~n"
       "Memory per node (nodes 1, 2, 3, 4), peak: plain ~w, EC ~w; at the end of the cut: "
-      "plain ~w, EC ~w.~n",
+      "plain ~w, EC ~w.~n~n"
+      "Where the memory is at the end of the cut (MB per node: processes, ETS, binaries, and "
+      "the process holding most, with its message queue): plain ~s; EC ~s.~n",
       [Rows, ?VALUE_BYTES, W, CutS,
        maps:get(fill_ms, Pl), maps:get(fill_ms, Ec), Ratio(fill_ms),
        maps:get(rate_before, Pl), maps:get(rate_before, Ec), Ratio(rate_before),
@@ -246,7 +269,14 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
        CutEnd(Pl), CutEnd(Ec), ratio(CutEnd(Ec), CutEnd(Pl)),
        ?AFTER_HEAL_S, maps:get(converged_ms, Ec), maps:get(converged_after_stop_ms, Ec),
        maps:get(peak_mb, Pl), maps:get(peak_mb, Ec),
-       maps:get(cut_end_mb, Pl), maps:get(cut_end_mb, Ec)]).
+       maps:get(cut_end_mb, Pl), maps:get(cut_end_mb, Ec),
+       profile(maps:get(cut_end_profile, Pl)), profile(maps:get(cut_end_profile, Ec))]).
+
+profile(Nodes) ->
+    lists:join(" / ",
+               [io_lib:format("~b, ~b, ~b, ~0p ~b MB (queue ~b)",
+                              [P, E, B, Name, M, Q])
+                || #{processes := P, ets := E, binary := B, top := {Name, M, Q}} <- Nodes]).
 
 ratio(_, 0) -> "-";
 ratio(A, B) -> io_lib:format("~.2fx", [A / B]).
