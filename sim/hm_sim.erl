@@ -118,7 +118,7 @@
                  drop := float(), dup := float(), delay := pos_integer(),
                  duration := pos_integer(), seed := integer(), skew := #{node() => integer()},
                  keys => [term()], drop_replicate => float(), flow => pos_integer() | infinity,
-                 catch_up => pos_integer() | infinity,
+                 catch_up => pos_integer() | infinity, log_limit => pos_integer() | infinity,
                  probe => {fun((non_neg_integer(), node(), [hm_ec_table:effect()],
                                 hm_ec_table:state(), term()) -> term()), term()}}.
 -type action() :: {non_neg_integer(), term()}.
@@ -443,7 +443,7 @@ new_replica(Nd, Inc, Members, Durable, S) ->
                 St -> St
             end,
     Cfg = maps:get(cfg, S),
-    Flow = maps:with([flow, catch_up], Cfg),
+    Flow = maps:with([flow, catch_up, log_limit], Cfg),
     hm_ec_table:new(maps:merge(#{tab => sim, type => Type, policy => Policy, record => {r, 3},
                                  cookie => sim, node => Nd, incarnation => Inc,
                                  members => Members, store => Store, events => true,

@@ -417,6 +417,41 @@ tcsb_log_missing_and_gc_test() ->
     ?assertEqual(3, hm_tcsb:log_size(T3)),
     ?assertEqual([{A, 3}, {B, 1}, {B, 2}], Order(hm_tcsb:log_msgs(T3))).
 
+%% The bound on the log: past it, what every member heard from lately reported leaves the
+%% log, though a silent member lacks it; stability does not move; the silent member is then
+%% owed a state (lacks_given_up/2) and sent no operation; once it reports them, it is
+%% retransmitted to again.
+tcsb_log_bound_gives_up_silent_member_test() ->
+    A = {a, 1}, B = {b, 1}, C = {c, 1},
+    B0 = lists:foldl(fun(I, Acc) -> {_, _, S} = hm_tcsb:broadcast(I, Acc), S end,
+                     hm_tcsb:new(A, [a, b, c]), lists:seq(1, 10)),
+    %% b and c were heard from at tick 0; c then says nothing for 20 ticks, b keeps up
+    B1 = hm_tcsb:receive_ack(C, #{A => 2}, #{}, hm_tcsb:receive_ack(B, #{A => 2}, #{}, B0)),
+    B2 = hm_tcsb:gc(lists:foldl(fun(_, Acc) ->
+                                        hm_tcsb:receive_ack(B, #{A => 10}, #{}, hm_tcsb:tick(Acc))
+                                end, B1, lists:seq(1, 20))),
+    ?assertEqual(8, hm_tcsb:log_size(B2)),          % the first two are stable
+    %% under the bound, or with none, nothing leaves
+    ?assertEqual({[], B2}, hm_tcsb:give_up(10, 16, B2)),
+    ?assertEqual({[], B2}, hm_tcsb:give_up(infinity, 16, B2)),
+    %% past it, c still counts when it was heard from within the last 30 ticks
+    ?assertEqual({[], B2}, hm_tcsb:give_up(5, 30, B2)),
+    {Gone, B3} = hm_tcsb:give_up(5, 16, B2),
+    ?assertEqual(lists:seq(3, 10), [maps:get(O, Ts) || {O, Ts, _} <- Gone]),
+    ?assertEqual(0, hm_tcsb:log_size(B3)),
+    ?assertEqual(#{A => 10}, hm_tcsb:given_up(B3)),
+    ?assertEqual(hm_tcsb:stable(B2), hm_tcsb:stable(B3)),
+    ?assertEqual(#{A => 2}, hm_tcsb:stable(B3)),
+    ?assert(hm_tcsb:lacks_given_up(c, B3)),
+    ?assertNot(hm_tcsb:lacks_given_up(b, B3)),
+    ?assertMatch({[], _}, hm_tcsb:resend_due(c, B3)),
+    %% c joined a's state and says so: it lacks nothing, and new operations go to it
+    {_, _, B4} = hm_tcsb:broadcast(11, hm_tcsb:receive_ack(C, #{A => 10}, #{}, B3)),
+    ?assertNot(hm_tcsb:lacks_given_up(c, B4)),
+    {Sent, _} = hm_tcsb:resend_due(c, lists:foldl(fun(_, Acc) -> hm_tcsb:tick(Acc) end, B4,
+                                                  lists:seq(1, 5))),
+    ?assertEqual([11], [maps:get(O, Ts) || {O, Ts, _} <- Sent]).
+
 %% gc forgets exactly the stable prefix of an origin's log, however long: a short prefix
 %% (walked), most of the log (split), the whole log (dropped at once); what stays keeps its
 %% place, and the log grows and is collected again after.

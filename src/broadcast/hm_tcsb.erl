@@ -36,6 +36,13 @@
 %% ({@link hm_tcsb_resend}). A member is sent what it reported it lacks, in causal order,
 %% with a window of operations in flight that adapts to what the member and the link
 %% take.</li>
+%% <li>{@link give_up/3}, {@link lacks_given_up/2}: a bound on the log. A member that stays
+%% unreachable would make every other one keep every operation made since it left; past
+%% the bound, what every reachable member has delivered leaves the log, stable or not, and
+%% the members it was kept for catch up by state when they return (the layer above sends it
+%% to them; retransmission to them stops, see {@link resend_due/2}). Only the log is
+%% bounded: stability still waits for every member, so no operation concurrent with one a
+%% member has not delivered is ever folded, and a state joins as {@link merge/2} says.</li>
 %% <li>{@link behind/2}, {@link merge/2}: catching up by state. A replica far behind a member
 %% takes that member's state (its table's keys, joined into its own by the layer above) and
 %% counts as delivered what the member delivered, without those operations: it cannot
@@ -62,8 +69,9 @@
          acks/1, receive_ack/4, stable/1, merge/2, behind/2]).
 %% members and incarnations
 -export([set_members/2, forget_member/2, superseded/2]).
-%% the log
--export([gc/1, gc_dots/1, gc_ops/1, restore_log/2, log_msgs/1, fold_logged/3, log_size/1]).
+%% the log, and its bound
+-export([gc/1, gc_dots/1, gc_ops/1, restore_log/2, log_msgs/1, fold_logged/3, log_size/1,
+         give_up/3, lacks_given_up/2, given_up/1]).
 %% retransmission
 -export([tick/1, resend_due/2, missing/3, reported/2, lag/2, acked_within/3, silent/3]).
 %% inspection
@@ -87,6 +95,8 @@
                %% per node, the newest incarnation this replica has evidence of
                newest = #{} :: newest(),
                ticks = 0 :: non_neg_integer(),
+               %% every operation in it left the log, stable or given up on (give_up/3)
+               given_up = #{} :: hm_vv:vv(),
                %% what members reported, what is in flight to them, who relays to them
                rs :: hm_tcsb_resend:state()}).
 
@@ -418,6 +428,43 @@ gc_ops(S = #tcsb{log = L}) ->
     {Gone, Kept} = hm_tcsb_log:prune(stable(S), L),
     {Gone, S#tcsb{log = Kept}}.
 
+%% @doc The bound on the log: when it holds more than `Limit' operations, those that every
+%% member heard from within the last `Silent' ticks reported it has delivered leave it, whether or not
+%% the members that were silent longer have them (stable ones leave it anyway, {@link gc/1}).
+%% Returns the operations that left it. A member that lacks one of them catches up by
+%% state ({@link lacks_given_up/2}); stability is not changed. `infinity': no bound.
+-spec give_up(pos_integer() | infinity, non_neg_integer(), state()) -> {[message()], state()}.
+give_up(infinity, _, S) -> {[], S};
+give_up(Limit, Silent, S = #tcsb{self = {Node, _}, members = Ms, cb = CB, log = L,
+                                 given_up = G}) ->
+    case hm_tcsb_log:count(L) > Limit of
+        false -> {[], S};
+        true ->
+            %% a member never heard from since this replica started is not silent: nothing
+            %% is known of it, so what it has is known as nothing, and nothing leaves
+            %% what a member reported, settled or not: the log is kept for retransmission,
+            %% and a member has what it reported (stability waits for settled reports)
+            Heard = [M || M <- Ms, M =/= Node, not silent(M, Silent, S)],
+            V = lists:foldl(fun(M, Acc) -> hm_vv:meet(Acc, reported(M, S)) end,
+                            hm_causal_buffer:delivered(CB), Heard),
+            case hm_tcsb_log:prune(V, L) of
+                {[], _} -> {[], S};
+                {Gone, Kept} -> {Gone, S#tcsb{log = Kept, given_up = hm_vv:join(G, V)}}
+            end
+    end.
+
+%% @doc Whether member `M' lacks an operation that left the log here without being stable
+%% ({@link give_up/3}), as far as what it reported tells: then it cannot catch up by
+%% operations from here, and takes this replica's state instead.
+-spec lacks_given_up(node(), state()) -> boolean().
+lacks_given_up(_M, #tcsb{given_up = G}) when map_size(G) =:= 0 -> false;
+lacks_given_up(M, S = #tcsb{given_up = G}) -> not hm_vv:leq(G, reported(M, S)).
+
+%% @doc Every operation in this vector left the log, stable or given up on
+%% ({@link give_up/3}): once it is stable, no member lacks one that left it unstable.
+-spec given_up(state()) -> hm_vv:vv().
+given_up(#tcsb{given_up = G}) -> G.
+
 %% @doc Put back logged operations read from disc or received in a state transfer (they are
 %% delivered here).
 -spec restore_log([message()], state()) -> state().
@@ -464,10 +511,16 @@ missing(Peer, Which, S = #tcsb{rs = RS}) ->
 %% causal order, at most its window in flight. A round the peer has not acknowledged in
 %% time was lost (a busy connection dropped it, or a cut): the next round starts again from
 %% what it reported.
+%% Nothing to a peer that lacks what left the log unstable ({@link lacks_given_up/2}): what
+%% follows would wait at the peer for what it cannot get from here; it takes a state.
 -spec resend_due(node(), state()) -> {[message()], state()}.
 resend_due(Peer, S = #tcsb{rs = RS}) ->
-    {Msgs, L, RS1} = hm_tcsb_resend:resend_due(Peer, view(S), RS),
-    {Msgs, S#tcsb{log = L, rs = RS1}}.
+    case lacks_given_up(Peer, S) of
+        true -> {[], S};
+        false ->
+            {Msgs, L, RS1} = hm_tcsb_resend:resend_due(Peer, view(S), RS),
+            {Msgs, S#tcsb{log = L, rs = RS1}}
+    end.
 
 %% @doc What member `Peer' reported it has delivered (its acknowledgements, settled or not:
 %% where retransmission to it starts).

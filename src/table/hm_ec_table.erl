@@ -55,6 +55,9 @@
 %% <li>Catching up by state: a copy far behind a member (option `catch_up') takes the
 %% member's state and joins it into its own key by key ({@link hm_ec_key:join/2}) instead of
 %% applying the member's operations one by one; see {@link hm_ec_table_catch_up}.</li>
+%% <li>A bound on the log (option `log_limit'): past it, what the reachable members have
+%% leaves the log, and a member that stayed unreachable catches up by state when it returns;
+%% see {@link hm_ec_table_give_up}.</li>
 %% <li>State transfer: a copy without state (new, or restarted without its disc state) is
 %% `syncing': it refuses writes (it has no causal context: a delete would remove records it
 %% never saw), asks members for a snapshot, installs the first one and delivers what arrived
@@ -120,7 +123,8 @@
                   incarnation := term(), members := [node()], store := hm_ec_store:store(),
                   events => boolean(), tcsb => hm_tcsb:opts(),
                   crdt => none | hm_ec_crdt:spec(), epoch => pos_integer(),
-                  flow => pos_integer() | infinity, catch_up => pos_integer() | infinity}.
+                  flow => pos_integer() | infinity, catch_up => pos_integer() | infinity,
+                  log_limit => pos_integer() | infinity}.
 
 -opaque state() :: #t{}.
 
@@ -138,7 +142,8 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
             tcsb_opts = TOpts, events = maps:get(events, O, false),
             crdt = maps:get(crdt, O, none), epoch = maps:get(epoch, O, 100),
             flow = maps:get(flow, O, ?FLOW_LIMIT),
-            catch_up = maps:get(catch_up, O, infinity)},
+            catch_up = maps:get(catch_up, O, infinity),
+            log_limit = maps:get(log_limit, O, infinity)},
     Log = hm_ec_store:log_read(St),
     case hm_ec_table_restore:restorable(Log) of
         {state, OldDelivered} ->
@@ -495,7 +500,9 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
                                        {[{send, M, {ops, Msgs}} || Msgs =/= []] ++ Acc, By}
                                end, {[], B0}, Reach),
     Snap = [{send, M, {snapshot_req}} || syncing(T), M <- Reach],
-    {Tm, Merge} = hm_ec_table_catch_up:merge_request(Reach, T#t{tcsb = B}),
+    {Tm0, Merge} = hm_ec_table_catch_up:merge_request(Reach, T#t{tcsb = B}),
+    %% the bound on the log, and the states of members that lack what left it
+    {Tm, Pushed} = hm_ec_table_give_up:push_states(Reach, hm_ec_table_give_up:give_up(Tm0)),
     %% every ?FULL_SCAN_TICKS ticks every key is looked at, as a safety net
     {T1, Evs} = hm_ec_table_stabilize:stabilize(Tm, N rem ?FULL_SCAN_TICKS =:= 0),
     {T2, Replies} = release_waiters(Up, T1),
@@ -503,7 +510,8 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
     {T3, Released} = hm_ec_table_flow:flow_release(T2#t{up = Up}),
     {T4, Old} = hm_ec_table_flow:release_held(old, T3),
     {hm_ec_table_flow:flow_changed(T4#t{tcsb = hm_tcsb:tick(T4#t.tcsb), ticks = N + 1}),
-     Acks ++ lists:reverse(Resends) ++ Snap ++ Merge ++ Evs ++ Replies ++ Released ++ Old}.
+     Acks ++ lists:reverse(Resends) ++ Snap ++ Merge ++ Pushed ++ Evs ++ Replies ++ Released
+     ++ Old}.
 
 %% @doc The stability step, run between ticks while the table is busy (every few ms at run
 %% time): acknowledgements that say something new to the reachable members `Up', and
@@ -585,7 +593,11 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       sync_waiting => map_size(W), crdt => T#t.crdt, unsent_updates => length(T#t.batch),
       unwritten_keys => map_size(T#t.unwritten),
       conflicts => T#t.conflicts, duplicates => T#t.duplicates,
-      state_catch_ups => T#t.merges, partial_states => T#t.partial_states}.
+      state_catch_ups => T#t.merges, partial_states => T#t.partial_states,
+      given_up_keys => case T#t.given_up_keys of
+                           all -> all;
+                           Keys -> map_size(Keys)
+                       end}.
 
 %% @doc What reads show for `Key' on this copy: for a CRDT table, the key's updates its row
 %% does not have yet included (`[{Name, Key, Crdt}]', or `[]').

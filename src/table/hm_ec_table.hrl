@@ -92,6 +92,12 @@
             %% states built for members that carried only the keys they may lack
             partial_states = 0 :: non_neg_integer(),
             %% per member: the tick this copy last sent it a snapshot
-            snapshots_sent = #{} :: #{node() => non_neg_integer()}}).
+            snapshots_sent = #{} :: #{node() => non_neg_integer()},
+            %% the bound on the log (hm_ec_table_give_up): operations kept for members that
+            %% stay unreachable, the keys of those that left it unstable (`all' after a
+            %% clear), and per member the tick this copy last sent it its state for them
+            log_limit = infinity :: pos_integer() | infinity,
+            given_up_keys = #{} :: #{term() => true} | all,
+            pushed = #{} :: #{node() => non_neg_integer()}}).
 
 -type effects() :: [hm_ec_table:effect()].

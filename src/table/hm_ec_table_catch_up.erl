@@ -155,8 +155,21 @@ also_behind(_, _, _) -> [].
 %% A state this copy did not ask for (also_behind/3 at the member that built it, or the
 %% late answer to a request since given up): joined only when this copy lacks enough of it
 %% to take a state now (far_enough/2; not within ?MERGE_RETRY_TICKS of its last join).
+%% A state its sender pushed because this copy lacks operations that left its log unstable
+%% (hm_ec_table_give_up) is joined whenever this copy can take one: it has no other way to
+%% catch up.
 -spec merge_unasked(node(), {merge, map()}, #t{}) -> {#t{}, effects()}.
-merge_unasked(From, Msg = {merge, #{delivered := VP}}, T) ->
+merge_unasked(From, Msg = {merge, State = #{delivered := VP}}, T) ->
+    case hm_ec_table_give_up:is_pushed(State) of
+        true ->
+            case hm_ec_table_give_up:takes_pushed(State, T) of
+                true -> join(From, Msg, T);
+                false -> {T, []}
+            end;
+        false -> merge_asked_for(From, Msg, VP, T)
+    end.
+
+merge_asked_for(From, Msg, VP, T) ->
     case takes_state_of(VP, T) of
         true -> merge(From, Msg, T#t{merge_req = none});
         false -> {T, []}
@@ -216,14 +229,17 @@ merge_state(T = #t{store = St, tcsb = B, clears = Cs}, Delivered) ->
 %% The keys of this copy's unstable operations, each once, when a state may leave out the
 %% others for a member that has delivered `Delivered' (merge_state/2); `full' otherwise.
 %% Not when they are half the table's rows or more: then the whole state costs less to build.
-changed_keys(#t{fold_after = none, clears = [], folded = Folded, tcsb = B, store = St},
-             Delivered) ->
+%% The keys of the operations that left the log unstable (hm_ec_table_give_up) are among
+%% them.
+changed_keys(#t{fold_after = none, clears = [], folded = Folded, tcsb = B, store = St,
+                given_up_keys = GivenUp}, Delivered) when is_map(GivenUp) ->
     case hm_vv:leq(Folded, Delivered) of
         true ->
             Most = hm_ec_store:size(St) div 2,
             %% the unstable keys are among them: as many are enough to say no
-            case hm_ec_store:meta_size(St) < Most andalso
-                hm_tcsb:fold_logged(fun(Msg, Keys) -> logged_key(Msg, Keys, Most) end, #{}, B) of
+            case hm_ec_store:meta_size(St) < Most andalso map_size(GivenUp) < Most andalso
+                hm_tcsb:fold_logged(fun(Msg, Keys) -> logged_key(Msg, Keys, Most) end, GivenUp,
+                                    B) of
                 Keys when is_map(Keys), map_size(Keys) < Most -> {ok, maps:keys(Keys)};
                 _ -> full
             end;
@@ -243,15 +259,21 @@ logged_key({_, _, {_, Key, _}}, Keys, _) -> Keys#{Key => true}.
 %% what the keys it left out hold (a member builds such a state for the member that asked,
 %% and sends it to the others as far behind too).
 -spec merge(node(), {merge, map()}, #t{}) -> {#t{}, effects()}.
-merge(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears := CsP}},
-      T = #t{tcsb = B, store = St0, tab = Tab, events = Ev, type = Type, clears = CsR,
-             policy = Policy}) ->
+merge(From, Msg, T) ->
+    case takes_state(T) of
+        true -> join(From, Msg, T);
+        false -> {T, []}
+    end.
+
+join(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears := CsP}},
+     T = #t{tcsb = B, store = St0, tab = Tab, events = Ev, type = Type, clears = CsR,
+            policy = Policy}) ->
     VR = hm_tcsb:delivered(B),
     Usable = case Rows of
                  {left_out, Folded, _} -> hm_vv:leq(Folded, VR);
                  _ -> true
              end,
-    case takes_state(T) andalso not hm_vv:leq(VP, VR) andalso Usable of
+    case not hm_vv:leq(VP, VR) andalso Usable of
         false -> {T, []};
         true ->
             Meta = maps:from_list(MetaRows),

@@ -44,8 +44,12 @@ flow(T = #t{flow = Limit, flow_base = Base0, up = Up, tcsb = B}) ->
     {Base, Blocked, CatchingUp, Until} =
         lists:foldl(fun(M, Acc) when M =:= Self -> Acc;
                        (M, {Bs, Bl, C, U}) ->
+                            %% a member owed this copy's state (it lacks operations
+                            %% that left the log unstable) catches up by state, not by
+                            %% the operations writers make here
                             case lists:member(M, Up) andalso
                                 hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B) andalso
+                                not hm_tcsb:lacks_given_up(M, B) andalso
                                 hm_tcsb:lag(M, B) of
                                 Lag when is_integer(Lag) ->
                                     %% M holds writers back once this copy's own

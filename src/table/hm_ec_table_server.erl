@@ -34,12 +34,13 @@
 
 -export([start_link/2, name/1, submit/4, submit/5, info/1, set_members/2, queued/1, log_drop/2,
          crdt_value/3]).
--export([status/2, flow_limit/0, catch_up_lag/1, slow_limit/0]).
+-export([status/2, flow_limit/0, catch_up_lag/1, log_limit/0, slow_limit/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
-%% the application variables' defaults (flow_limit/0, catch_up_lag/1)
+%% the application variables' defaults (flow_limit/0, catch_up_lag/1, log_limit/0)
 -define(FLOW_LIMIT, 5000).
 -define(CATCH_UP_LAG, 10000).
+-define(LOG_LIMIT, 100000).
 %% how long an async operation waits in the outbox for others bound for the same member
 -define(OUTBOX_MS, 1).
 %% how many slow steps the diagnostic keeps (slow_limit/0)
@@ -130,7 +131,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
              store => hm_ec_store_mnesia:new(Tab, Meta, Log, Storage),
              crdt => maps:get(crdt, EcOpts, none),
              epoch => maps:get(crdt_epoch, EcOpts, 100),
-             flow => flow_limit(), catch_up => catch_up_lag(Tab)},
+             flow => flow_limit(), catch_up => catch_up_lag(Tab), log_limit => log_limit()},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     {T, Effs} = hm_ec_table:new(Opts),
     Ref = make_ref(),
@@ -398,6 +399,18 @@ work(N, S = #{work := Q}) ->
 flow_limit() ->
     case limit_env(flow_limit, ?FLOW_LIMIT) of
         {bad, Bad} -> bad_limit(flow_limit, Bad, ?FLOW_LIMIT);
+        Limit -> Limit
+    end.
+
+%% @doc The bound on a table copy's log (option `log_limit' of {@link hm_ec_table}): the
+%% application environment's `log_limit' (operations, or `infinity': off; default 100000),
+%% read when the table's process starts; past it, a member unreachable for a few seconds
+%% catches up by state when it returns. Any other value logs a warning and counts as the
+%% default.
+-spec log_limit() -> pos_integer() | infinity.
+log_limit() ->
+    case limit_env(log_limit, ?LOG_LIMIT) of
+        {bad, Bad} -> bad_limit(log_limit, Bad, ?LOG_LIMIT);
         Limit -> Limit
     end.
 

@@ -25,10 +25,13 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen, fold_after = FA}, Full) ->
             %% the keys a state this copy caught up with brought unstable entries to: their
             %% operations are not in this copy's log, so every key is looked at once they
             %% are all stable
-            T1 = T#t{stable_seen = V, folded = hm_vv:join(T#t.folded, V)},
+            %% so are the keys of the operations given up unstable (hm_ec_table_give_up),
+            %% once they are all stable
+            {T1, Settled} = hm_ec_table_give_up:settled(
+                              V, T#t{stable_seen = V, folded = hm_vv:join(T#t.folded, V)}),
             case FA =/= none andalso hm_vv:leq(FA, V) of
                 true -> stabilize(T1#t{fold_after = none}, V, true);
-                false -> stabilize(T1, V, Full)
+                false -> stabilize(T1, V, Full orelse Settled)
             end
     end.
 

@@ -100,10 +100,12 @@ is_snapshot(_) -> false.
 %% `{left_out, Folded, KeyRows}': only the keys of the sender's unstable operations without
 %% metadata, `{Key, Rows}' each, the other keys left out, every operation they hold in the
 %% vector `Folded'), metadata rows (`{Key, KeyState}'), the delivered vector and the unstable
-%% clears (`{Dot, Ts, HandledKeys}').
+%% clears (`{Dot, Ts, HandledKeys}'); and, in a state its sender pushed to a copy that
+%% lacked operations that left its log unstable, `given_up', the vector of those.
 -spec is_merge(term()) -> boolean().
-is_merge({merge, #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) ->
-    is_merge_rows(Rows)
+is_merge({merge, State = #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) ->
+    is_vv(maps:get(given_up, State, #{}), 1)
+        andalso is_merge_rows(Rows)
         andalso is_list(Meta)
         andalso lists:all(fun(M) -> is_tuple(M) andalso tuple_size(M) =:= 2 end, Meta)
         andalso is_vv(V, 1)

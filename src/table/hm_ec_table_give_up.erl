@@ -1,0 +1,105 @@
+%% @doc A bound on what an EC table copy keeps for members it cannot reach. Part of the
+%% per-table core ({@link hm_ec_table}); pure.
+%%
+%% The broadcast log keeps every operation until every member has delivered it
+%% ({@link hm_tcsb}): a member that stays unreachable for minutes under load would make
+%% every other copy keep every operation made since it left, about 0.5 KB each. Past the
+%% bound (the option `log_limit', operations), the log keeps only what a reachable member
+%% still lacks ({@link hm_tcsb:give_up/3}); the keys of the operations that left it are
+%% kept instead, one entry per key. When a member that lacks some of them is heard from
+%% again, this copy sends it its state for those keys (the metadata of its unstable keys,
+%% the rows of the keys those operations touched, its delivered vector), as catching up by
+%% state does ({@link hm_ec_table_catch_up}), and retransmits nothing to it until it has
+%% joined that state. This is the anti-entropy of the DottedDB paper (*DottedDB:
+%% Anti-Entropy without Merkle Trees, Deletes without Tombstones*, §IV.G): the keys a node
+%% misses, found without a log of the operations.
+%%
+%% Invariants: stability is unchanged (it still waits for every member), so a key keeps the
+%% timestamps of every operation some member lacks, and the join is exact
+%% ({@link hm_ec_key:join/2}); the log of such a copy holds at most `log_limit' operations
+%% plus what its reachable members lack; only copies that can take a state give up
+%% (`ram_copies' tables of records with catching up by state on, see
+%% {@link hm_ec_table_catch_up}), and their keys memory grows with the keys written, not with
+%% the writes.
+-module(hm_ec_table_give_up).
+-include("hm_ec_table.hrl").
+
+-export([give_up/1, push_states/2, settled/2, is_pushed/1, takes_pushed/2]).
+
+%% a member that lacks what this copy gave up is sent its state at most this often
+-define(PUSH_RETRY_TICKS, 16).
+
+%% @doc At a tick: past the bound, the operations every member heard from within
+%% ?HEARD_TICKS has delivered leave the log, and their keys are kept.
+-spec give_up(#t{}) -> #t{}.
+give_up(T = #t{log_limit = Limit, tcsb = B, given_up_keys = Keys}) ->
+    case gives_up(T) of
+        false -> T;
+        true ->
+            case hm_tcsb:give_up(Limit, ?HEARD_TICKS, B) of
+                {[], B1} -> T#t{tcsb = B1};
+                {Gone, B1} -> T#t{tcsb = B1, given_up_keys = keys_of(Gone, Keys)}
+            end
+    end.
+
+%% Only a copy whose members can all take a state: a ready `ram_copies' copy of a table of
+%% records with catching up by state on (the server turns it off when any copy is on disc).
+gives_up(#t{log_limit = infinity}) -> false;
+gives_up(#t{catch_up = infinity}) -> false;
+gives_up(#t{status = ready, crdt = none, disc = false}) -> true;
+gives_up(_) -> false.
+
+keys_of(_, all) -> all;
+keys_of([], Keys) -> Keys;
+keys_of([{_, _, {_, _, clear}} | _], _) -> all;
+keys_of([{_, _, {_, Key, _}} | Rest], Keys) -> keys_of(Rest, Keys#{Key => true}).
+
+%% @doc At a tick: this copy's state to each reachable member (heard from within
+%% ?FLOW_SILENT_TICKS) that lacks an operation this copy gave up, at most every
+%% ?PUSH_RETRY_TICKS ticks, with the keys of those operations
+%% ({@link hm_ec_table_catch_up:merge_state/2}).
+-spec push_states([node()], #t{}) -> {#t{}, effects()}.
+push_states(Reach, T = #t{tcsb = B, ticks = N, pushed = Pushed}) ->
+    case hm_tcsb:given_up(B) of
+        G when map_size(G) =:= 0 -> {T, []};
+        G ->
+            Due = [M || M <- Reach, hm_tcsb:lacks_given_up(M, B),
+                        hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B),
+                        N - maps:get(M, Pushed, -?PUSH_RETRY_TICKS) >= ?PUSH_RETRY_TICKS],
+            lists:foldl(fun(M, {Tx, Effs}) ->
+                                case hm_ec_table_catch_up:merge_state(
+                                       Tx, hm_tcsb:reported(M, B)) of
+                                    {merge, State} ->
+                                        {Tx#t{pushed = (Tx#t.pushed)#{M => N}},
+                                         [{send, M, {merge, State#{given_up => G}}}
+                                          | Effs]};
+                                    {merge_none} -> {Tx, Effs}
+                                end
+                        end, {T, []}, Due)
+    end.
+
+%% @doc Once the stable vector `V' holds every operation this copy gave up, no member lacks
+%% one: their keys are forgotten, and `true' says that every unstable key is to be looked at
+%% (stabilization finds the keys of stable operations in the log, and these left it).
+-spec settled(hm_vv:vv(), #t{}) -> {#t{}, boolean()}.
+settled(V, T = #t{given_up_keys = Keys, tcsb = B}) when Keys =:= all; map_size(Keys) > 0 ->
+    case hm_vv:leq(hm_tcsb:given_up(B), V) of
+        true -> {T#t{given_up_keys = #{}, pushed = #{}}, true};
+        false -> {T, false}
+    end;
+settled(_, T) -> {T, false}.
+
+%% @doc Whether a state was sent because this copy lacked what its sender gave up (the
+%% state then says what that was).
+-spec is_pushed(map()) -> boolean().
+is_pushed(#{given_up := G}) -> is_map(G);
+is_pushed(_) -> false.
+
+%% @doc Whether this copy takes a state its sender pushed: when it still lacks an operation
+%% its sender gave up (it has no other way to get it; a state another member pushed may
+%% have brought them all), whatever its own `catch_up' option, as long as it is a ready
+%% `ram_copies' copy of a table of records.
+-spec takes_pushed(map(), #t{}) -> boolean().
+takes_pushed(#{given_up := G}, #t{status = ready, crdt = none, disc = false, tcsb = B}) ->
+    not hm_vv:leq(G, hm_tcsb:delivered(B));
+takes_pushed(_, _) -> false.
