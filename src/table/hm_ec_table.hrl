@@ -95,9 +95,10 @@
             snapshots_sent = #{} :: #{node() => non_neg_integer()},
             %% the bound on the log (hm_ec_table_give_up): operations kept for members that
             %% stay unreachable, the keys of those that left it unstable (`all' after a
-            %% clear), and per member the tick this copy last sent it its state for them
+            %% clear), and per member lacking some of them the tick since which it is and
+            %% the tick this copy last sent it its state for them
             log_limit = infinity :: pos_integer() | infinity,
             given_up_keys = #{} :: #{term() => true} | all,
-            pushed = #{} :: #{node() => non_neg_integer()}}).
+            pushed = #{} :: #{node() => {non_neg_integer(), non_neg_integer() | none}}}).
 
 -type effects() :: [hm_ec_table:effect()].

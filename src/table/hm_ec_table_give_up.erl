@@ -26,8 +26,13 @@
 
 -export([give_up/1, push_states/2, settled/2, is_pushed/1, takes_pushed/2]).
 
-%% a member that lacks what this copy gave up is sent its state at most this often
--define(PUSH_RETRY_TICKS, 16).
+%% a member that lacks what this copy gave up is sent its state at most this often (a state
+%% of a large table takes seconds to build, send and join: the member says it has it only
+%% once it has joined it)
+-define(PUSH_RETRY_TICKS, 60).
+%% the members that gave up what a member lacks do not all send it their state at once:
+%% each waits this many ticks more than the one before it in node order
+-define(PUSH_STAGGER_TICKS, 40).
 
 %% @doc At a tick: past the bound, the operations every member heard from within
 %% ?HEARD_TICKS has delivered leave the log, and their keys are kept.
@@ -55,28 +60,46 @@ keys_of([{_, _, {_, _, clear}} | _], _) -> all;
 keys_of([{_, _, {_, Key, _}} | Rest], Keys) -> keys_of(Rest, Keys#{Key => true}).
 
 %% @doc At a tick: this copy's state to each reachable member (heard from within
-%% ?FLOW_SILENT_TICKS) that lacks an operation this copy gave up, at most every
-%% ?PUSH_RETRY_TICKS ticks, with the keys of those operations
-%% ({@link hm_ec_table_catch_up:merge_state/2}).
+%% ?FLOW_SILENT_TICKS) that lacks an operation this copy gave up, with the keys of those
+%% operations ({@link hm_ec_table_catch_up:merge_state/2}), at most every ?PUSH_RETRY_TICKS
+%% ticks. After a heal every copy of the other side may owe it a state; one is enough (the
+%% member skips the others, see {@link takes_pushed/2}), so of the copies that could send
+%% the same (reachable, and holding everything this one gave up) the first in node order
+%% sends it at once and each next one ?PUSH_STAGGER_TICKS later, when the member still
+%% lacks what that copy gave up.
 -spec push_states([node()], #t{}) -> {#t{}, effects()}.
-push_states(Reach, T = #t{tcsb = B, ticks = N, pushed = Pushed}) ->
+push_states(Reach, T = #t{tcsb = B, ticks = N, pushed = Pushed0}) ->
     case hm_tcsb:given_up(B) of
         G when map_size(G) =:= 0 -> {T, []};
         G ->
-            Due = [M || M <- Reach, hm_tcsb:lacks_given_up(M, B),
-                        hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B),
-                        N - maps:get(M, Pushed, -?PUSH_RETRY_TICKS) >= ?PUSH_RETRY_TICKS],
-            lists:foldl(fun(M, {Tx, Effs}) ->
+            Self = ?NODE_OF(B),
+            Lacking = [M || M <- Reach, hm_tcsb:lacks_given_up(M, B),
+                            hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B)],
+            %% per member lacking: the tick since which it is, and of the last state sent
+            Pushed = maps:from_list([{M, maps:get(M, Pushed0, {N, none})} || M <- Lacking]),
+            %% the copies that could send the same: reachable, with everything this one
+            %% gave up
+            Peers = [X || X <- Reach, hm_vv:leq(G, hm_tcsb:reported(X, B))],
+            Due = [M || M <- Lacking, due(maps:get(M, Pushed), rank(Self, M, Peers), N)],
+            lists:foldl(fun(M, {Tx = #t{pushed = P}, Effs}) ->
                                 case hm_ec_table_catch_up:merge_state(
                                        Tx, hm_tcsb:reported(M, B)) of
                                     {merge, State} ->
-                                        {Tx#t{pushed = (Tx#t.pushed)#{M => N}},
+                                        {Tx#t{pushed = P#{M := {element(1, maps:get(M, P)), N}}},
                                          [{send, M, {merge, State#{given_up => G}}}
                                           | Effs]};
                                     {merge_none} -> {Tx, Effs}
                                 end
-                        end, {T, []}, Due)
+                        end, {T#t{pushed = Pushed}, []}, Due)
     end.
+
+due({Since, none}, Rank, N) -> N - Since >= Rank * ?PUSH_STAGGER_TICKS;
+due({_, Last}, _, N) -> N - Last >= ?PUSH_RETRY_TICKS.
+
+%% This copy's place, in node order, among `Peers' (the copies that could send member `M'
+%% the same state).
+rank(Self, M, Peers) ->
+    length(lists:takewhile(fun(X) -> X =/= Self end, lists:usort([Self | Peers]) -- [M])).
 
 %% @doc Once the stable vector `V' holds every operation this copy gave up, no member lacks
 %% one: their keys are forgotten, and `true' says that every unstable key is to be looked at
