@@ -571,3 +571,42 @@ buffered_sync_test() ->
     {A3, _} = hm_ec_table:handle(n2, c, {ops, [M1]}, A1),
     {_, Effs4} = hm_ec_table:handle(n2, c, {op, M2}, A3),
     ?assertEqual([{send, n2, {applied, {{n2, 1}, maps:get({n2, 1}, M3Ts)}}}], Applied(Effs4)).
+
+%% The bound on the log: n3 stays silent while n1 writes and n2 keeps up; past the bound
+%% n1's log keeps only what n2 lacks, and the keys written instead. When n3 is heard again
+%% it is sent n1's state (tagged with what n1 gave up), no operation, and n1's writers are
+%% not held back for it; once it reports it has everything, it gets operations again.
+member_silent_past_the_bound_gets_a_state_test() ->
+    {Alone, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                                   record => {t, 3}, cookie => c, node => n1, incarnation => 1,
+                                   members => [n1], store => hm_ec_store_map:new(set, ram),
+                                   log_limit => 5, catch_up => 1000000}),
+    T0 = hm_ec_table:set_members([n1, n2, n3], Alone),
+    Ack = fun(N, V, T) -> element(1, hm_ec_table:handle(N, c, {ack, {N, 1}, V, #{}}, T)) end,
+    Tick = fun(Up, T) -> element(1, hm_ec_table:tick(Up, T)) end,
+    Write = fun(K, T) ->
+                    element(1, hm_ec_table:submit({K, {write, {t, K, K}}}, async, w,
+                                                  {K, [n2]}, T))
+            end,
+    T1 = Tick([n1, n2, n3], Ack(n3, #{}, Ack(n2, #{}, T0))),
+    %% 20 ticks: a write each, n2 acknowledges everything, n3 says nothing
+    T2 = lists:foldl(fun(K, T) ->
+                             Tw = Write(K, T),
+                             Tick([n1, n2], Ack(n2, hm_tcsb:delivered(hm_ec_table:tcsb(Tw)), Tw))
+                     end, T1, lists:seq(1, 20)),
+    B2 = hm_ec_table:tcsb(T2),
+    ?assert(hm_tcsb:log_size(B2) =< 5),
+    #{given_up_keys := GivenUp, unstable_keys := Unstable} = hm_ec_table:info([n1, n2], T2),
+    ?assert(GivenUp >= 15),
+    ?assertEqual(20, Unstable),                 % stability still waits for n3
+    %% n3 is back, and says it has nothing of it
+    {T3, E3} = hm_ec_table:tick([n1, n2, n3], Ack(n3, #{}, T2)),
+    ?assertMatch([{merge, #{given_up := #{{n1, 1} := _}}}], [M || {send, n3, M = {merge, _}} <- E3]),
+    ?assertEqual([], [M || {send, n3, M = {ops, _}} <- E3]),
+    ?assertEqual(0, hm_ec_table:held(Write(21, T3))),
+    %% it joined the state: operations go to it again, and no state
+    V3 = hm_tcsb:delivered(hm_ec_table:tcsb(T3)),
+    {T4, _} = hm_ec_table:tick([n1, n2, n3], Ack(n3, V3, Ack(n2, V3, Write(22, T3)))),
+    {_, E5} = lists:foldl(fun(_, {T, _}) -> hm_ec_table:tick([n1, n2, n3], T) end, {T4, []},
+                          lists:seq(1, 6)),
+    ?assertEqual([], [M || {send, n3, M = {merge, _}} <- E5]).
