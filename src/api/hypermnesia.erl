@@ -1,10 +1,11 @@
 %% @doc Hypermnesia: eventually consistent, partition-tolerant tables on stock Mnesia
 %% (after "Hypermnesia: Eventual Consistency in Mnesia").
 %%
-%% Create a table with `{type, pawset}' (add-wins) or `{type, prwset}' (remove-wins) and run
-%% your existing Mnesia code under `async_ec' instead of `transaction' or `async_dirty':
+%% Create a table with `{ec, pawset}' (add-wins) or `{ec, prwset}' (remove-wins) beside
+%% Mnesia's own options and run your existing Mnesia code under `async_ec' instead of
+%% `transaction' or `async_dirty':
 %% ```
-%% {atomic, ok} = hypermnesia:create_table(student, [{type, pawset},
+%% {atomic, ok} = hypermnesia:create_table(student, [{ec, pawset},
 %%                                                   {attributes, [id, name]},
 %%                                                   {ram_copies, Nodes}]),
 %% ok = hypermnesia:async_ec(fun() -> mnesia:write({student, 1, <<"ada">>}) end).
@@ -52,11 +53,13 @@ start() ->
 started({ok, _}) -> ok;
 started({error, _} = E) -> E.
 
-%% @doc Create a table. With `{type, pawset | prwset}' it is an EC table; other options are
-%% Mnesia's own (`attributes', `record_name', `index', `ram_copies', `disc_copies', ...),
-%% plus `{conflict, term_order | lww | siblings}' (default `term_order'). With a Mnesia type
-%% (`set', `bag', `ordered_set') or none, this is `mnesia:create_table/2'. An EC table is never
-%% an `ordered_set'; see {@link hm_ec_registry:create_table/2} and docs/limits.md.
+%% @doc Create a table. With `{ec, pawset | prwset}' (or the older `{type, pawset | prwset}')
+%% it is an EC table; the other options are Mnesia's own, with Mnesia's meaning
+%% (`attributes', `record_name', `index', `ram_copies', `disc_copies', `{type, set |
+%% ordered_set}', ...), plus `{conflict, term_order | lww | siblings}' (default
+%% `term_order'). Without an EC type this is `mnesia:create_table/2'. An EC table is never a
+%% Mnesia `bag' (`{aborted, {bad_ec_option, Tab, {type, bag}}}'); see
+%% {@link hm_ec_registry:ec_spec/1} and docs/limits.md.
 %% With `{frag_properties, [{n_fragments, F}, {n_ram_copies | n_disc_copies, N},
 %% {node_pool, Nodes}]}' an EC table is partitioned: `F' fragments placed on a
 %% consistent-hash ring of the pool, `N' copies each; see {@link hm_partition:create_table/2}.

@@ -49,7 +49,7 @@
 %% options of a CRDT table that are not Mnesia's
 -define(OWN, [crdt, flavor, epoch]).
 %% Mnesia options a CRDT table sets itself
--define(FIXED, [type, attributes, record_name, index, conflict]).
+-define(FIXED, [ec, type, attributes, record_name, index, conflict]).
 
 %% @doc Create a table. With `{crdt, Type}' (any of {@link hm_crdt:types/0}) and optionally
 %% `{flavor, op | state | delta}' (default `op') and `{epoch, Ms}' (the broadcast epoch of
@@ -58,7 +58,7 @@
 %% `frag_properties' (partitioned, see {@link hm_partition:create_table/2}). Errors:
 %% `{aborted, {bad_crdt_option, Tab, Option}}' for an unknown type or flavor, an epoch that
 %% is not a positive integer, or an option a
-%% CRDT table sets itself (`type', `attributes', `record_name', `index', `conflict'), and
+%% CRDT table sets itself (`ec', `type', `attributes', `record_name', `index', `conflict'), and
 %% those of `hypermnesia:create_table/2'. Without `crdt' this is
 %% {@link hm_partition:create_table/2}.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.

@@ -53,7 +53,9 @@
 %% `{n_disc_copies, N}' (default `{n_ram_copies, 1}') and `{node_pool, Nodes}' (default
 %% every db node); the table's copies are placed by the ring, so `ram_copies' and
 %% `disc_copies' may not be given too. Errors: `{bad_ec_option, Tab, Option}',
-%% `{not_active, Tab, Node}' (a pool node where Mnesia does not run), `{combine_error, Tab,
+%% `{bad_ec_option, Tab, {type, ordered_set}}' (the order of a table split by key hash would
+%% hold within each fragment only), `{not_active, Tab, Node}' (a pool node where Mnesia does
+%% not run), `{combine_error, Tab,
 %% "Too few nodes in node_pool"}', and those of `hypermnesia:create_table/2'. With
 %% `{foreign_key, {Parent, Attr}}' also those of {@link foreign_props/5}. Without an EC
 %% type this is `mnesia:create_table/2' (a Mnesia fragmented table), and without
@@ -75,7 +77,7 @@ create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
 create_table(Tab, Opts) -> hm_ec_registry:create_table(Tab, Opts).
 
 create_table_checked(Tab, Opts) ->
-    EcType = lists:member(proplists:get_value(type, Opts), [pawset, prwset]),
+    EcType = lists:member(hm_ec_registry:ec_type(Opts), [pawset, prwset]),
     case {partitioned(Opts) andalso EcType, replication_opts(Opts)} of
         {false, [{replication, tcsb}]} when EcType ->
             create_table(Tab, [O || O <- Opts, not is_tuple(O) orelse element(1, O) =/= replication]);
@@ -84,9 +86,14 @@ create_table_checked(Tab, Opts) ->
     end.
 
 create_table_(Tab, Opts) ->
-    case partitioned(Opts) andalso proplists:get_value(type, Opts) of
+    case partitioned(Opts) andalso hm_ec_registry:ec_type(Opts) of
         T when T =:= pawset; T =:= prwset ->
-            try parse(Tab, Opts) of
+            try
+                %% key order would hold within each fragment only
+                hm_ec_registry:ec_spec(Opts) =/= {ok, T, ordered_set}
+                    orelse throw({aborted, {bad_ec_option, Tab, {type, ordered_set}}}),
+                parse(Tab, Opts)
+            of
                 Props -> create_partitioned(Tab, Opts, Props)
             catch throw:{aborted, _} = Aborted -> Aborted
             end;
@@ -229,7 +236,7 @@ foreigners(Tab) ->
 %% Ms}' (default 1000 each). Dotted fragments are `ram_copies', of type `pawset', and show
 %% concurrent writes as siblings.
 replication(Tab, Opts, Storage) ->
-    Type = proplists:get_value(type, Opts),
+    Type = hm_ec_registry:ec_type(Opts),
     Conflict = proplists:get_value(conflict, Opts, siblings),
     Intervals = [{K, V} || {K, V} <- Opts, K =:= strip_interval orelse K =:= sync_interval],
     [throw({aborted, {bad_ec_option, Tab, I}})

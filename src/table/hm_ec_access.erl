@@ -27,10 +27,12 @@
 %% `{bad_type, Tab}', of a record holding match variables (`'_'', `'$1'', see
 %% `mnesia:has_var/1') with `{bad_type, Tab, Record}', and of a record of another name or
 %% size returns `ok' and issues nothing (it matches nothing). A write the node's server refuses
-%% aborts with `{ec_write_failed, Tab, Reason}'.
+%% aborts with `{ec_write_failed, Tab, Reason}'. On an `ordered_set' EC table a write or a
+%% delete of a key holding a float of integral value aborts with `{bad_ec_key, Tab, Key}'
+%% (see {@link is_exact_key/1}).
 -module(hm_ec_access).
 
--export([activity/3, activity/4]).
+-export([activity/3, activity/4, is_exact_key/1]).
 -export([lock/4, write/5, delete/5, delete_object/5, read/5, match_object/5, all_keys/4,
          index_match_object/6, index_read/6, table_info/4, select/5, select/6, select_cont/3,
          first/3, last/3, next/4, prev/4, foldl/6, foldr/6, clear_table/4]).
@@ -92,6 +94,7 @@ write(Tid, Ts, Name, Val, LockKind) ->
                 {false, _} -> mnesia:abort({bad_type, Tab, Val, LockKind});
                 {true, false} -> mnesia:abort({bad_type, Val});
                 {true, true} ->
+                    ok = check_key(Tab, element(2, Val), Opts),
                     submit_to(Tid, hm_ec_frag:record_fragment(Tab, Val, Opts),
                               {element(2, Val), {write, Val}})
             end
@@ -101,7 +104,8 @@ write(Tid, Ts, Name, Val, LockKind) ->
 delete(Tid, Ts, Name, Key, LockKind) ->
     case ec(Name) of
         false -> (inner()):delete(Tid, Ts, Name, Key, LockKind);
-        {_Tab, Opts} ->
+        {Tab, Opts} ->
+            ok = check_key(Tab, Key, Opts),
             case hm_ec_frag:key_fragments(Name, Key, Opts) of
                 {error, Reason} -> mnesia:abort(Reason);
                 Frags -> lists:foreach(fun(F) -> submit_to(Tid, F, {Key, delete}) end, Frags)
@@ -118,6 +122,7 @@ delete_object(Tid, Ts, Name, Val, LockKind) ->
                 false -> mnesia:abort({bad_type, Tab});
                 {true, _} -> mnesia:abort({bad_type, Tab, Val});
                 {false, true} ->
+                    ok = check_key(Tab, element(2, Val), Opts),
                     submit_to(Tid, hm_ec_frag:record_fragment(Tab, Val, Opts),
                               {element(2, Val), {delete_object, Val}});
                 {false, false} -> ok       % as in Mnesia: it matches nothing, anywhere, ever
@@ -143,6 +148,26 @@ ec(Tab) when is_atom(Tab) ->
     end;
 ec({Tab, _ForeignKey}) when is_atom(Tab) -> ec(Tab);
 ec(_) -> false.
+
+%% An `ordered_set' EC table refuses a key holding a float of integral value.
+check_key(Tab, Key, #{order := ordered_set}) ->
+    case is_exact_key(Key) of
+        true -> ok;
+        false -> mnesia:abort({bad_ec_key, Tab, Key})
+    end;
+check_key(_Tab, _Key, _Opts) -> ok.
+
+%% @doc Whether `Key' holds no float of integral value (`1.0', `-0.0', `2.0e9'). An
+%% `ordered_set' compares keys with `==', so `1' and `1.0' are one key there, while an EC
+%% table's copies tell keys apart exactly (`=:='): two such keys written concurrently on two
+%% copies would leave each copy with the one it applied last. Without them, two keys are
+%% `==' only when they are `=:=', and every copy agrees.
+-spec is_exact_key(term()) -> boolean().
+is_exact_key(F) when is_float(F) -> F /= trunc(F);
+is_exact_key(T) when is_tuple(T) -> is_exact_key(tuple_to_list(T));
+is_exact_key([H | T]) -> is_exact_key(H) andalso is_exact_key(T);
+is_exact_key(M) when is_map(M) -> is_exact_key(maps:to_list(M));
+is_exact_key(_) -> true.
 
 %% What mnesia:write/5 and mnesia:delete_object/5 accept at all.
 is_record_tuple(Val) -> is_tuple(Val) andalso tuple_size(Val) > 2.

@@ -13,15 +13,17 @@
 
 -export([create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2, restore/2,
          is_ec_table/1, ec_options/1]).
--export([is_options/1, create_table/3, wait_ready/1, add_copy/3, del_copy/2, copy_nodes/1]).
+-export([is_options/1, ec_type/1, ec_spec/1, create_table/3, wait_ready/1, add_copy/3, del_copy/2, copy_nodes/1]).
 
 -define(PROP, hm_ec).
 -define(READY_WAIT_MS, 5000).
 
-%% @doc Create a table. With `{type, pawset | prwset}' it is an EC table; other options are
-%% Mnesia's own (`attributes', `record_name', `index', `ram_copies', `disc_copies', ...),
-%% plus `{conflict, term_order | lww | siblings}' (default `term_order'). With a Mnesia type
-%% (`set', `bag', `ordered_set') or none, this is `mnesia:create_table/2'.
+%% @doc Create a table. With `{ec, pawset | prwset}' (or, the older form, `{type, pawset |
+%% prwset}') it is an EC table; the other options are Mnesia's own, with Mnesia's meaning
+%% (`attributes', `record_name', `index', `ram_copies', `disc_copies', `{type, set |
+%% ordered_set}' (default `set'), ...), plus `{conflict, term_order | lww | siblings}' (default
+%% `term_order'). Without an EC type this is `mnesia:create_table/2'. What an EC table
+%% refuses is in {@link ec_spec/1} and {@link create_table/3}.
 -spec create_table(atom(), [tuple()]) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts) when is_atom(Tab), is_list(Opts) ->
     case is_options(Opts) of
@@ -45,49 +47,103 @@ is_proper_list(L) ->
     catch error:badarg -> false
     end.
 
+%% @doc The EC type an option list (a proper list of tuples) asks for, pure: the value of
+%% `{ec, Type}', or of `{type, pawset | prwset}' (the older form), or `none' (a plain Mnesia
+%% table). `{error, Option}' for an `ec' option that is not `pawset' or `prwset', or given
+%% twice.
+-spec ec_type([tuple()]) -> pawset | prwset | none | {error, tuple()}.
+ec_type(Opts) ->
+    case {[E || {ec, E} <- Opts], [T || {type, T} <- Opts, T =:= pawset orelse T =:= prwset]} of
+        {[], []} -> none;
+        {[], [T | _]} -> T;
+        {[E], _} when E =:= pawset; E =:= prwset -> E;
+        {[E], _} -> {error, {ec, E}};
+        {[_, E | _], _} -> {error, {ec, E}}
+    end.
+
+%% @doc What an EC table's options ask of Mnesia, pure: `{ok, EcType, MnesiaType}' with the
+%% Mnesia type of its storage (`set', `ordered_set', or `bag' for `{conflict, siblings}'), or
+%% `{error, Option}' naming the first option refused. An EC table is a `set' or an
+%% `ordered_set' (`{type, set | ordered_set}' beside `{ec, _}'; `{type, pawset | prwset}'
+%% alone is a `set'); it is never a Mnesia `bag' (`{type, bag}': `{conflict, siblings}'
+%% shows concurrent versions instead), and a `siblings' table is never an `ordered_set'
+%% (Mnesia has no ordered bag). Refused too: a second `type', `local_content',
+%% `disc_only_copies', `majority', `access_mode', and a conflict policy other than
+%% `term_order', `lww' and `siblings'.
+-spec ec_spec([tuple()]) -> {ok, pawset | prwset, set | ordered_set | bag} | {error, tuple()}.
+ec_spec(Opts) ->
+    Policy = proplists:get_value(conflict, Opts, term_order),
+    Fixed = [O || O <- Opts, lists:member(element(1, O), [local_content, disc_only_copies,
+                                                          majority, access_mode])],
+    case {ec_type(Opts), lists:member(Policy, [term_order, lww, siblings]), Fixed} of
+        {none, _, _} -> {error, {ec, none}};
+        {{error, _} = E, _, _} -> E;
+        {_, false, _} -> {error, {conflict, Policy}};
+        {_, _, [O | _]} -> {error, O};
+        {Ec, true, []} ->
+            case {mnesia_type(Ec, [T || {type, T} <- Opts]), Policy} of
+                {{error, _} = E, _} -> E;
+                {{ok, ordered_set}, siblings} -> {error, {type, ordered_set}};
+                {{ok, _}, siblings} -> {ok, Ec, bag};
+                {{ok, MT}, _} -> {ok, Ec, MT}
+            end
+    end.
+
+%% The Mnesia type asked for beside EC type `Ec' (`Types': the values of every `type'
+%% option).
+mnesia_type(_Ec, []) -> {ok, set};
+mnesia_type(Ec, [Ec]) -> {ok, set};
+mnesia_type(_Ec, [T]) when T =:= set; T =:= ordered_set -> {ok, T};
+mnesia_type(_Ec, [T]) -> {error, {type, T}};
+mnesia_type(Ec, [Ec, T | _]) -> {error, {type, T}};
+mnesia_type(_Ec, [_, T | _]) -> {error, {type, T}}.
+
 create_table_checked(Tab, Opts) ->
-    case proplists:get_value(type, Opts) of
-        T when T =:= pawset; T =:= prwset -> create_ec_table(Tab, T, Opts, #{}, wait);
-        _ ->
+    case ec_type(Opts) of
+        none ->
             case lists:keymember(conflict, 1, Opts) of
                 true -> {aborted, {bad_ec_option, Tab, {conflict, without_ec_type}}};
                 false -> mnesia:create_table(Tab, Opts)
-            end
+            end;
+        _ -> create_ec_table(Tab, Opts, #{}, wait)
     end.
 
 %% @doc Create EC table `Tab' (options as for {@link create_table/2}) with `Extra' added to
 %% its EC options, without waiting for its copies to be ready (see {@link wait_ready/1}):
-%% the fragments of a partitioned table are made this way.
+%% the fragments of a partitioned table are made this way. A fragment (`Extra' has `frag')
+%% is never an `ordered_set': the order of a table split by key hash would hold within
+%% each fragment only. Errors: `{aborted, {bad_ec_option, Tab, Option}}' (see
+%% {@link ec_spec/1}), `{aborted, {not_active, Tab, Node}}', and Mnesia's.
 -spec create_table(atom(), [tuple()], map()) -> {atomic, ok} | {aborted, term()}.
 create_table(Tab, Opts, Extra) when is_atom(Tab), is_list(Opts), is_map(Extra) ->
-    create_ec_table(Tab, proplists:get_value(type, Opts), Opts, Extra, no_wait).
+    create_ec_table(Tab, Opts, Extra, no_wait).
 
-create_ec_table(Tab, Type, Opts, Extra, Wait) ->
-    Policy = proplists:get_value(conflict, Opts, term_order),
+create_ec_table(Tab, Opts, Extra, Wait) ->
     Copies = [{K, V} || {K, V} <- Opts, K =:= ram_copies orelse K =:= disc_copies],
-    %% Mnesia options an EC table cannot take, including a second table type (an EC table is
-    %% a set, or a bag for siblings: never an ordered_set)
-    Bad = [O || O <- Opts, not is_tuple(O) orelse
-                    lists:member(element(1, O), [local_content, disc_only_copies, majority, access_mode])]
-        ++ [O || O = {type, T} <- Opts, T =/= Type],
-    case {lists:member(Policy, [term_order, lww, siblings]), Bad, not_db_nodes(Copies)} of
-        {false, _, _} -> {aborted, {bad_ec_option, Tab, {conflict, Policy}}};
-        {true, [B | _], _} -> {aborted, {bad_ec_option, Tab, B}};
-        {true, [], [Node | _]} ->
+    case {ec_spec(Opts), not_db_nodes(Copies)} of
+        {{error, Bad}, _} -> {aborted, {bad_ec_option, Tab, Bad}};
+        {{ok, _, ordered_set}, _} when is_map_key(frag, Extra) ->
+            {aborted, {bad_ec_option, Tab, {type, ordered_set}}};
+        {{ok, _, _}, [Node | _]} ->
             %% Mnesia accepts a ram copy there (and never loads it); an EC copy there would
             %% never catch up and would hold back the others' stability for good. Mnesia's
             %% own answer for a disc copy on a node it does not run on.
             {aborted, {not_active, Tab, Node}};
-        {true, [], []} ->
+        {{ok, Type, MnesiaType}, []} ->
+            Policy = proplists:get_value(conflict, Opts, term_order),
             Meta = meta_table(Tab),
             Log = log_table(Tab),
-            UserOpts = [O || O = {K, _} <- Opts, K =/= type, K =/= conflict],
-            Props = maps:merge(Extra, #{type => Type, conflict => Policy, meta => Meta,
-                                        log => Log}),
+            UserOpts = [O || O = {K, _} <- Opts, K =/= type, K =/= conflict, K =/= ec],
+            Order = case MnesiaType of
+                        ordered_set -> #{order => ordered_set};
+                        _ -> #{}
+                    end,
+            Props = maps:merge(maps:merge(Extra, Order),
+                               #{type => Type, conflict => Policy, meta => Meta, log => Log}),
             %% read_only: Mnesia's transactions cannot write it (hm_ec_server opens it for
             %% its own dirty writes only)
             StorageOpts = [{local_content, true}, {access_mode, read_only},
-                           {type, case Policy of siblings -> bag; _ -> set end},
+                           {type, MnesiaType},
                            {user_properties, [{?PROP, Props}]} | UserOpts],
             MetaOpts = [{local_content, true}, {record_name, hm_meta},
                         {attributes, [key, state]} | Copies],
