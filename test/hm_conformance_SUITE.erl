@@ -35,7 +35,8 @@
          dirty_reads/1, record_name/1, prwset_sequential/1, match_variables_written/1, bad_arguments/1,
          write_wrong_record/1, delete_object_match_variables/1, delete_object_wrong_record/1,
          transactions_refused/1, siblings_bag/1, ordered_set/1, ec_type_options/1,
-         ordered_set_no_local_copy/1,
+         ordered_set_no_local_copy/1, dirty_writes_replicate/1, dirty_write_without_copy/1,
+         dirty_update_counter/1, read_modify_write_under_partition/1,
          remote_writes/1, no_local_copy/1, ec_transaction_answers_as_transaction/1,
          activity_with_access_module/1]).
 
@@ -50,14 +51,16 @@ all() -> [{group, one_node}, {group, three_nodes}].
 
 groups() ->
     [{one_node, [], cases()},
-     {three_nodes, [], cases() ++ [remote_writes, no_local_copy, ordered_set_no_local_copy]}].
+     {three_nodes, [], cases() ++ [remote_writes, no_local_copy, ordered_set_no_local_copy,
+                                   dirty_write_without_copy, read_modify_write_under_partition]}].
 
 cases() ->
     [read_write, locks, delete, delete_object, match_object, select, select_limit, index, folds,
      iteration, all_keys, clear_table, table_info, qlc, dirty_reads, record_name, prwset_sequential,
      match_variables_written, bad_arguments, write_wrong_record, delete_object_match_variables,
      delete_object_wrong_record, transactions_refused, siblings_bag, ordered_set, ec_type_options,
-     ec_transaction_answers_as_transaction, activity_with_access_module].
+     ec_transaction_answers_as_transaction, activity_with_access_module, dirty_writes_replicate,
+     dirty_update_counter].
 
 suite() -> [{timetrap, {minutes, 3}}].
 
@@ -856,6 +859,148 @@ dirty_walk(Tab) -> dirty_walk(Tab, mnesia:dirty_first(Tab), []).
 
 dirty_walk(_Tab, '$end_of_table', Acc) -> Acc;
 dirty_walk(Tab, K, Acc) -> dirty_walk(Tab, mnesia:dirty_next(Tab, K), [K | Acc]).
+
+%%% ------------------------------------------------------------- Mnesia's dirty writes
+
+%% Mnesia's dirty writes on an EC table (outside any activity, inside `mnesia:async_dirty/1'
+%% and `sync_dirty/1', and inside `async_ec') replicate as `async_ec' writes do: the writer's
+%% copy shows the change when the call returns, as Mnesia's does, and every copy (every node)
+%% then shows what a plain replicated table shows, with the copies converged.
+dirty_writes_replicate(Config) ->
+    ok = populate(Config),
+    C = ?config(cluster, Config),
+    Ec = ?config(ec, Config),
+    W = writer(Config),
+    Changes =
+        [{fun(T) -> mnesia:dirty_write({T, 1, dirty, 0}) end, 1, [{'$tab', 1, dirty, 0}]},
+         {fun(T) -> mnesia:dirty_write(T, {T, 2, dirty2, 1}) end, 2, [{'$tab', 2, dirty2, 1}]},
+         {fun(T) -> mnesia:dirty_delete({T, 3}) end, 3, []},
+         {fun(T) -> mnesia:dirty_delete(T, 4) end, 4, []},
+         {fun(T) -> mnesia:dirty_delete_object(rec(T, 5)) end, 5, []},
+         {fun(T) -> mnesia:dirty_delete_object(T, rec(T, 6)) end, 6, []},
+         {fun(T) -> mnesia:async_dirty(fun() -> ok = mnesia:write({T, 7, ad, 2}),
+                                                mnesia:delete({T, 8}) end) end,
+          7, [{'$tab', 7, ad, 2}]},
+         {fun(T) -> mnesia:sync_dirty(fun() -> mnesia:write({T, new, sd, 0}) end) end,
+          new, [{'$tab', new, sd, 0}]},
+         {fun(T) -> mnesia:activity(async_dirty, fun() -> mnesia:write({T, 9, act, 1}) end) end,
+          9, [{'$tab', 9, act, 1}]}],
+    [begin
+         {E, P} = dirty_both(Config, W, F),
+         E =:= P orelse ct:fail({ec_differs_from_mnesia, N, #{ec => E, mnesia => P}}),
+         %% on the writer at once, as in Mnesia
+         Local = norm(call(C, W, mnesia, dirty_read, [Ec, Key]), Ec),
+         Local =:= Want orelse ct:fail({not_local_at_once, N, Local}),
+         converge(Config)
+     end || {N, {F, Key, Want}} <- lists:zip(lists:seq(1, length(Changes)), Changes)],
+    %% a dirty write inside async_ec is Mnesia's too
+    ok = call(C, W, hypermnesia, async_ec, [fun() -> mnesia:dirty_write({Ec, 10, in_ec, 0}) end]),
+    ok = call(C, W, mnesia, dirty_write, [{?config(pl, Config), 10, in_ec, 0}]),
+    converge(Config),
+    ok = call(C, 1, hypermnesia, wait_converged, [Ec, ?WAIT_MS]),
+    %% and the EC table goes on: an async_ec delete of a key written dirty reaches every copy
+    ok = change(Config, fun(T) -> mnesia:delete({T, 1}) end),
+    {ok, []} = same(Config, fun(T) -> mnesia:read(T, 1) end),
+    ok.
+
+%% Three nodes, copies on nodes 1 and 2: a dirty write on node 3, which has no copy, is
+%% refused with `{aborted, {no_exists, Tab}}' (Mnesia's answer for a table with no copy it
+%% may write) and changes nothing anywhere; on a holder it replicates.
+dirty_write_without_copy(Config) ->
+    [N1, N2, _] = nodes(Config),
+    ok = create(Config, pawset, [], [N1, N2]),
+    C = ?config(cluster, Config),
+    Ec = ?config(ec, Config),
+    {'EXIT', {aborted, {no_exists, Ec}}} =
+        hm_cluster:eval(C, 3, fun() -> try mnesia:dirty_write(rec(Ec, 1))
+                                       catch exit:Why -> {'EXIT', Why}
+                                       end
+                              end),
+    {'EXIT', {aborted, {no_exists, Ec}}} =
+        hm_cluster:eval(C, 3, fun() -> try mnesia:async_dirty(fun() -> mnesia:write(rec(Ec, 1)) end)
+                                       catch exit:Why -> {'EXIT', Why}
+                                       end
+                              end),
+    ok = call(C, 2, mnesia, dirty_write, [rec(Ec, 2)]),
+    hm_cluster:wait_until(fun() -> [call(C, I, mnesia, dirty_read, [Ec, K])
+                                    || K <- [1, 2], I <- [1, 2]]
+                                       =:= [[], [], [rec(Ec, 2)], [rec(Ec, 2)]]
+                          end, ?WAIT_MS),
+    ok.
+
+%% `mnesia:dirty_update_counter/3' on an EC table: Mnesia adds to the local copy's
+%% counter, and the record it leaves is replicated as a write. Increments made one after the
+%% other, on any node, add up; increments made on two copies that have not seen each other's
+%% (a partition, or two at the same time) do not: the copies converge on one of the records
+%% (docs/guide/02-migration.md).
+dirty_update_counter(Config) ->
+    C = ?config(cluster, Config),
+    Ec = ?config(ec, Config),
+    Nodes = nodes(Config),
+    {atomic, ok} = call(C, 1, hypermnesia, create_table,
+                        [Ec, [{ec, pawset}, {attributes, [id, n]}, {ram_copies, Nodes}]]),
+    Ids = ids(Config),
+    Counter = fun(I) -> call(C, I, mnesia, dirty_read, [Ec, stock]) end,
+    lists:foldl(fun(I, Sum) ->
+                        New = Sum + 10,
+                        New = call(C, I, mnesia, dirty_update_counter, [Ec, stock, 10]),
+                        hm_cluster:wait_until(fun() -> lists:all(fun(J) -> Counter(J) =:= [{Ec, stock, New}] end, Ids) end,
+                                              ?WAIT_MS),
+                        New
+                end, 0, Ids ++ Ids),
+    Total = 20 * length(Ids),
+    case Ids of
+        [_] -> ok;
+        [A, B | _] ->
+            %% two copies cut from each other sell one each: one sale is lost
+            ok = hm_cluster:cut(C, [A], Ids -- [A]),
+            Total1 = Total - 1,
+            Total1 = call(C, A, mnesia, dirty_update_counter, [Ec, stock, -1]),
+            Total1 = call(C, B, mnesia, dirty_update_counter, [Ec, stock, -1]),
+            ok = hm_cluster:heal(C),
+            hm_cluster:wait_until(fun() -> lists:all(fun(J) -> Counter(J) =:= [{Ec, stock, Total1}] end, Ids) end,
+                                  ?WAIT_MS)
+    end,
+    ok.
+
+%% The migration chapter's read-modify-write: stock 100, one `sell' on each side of a
+%% partition under `async_ec' (read the stock, write it less one): both succeed, and after
+%% the heal every copy shows 99, one sale lost. The same sales as `decrement' of a
+%% `pncounter' CRDT table leave 98 everywhere.
+read_modify_write_under_partition(Config) ->
+    C = ?config(cluster, Config),
+    Ec = ?config(ec, Config),
+    Pl = ?config(pl, Config),                          % here: the counter table
+    Nodes = nodes(Config),
+    Ids = [A, B | _] = ids(Config),
+    {atomic, ok} = call(C, 1, hypermnesia, create_table,
+                        [Ec, [{ec, pawset}, {attributes, [id, stock]}, {ram_copies, Nodes}]]),
+    {atomic, ok} = call(C, 1, hypermnesia, create_table, [Pl, [{crdt, pncounter}, {ram_copies, Nodes}]]),
+    ok = call(C, 1, hypermnesia, sync_ec, [fun() -> mnesia:write({Ec, item, 100}) end]),
+    ok = call(C, 1, hypermnesia, increment, [Pl, item, 100]),
+    Stock = fun(I) -> {call(C, I, mnesia, dirty_read, [Ec, item]),
+                       call(C, I, hypermnesia, get_counter, [Pl, item])} end,
+    hm_cluster:wait_until(fun() -> lists:all(fun(I) -> Stock(I) =:= {[{Ec, item, 100}], 100} end, Ids) end,
+                          ?WAIT_MS),
+    Sell = fun() -> [{_, _, N}] = mnesia:read(Ec, item), ok = mnesia:write({Ec, item, N - 1}), N - 1 end,
+    ok = hm_cluster:cut(C, [A], Ids -- [A]),
+    99 = call(C, A, hypermnesia, async_ec, [Sell]),
+    99 = call(C, B, hypermnesia, async_ec, [Sell]),
+    ok = call(C, A, hypermnesia, decrement, [Pl, item, 1]),
+    ok = call(C, B, hypermnesia, decrement, [Pl, item, 1]),
+    ok = hm_cluster:heal(C),
+    hm_cluster:wait_until(fun() -> lists:all(fun(I) -> Stock(I) =:= {[{Ec, item, 99}], 98} end, Ids) end,
+                          ?WAIT_MS),
+    ok.
+
+%% Run `Fun(Tab)' on node `I' outside any activity, on the EC table and on the plain one.
+dirty_both(Config, I, Fun) ->
+    C = ?config(cluster, Config),
+    Ec = ?config(ec, Config),
+    Pl = ?config(pl, Config),
+    E = hm_cluster:eval(C, I, fun() -> outcome(fun() -> Fun(Ec) end) end),
+    P = hm_cluster:eval(C, I, fun() -> outcome(fun() -> Fun(Pl) end) end),
+    {norm(E, Ec), norm(P, Pl)}.
 
 %%% ------------------------------------------------------------- transaction shapes
 

@@ -37,7 +37,7 @@
 %% Mnesia recomputes that list too (a replica change, an access mode change, a reload after a
 %% local restart); the server's next write then aborts with `{no_exists, Tab}', and
 %% {@link write/2} and {@link delete/2} reopen and write again. Dirty writes made by users
-%% share that commit path, so they are not refused (see docs/limits.md).
+%% share that commit path: {@link hm_ec_dirty} replicates them.
 %%
 %% This relies on Mnesia internals, the same in OTP 25, 27 and 29 (the `mnesia_gvar' entries
 %% named above, `mnesia_lib:set/2', `mnesia_controller:update/1'); `hm_ec_SUITE:

@@ -20,8 +20,9 @@
 %% {@link hm_ec_mnesia}, which opens the local copy for this process's dirty writes only,
 %% keeps transactions refused, and reopens after Mnesia recomputed the commit targets.
 %%
-%% A `ram_copies' copy with no index, no subscriber and no checkpoint on the table (Mnesia's
-%% `commit_work' for it is empty) is written straight into its ETS table: that is all
+%% A `ram_copies' copy with no index, no subscriber (but {@link hm_ec_dirty}) and no
+%% checkpoint on the table (Mnesia's `commit_work' for it is empty, or only that
+%% subscription) is written straight into its ETS table: that is all
 %% Mnesia's dirty commit path would do for it (`mnesia_lib:db_put/3'), after work that costs
 %% a quarter of applying an operation (bench/REPORT.md). Whatever else is on the table
 %% sends the write through Mnesia, checked at every write.
@@ -47,6 +48,8 @@ new(Tab, Meta, Log, Storage) ->
                     _ -> {ets, ets:new(hm_meta, [set, protected])}
                 end,
     ok = hm_ec_mnesia:open(Tab),
+    %% Mnesia's dirty writes made by others are replicated from now on
+    ok = hm_ec_dirty:watch(Tab),
     Name = unwritten_name(Tab),
     Self = self(),
     U = case ets:info(Name, owner) of
@@ -147,10 +150,15 @@ delete(Key, S = #{tab := Tab}) -> ok = hm_ec_mnesia:delete(Tab, Key), S.
 %% an index or a subscriber may come at any time.
 direct(Tab) ->
     try
-        ets:lookup_element(mnesia_gvar, {Tab, commit_work}, 2) =:= [] andalso
+        nothing_to_commit(ets:lookup_element(mnesia_gvar, {Tab, commit_work}, 2)) andalso
             ets:lookup_element(mnesia_gvar, {Tab, storage_type}, 2) =:= ram_copies
     catch error:badarg -> false
     end.
+
+%% Nothing to do on commit but tell {@link hm_ec_dirty}, which ignores the table's own
+%% writes anyway.
+nothing_to_commit([]) -> true;
+nothing_to_commit(Work) -> hm_ec_dirty:is_only_subscriber(Work).
 
 %% The ETS write itself: `false' when the table is not there (deleted, or not loaded yet),
 %% and Mnesia's path is taken instead.
