@@ -216,6 +216,7 @@ tab_gen() ->
 
 opt_gen() ->
     oneof([{type, elements([pawset, prwset, set, bag, ordered_set, awset, undefined])},
+           {ec, oneof([elements([pawset, prwset, set, ordered_set]), small_any()])},
            {conflict, oneof([elements([term_order, lww, siblings, bogus]), small_any()])},
            {attributes, oneof([[id, val], [id], [], list(atom()), small_any()])},
            {ram_copies, oneof([[node()], [], [?GHOST], small_any()])},
