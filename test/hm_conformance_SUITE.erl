@@ -481,12 +481,16 @@ table_info(Config) ->
          {ok, [Node]} = element(1, both(Config, I, fun(T) -> mnesia:table_info(T, active_replicas) end)),
          %% no node to write or lock for a transaction: that is how they are refused
          {ok, []} = element(1, both(Config, I, fun(T) -> mnesia:table_info(T, where_to_write) end)),
-         {ok, {[], false}} = element(1, both(Config, I, fun(T) -> mnesia:table_info(T, where_to_wlock) end))
+         {ok, {[], false}} = element(1, both(Config, I, fun(T) -> mnesia:table_info(T, where_to_wlock) end)),
+         %% the process that replicates Mnesia's dirty writes
+         {{ok, ['$pid']}, {ok, []}} = both(Config, I, fun(T) -> mnesia:table_info(T, subscribers) end),
+         true = hm_cluster:eval(C, I, fun() -> mnesia:table_info(?config(ec, Config), subscribers)
+                                                   =:= [whereis(hm_ec_dirty)] end)
      end || I <- ids(Config)],
     %% `all' differs by exactly those items (and the table's identity: cookie, cstruct,
     %% index references)
     ByDesign = [access_mode, local_content, user_properties, active_replicas, where_to_write,
-                where_to_commit, where_to_wlock],
+                where_to_commit, where_to_wlock, subscribers],
     Identity = [cookie, cstruct, commit_work, index_info, {index, 4}],
     [begin
          {{ok, EAll}, {ok, PAll}} = both(Config, I, fun(T) -> mnesia:table_info(T, all) end),
