@@ -102,12 +102,12 @@ handle_cast(_Msg, S) -> {noreply, S}.
 
 -spec handle_info(term(), map()) -> {noreply, map()}.
 handle_info({mnesia_table_event, Event}, S = #{own := Own, worker := Worker}) ->
-    case Event of
-        {Kind, Tab, _, _, {dirty, Pid}} when (Kind =:= write orelse Kind =:= delete),
-                                             not is_map_key(Pid, Own) ->
-            Worker ! {change, Tab, Event};
-        _ -> ok                          % the table's own, or not a change of a record
-    end,
+    _ = case Event of
+            {Kind, Tab, _, _, {dirty, Pid}} when (Kind =:= write orelse Kind =:= delete),
+                                                 not is_map_key(Pid, Own) ->
+                Worker ! {change, Tab, Event};
+            _ -> ok                      % the table's own, or not a change of a record
+        end,
     {noreply, S};
 handle_info({'DOWN', _, process, Pid, _}, S = #{own := Own}) ->
     {noreply, S#{own := maps:remove(Pid, Own)}};
