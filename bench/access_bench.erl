@@ -43,7 +43,7 @@ main([Out]) ->
             {"write, plain table, async_dirty", fun(K) -> mnesia:async_dirty(fun() -> mnesia:write({plt, K, x}) end) end},
             {"write, plain table, async_ec", fun(K) -> hypermnesia:async_ec(fun() -> mnesia:write({plt, K, x}) end) end},
             {"write, EC table, async_ec", fun(K) -> hypermnesia:async_ec(fun() -> mnesia:write({ect, K, x}) end) end}],
-    Measured = [{Name, median([per_call(F) || _ <- lists:seq(1, ?ROUNDS)])} || {Name, F} <- Rows],
+    Measured = [{Name, hm_bench_stats:lower_median([per_call(F) || _ <- lists:seq(1, ?ROUNDS)])} || {Name, F} <- Rows],
     Core = core_rows(),
     CatchUp = catch_up_rows(),
     Base = fun(Kind) -> proplists:get_value(Kind ++ ", plain table, async_dirty", Measured) end,
@@ -86,7 +86,7 @@ main([Out]) ->
 %% `a' (this node, on the EC table `ect''s storage) applies them, then makes as many itself.
 core_rows() ->
     Rounds = [core_round(R) || R <- lists:seq(1, ?ROUNDS)],
-    [{Name, median([maps:get(Name, R) || R <- Rounds])}
+    [{Name, hm_bench_stats:lower_median([maps:get(Name, R) || R <- Rounds])}
      || Name <- ["apply another member's write", "local write",
                  "a write's whole life on three copies", "mnesia:dirty_write, plain table"]].
 
@@ -273,4 +273,3 @@ per_call(F) ->
 loop(_, 0) -> ok;
 loop(F, N) -> _ = F(N rem 1000 + 1), loop(F, N - 1).
 
-median(L) -> lists:nth((length(L) + 1) div 2, lists:sort(L)).

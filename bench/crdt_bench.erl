@@ -180,11 +180,10 @@ cell(T, F, N) ->
               note => lists:flatten(io_lib:format("error: ~0tp", [E]))};
         [] ->
             First#{type => T, flavor => F, size => N, runs => length(Runs), secs => Secs,
-                   us_mutate => median([U || #{us_mutate := U} <- Runs]),
-                   us_deliver => median([U || #{us_deliver := U} <- Runs])}
+                   us_mutate => hm_bench_stats:lower_median([U || #{us_mutate := U} <- Runs]),
+                   us_deliver => hm_bench_stats:lower_median([U || #{us_deliver := U} <- Runs])}
     end.
 
-median(Xs) -> lists:nth((length(Xs) + 1) div 2, lists:sort(Xs)).
 
 isolated(T, F, N) ->
     Self = self(),

@@ -117,7 +117,7 @@ latency_point(C, Tab, WritePct, Rate, Secs) ->
       bytes => lists:sum(After) - lists:sum(Before)}.
 
 pct([], _) -> 0;
-pct(L, P) -> lists:nth(max(1, round(P * length(L))), L).
+pct(L, P) -> hm_bench_stats:percentile(L, P).
 
 %% @doc Bytes this node sent so far on its distribution connections.
 -spec sent_bytes() -> non_neg_integer().

@@ -117,13 +117,10 @@ samples(#{stats := #{samples := S}}) -> S.
 ok_run(What, Res = #{ok := true}) -> io:format("~s: ok~n", [What]), Res;
 ok_run(What, #{failures := F}) -> error({run_failed, What, lists:sublist(F, 3)}).
 
-pct(L, P) when L =/= [] ->
-    S = lists:sort(L),
-    lists:nth(max(1, min(length(S), round(P / 100 * length(S)))), S);
+pct(L, P) when L =/= [] -> hm_bench_stats:percentile(lists:sort(L), P / 100);
 pct([], _) -> na.
 
-mean([]) -> 0.0;
-mean(L) -> lists:sum(L) / length(L).
+mean(L) -> hm_bench_stats:mean(L, 0.0).
 
 f1(X) when is_float(X) -> io_lib:format("~.2f", [X]);
 f1(X) -> io_lib:format("~p", [X]).

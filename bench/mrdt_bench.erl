@@ -94,7 +94,7 @@ load() ->
 %% throughput, CPU time and ratio.
 overhead(C, Nodes, N, Ops) ->
     Rounds = [overhead_round(C, Nodes, N, Ops) || _ <- lists:seq(1, ?REPEATS)],
-    Col = fun(F) -> median([F(R) || R <- Rounds]) end,
+    Col = fun(F) -> hm_bench_stats:lower_median([F(R) || R <- Rounds]) end,
     Row = #{clients => N,
             ec => {Col(fun(#{ec := {E, _}}) -> E end), Col(fun(#{ec := {_, E}}) -> E end)},
             sessions => [{Every,
@@ -119,7 +119,6 @@ overhead_round(C, Nodes, N, Ops) ->
                     R
                 end} || Every <- [1, 10, 100]]]).
 
-median(Xs) -> lists:nth((length(Xs) + 1) div 2, lists:sort(Xs)).
 
 new_plain(C, Nodes, Tag) ->
     Tab = list_to_atom("sesskb_plain_" ++ integer_to_list(erlang:phash2(Tag))),

@@ -204,10 +204,8 @@ kv_measure(C, N, Tab, Secs) ->
 
 percentiles([]) -> #{n => 0};
 percentiles(Us) ->
-    T = list_to_tuple(lists:sort(Us)),
-    Len = tuple_size(T),
-    At = fun(P) -> element(max(1, min(Len, round(P * Len))), T) end,
-    #{n => Len, p50 => At(0.50), p95 => At(0.95), p99 => At(0.99), max => element(Len, T)}.
+    [P50, P95, P99, Max] = hm_bench_stats:percentiles(lists:sort(Us), [0.50, 0.95, 0.99, 1]),
+    #{n => length(Us), p50 => P50, p95 => P95, p99 => P99, max => Max}.
 
 %% On a node: warm up for `Warm' ms, then run cycles for `Ms' ms; returns the cycles, the
 %% calls that answered an error, and the latencies (µs) of the measured calls.
