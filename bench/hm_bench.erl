@@ -432,7 +432,7 @@ with_cluster(P, F) ->
 %% with this module on their code path and the netsplit log filter; the bench keeps the
 %% node names and the storage type beside the cluster.
 cluster(N, Storage) ->
-    HC = hm_cluster:start(#{nodes => N, prefix => "bench", modules => [?MODULE],
+    HC = hm_cluster:start(#{nodes => N, prefix => "bench", modules => [?MODULE, hm_check],
                             network => network(),
                             log_filter => {hm_bench_netsplit,
                                            {fun hm_cluster:netsplit_filter/2,
@@ -475,7 +475,7 @@ netsplit([Out]) ->
                 #{per_node_per_sec := PN, before_ops_s := B} = T,
                 %% the windows of before_ops_s and after_ops_s (timeline/6), per node
                 Lowest = [lists:min(sub(S, To + 3, Tot - To - 3))
-                          / max(1, mean(sub(S, 2, Tot div 3 - 1))) || S <- PN],
+                          / max(1, hm_bench_stats:mean(sub(S, 2, Tot div 3 - 1))) || S <- PN],
                 io:format("~s ~s round ~w: after/before ~s, lowest node second after the heal ~s, "
                           "converged ~s after the stop~n",
                           [Type, Cut, R, fmt(rel_before(T, after_ops_s), x),
@@ -528,14 +528,10 @@ pcall(C, M, F, A) ->
     Self = self(),
     Refs = [begin
                 R = make_ref(),
-                spawn_link(fun() -> Self ! {R, outcome(fun() -> call(C, I, M, F, A) end)} end),
+                spawn_link(fun() -> Self ! {R, hm_check:outcome(fun() -> call(C, I, M, F, A) end)} end),
                 R
             end || I <- ids(C)],
     [receive {R, X} -> X end || R <- Refs].
-
-%% What `F' returns, or what it raised (a node that is cut or down answers that).
-outcome(F) ->
-    try F() catch Class:Reason -> {Class, Reason} end.
 
 %% after the timeline's heal: `ok' once Mnesia runs as one cluster again, `timeout' after
 %% 30 s (the timeline's `rejoined')
@@ -780,9 +776,9 @@ timeline(C, P, Ctx, Tot, From, To) ->
       ec_remote_queued_max_per_node_per_sec => PerNodeSampled(remote_queued_max_per_sec),
       partition_s => [From, To], errors => Errs, heal_steps => Steps, rejoined => Whole,
       converged_ms_after_heal => ConvAfterHeal, converged_ms_after_stop => ConvAfterStop,
-      before_ops_s => mean(sub(PerSec, 2, From - 1)),
-      during_ops_s => mean(sub(PerSec, From + 2, To - From - 2)),
-      after_ops_s => mean(sub(PerSec, To + 3, Tot - To - 3))}.
+      before_ops_s => hm_bench_stats:mean(sub(PerSec, 2, From - 1)),
+      during_ops_s => hm_bench_stats:mean(sub(PerSec, From + 2, To - From - 2)),
+      after_ops_s => hm_bench_stats:mean(sub(PerSec, To + 3, Tot - To - 3))}.
 
 %% The steps of ?SLOW_STEP_MS or more of the EC table processes (`slow_steps' of
 %% hypermnesia:info/1, the newest 64 per table and node) that started from half a second
@@ -1082,7 +1078,7 @@ busy_json(Busy) -> maps:from_list([{key(K), V} || {K, V} <- Busy]).
 backlog(false, _) -> {0, 0};
 backlog(true, Tabs) ->
     lists:foldl(fun(T, {U, B}) ->
-                        case outcome(fun() -> hypermnesia:info(T) end) of
+                        case hm_check:outcome(fun() -> hypermnesia:info(T) end) of
                             #{unstable_ops := U1, buffered_ops := B1} -> {U + U1, B + B1};
                             _ -> {U, B}
                         end
@@ -1235,11 +1231,9 @@ pick(ReadPct) ->
 
 lat_stats([]) -> #{n => 0};
 lat_stats(L) ->
-    N = length(L),
-    T = list_to_tuple(L),
-    P = fun(Q) -> element(max(1, min(N, round(Q * N))), T) end,
-    #{n => N, mean_us => lists:sum(L) / N, p50_us => P(0.50), p95_us => P(0.95),
-      p99_us => P(0.99), max_us => element(N, T)}.
+    [P50, P95, P99, Max] = hm_bench_stats:percentiles(L, [0.50, 0.95, 0.99, 1]),
+    #{n => length(L), mean_us => hm_bench_stats:mean(L), p50_us => P50, p95_us => P95,
+      p99_us => P99, max_us => Max}.
 
 %% @doc Memory in words per table on this node, and of a plain ETS set with the same records.
 -spec node_memory([atom()]) -> map().
@@ -1425,7 +1419,7 @@ sampler(Acc, {MemSum, MemOne}) ->
             TPs = table_pids(),
             Q = lists:max([0 | [L || P <- [whereis(hm_ec_server) | TPs], is_pid(P),
                                      {message_queue_len, L} <- [erlang:process_info(P, message_queue_len)]]]),
-            B = lists:sum([N || P <- TPs, N <- [outcome(fun() -> gen_server:call(P, queued, 1000) end)],
+            B = lists:sum([N || P <- TPs, N <- [hm_check:outcome(fun() -> gen_server:call(P, queued, 1000) end)],
                                 is_integer(N)]),
             Ms = [M || P <- TPs, {memory, M} <- [erlang:process_info(P, memory)]],
             sampler([{erlang:system_time(millisecond), Q, B} | Acc],
@@ -1452,7 +1446,7 @@ node_sample_stop(StartAt) ->
                                             (_, A) -> A
                                          end, #{}, TS)
                      end,
-            Mem#{queue_max => lists:max([0 | S]), queue_mean => mean(S), samples => length(S),
+            Mem#{queue_max => lists:max([0 | S]), queue_mean => hm_bench_stats:mean(S), samples => length(S),
                  queue_max_per_sec => PerSec(2),
                  remote_queued_max => lists:max([0 | [B || {_, _, B} <- TS]]),
                  remote_queued_max_per_sec => PerSec(3)}
@@ -1543,7 +1537,7 @@ tracer(Acc) ->
 %% @doc Stop counting; the counts by message kind (`op', `ack', ...).
 -spec node_trace_stop() -> map().
 node_trace_stop() ->
-    _ = [outcome(fun() -> erlang:trace(P, false, ['receive']) end) || P <- ec_pids()],
+    _ = [hm_check:outcome(fun() -> erlang:trace(P, false, ['receive']) end) || P <- ec_pids()],
     hm_bench_tracer ! {stop, self()},
     receive {trace_counts, C} -> C after 60000 -> #{timeout => true} end.
 
@@ -1569,7 +1563,7 @@ ec_diagnostics(C, P, Eprof) ->
     #{start_at := StartAt} = start_load(C, P, Ctx, 0, maps:get(diag_ms, P)),
     Top = case Eprof of
               true -> sleep_until(StartAt + 300),
-                      outcome(fun() -> call(C, 1, ?MODULE, node_eprof,
+                      hm_check:outcome(fun() -> call(C, 1, ?MODULE, node_eprof,
                                             [min(1500, maps:get(diag_ms, P))])
                               end);
               false -> []
@@ -1655,10 +1649,10 @@ summarize(Ctx, P, Results, MeasMs, ConvMs, QuietMs, Mem, Samples, Before, After)
       state_catch_ups => lists:sum(Words(state_catch_ups)),
       %% per node, the keys holding a metadata row after the cool-down, and the keys
       meta_keys => Words(meta_keys), keys => Words(keys),
-      space_overhead => mean(Overhead),
+      space_overhead => hm_bench_stats:mean(Overhead),
       %% the same as a ratio: (table + its metadata and log) / a plain set of the same
       %% records, the mean over the nodes, and the largest node's
-      space_ratio => case mean(Overhead) of null -> null; O -> 1 + O end,
+      space_ratio => case hm_bench_stats:mean(Overhead) of null -> null; O -> 1 + O end,
       space_ratio_max_node => case Overhead of [] -> null; _ -> 1 + lists:max(Overhead) end,
       %% the peak over the point of the EC table processes' memory, largest node
       table_procs_memory_peak_bytes =>
@@ -1688,7 +1682,7 @@ speed_row(W, E, G, Pts, Simple) ->
     Ec = sel(Pts, E, G), Dirty = sel(Pts, <<"async_dirty">>, G),
     Floor = sel(Simple, <<"floor">>, G),
     Ratio = fun(A, B) when is_number(A), is_number(B), B > 0 -> A / B; (_, _) -> null end,
-    Tp = fun(L) -> mean([T || #{throughput_ops_s := T} <- L]) end,
+    Tp = fun(L) -> hm_bench_stats:mean([T || #{throughput_ops_s := T} <- L]) end,
     CpuW = fun(L) -> cpu_per_write(L) end,
     Worst = fun(K, L) -> worst([maps:get(K, X, null) || X <- L]) end,
     WorstCpu = fun(K, L) -> worst([maps:get(K, maps:get(cpu, X, #{}), null) || X <- L]) end,
@@ -1759,8 +1753,6 @@ otp_version() ->
         _ -> list_to_binary(erlang:system_info(otp_release))
     end.
 
-mean([]) -> null;
-mean(L) -> lists:sum(L) / length(L).
 
 machine() ->
     #{cores => erlang:system_info(logical_processors_available),
@@ -2403,7 +2395,7 @@ nodes_target(Sweeps) ->
 %% (`heal_runs' of timeline_runs/2): none when no EC timeline has them.
 heal_target(TLs) ->
     Runs = [{N, Rs} || #{context := N, heal_runs := Rs} <- TLs],
-    Medians = [{N, median([A || #{after_over_before := A} <- Rs, is_number(A)])}
+    Medians = [{N, hm_bench_stats:median([A || #{after_over_before := A} <- Rs, is_number(A)])}
                || {N, Rs} <- Runs],
     Convs = [C || {_, Rs} <- Runs, #{converged_ms_after_stop := C} <- Rs],
     Worst = lists:min([M || {_, M} <- Medians, is_number(M)] ++ [infinity]),
@@ -2436,14 +2428,6 @@ heal_target(TLs) ->
                                   ++ ["a run not converged within 1 s" || not ConvOk]))])
     end.
 
-median([]) -> null;
-median(L) ->
-    S = lists:sort(L),
-    N = length(S),
-    case N rem 2 of
-        1 -> lists:nth(N div 2 + 1, S);
-        0 -> (lists:nth(N div 2, S) + lists:nth(N div 2 + 1, S)) / 2
-    end.
 
 %% Markdown text (lists of characters, some above 255, and UTF-8 binaries) as UTF-8
 utf8(Md) -> unicode:characters_to_binary(Md).

@@ -363,17 +363,13 @@ finish(S = #{ops := Ops, stats := St, failures := Fs0, now := Now}) ->
                    node_clock_entries => lists:max([0 | [maps:get(node_clock, M) || M <- Meta]]),
                    samples => lists:reverse(maps:get(samples, S))}}.
 
-%% What `F' returns, or what it raised: a copy that is down has no values to show.
-outcome(F) ->
-    try F() catch Class:Reason -> {Class, Reason} end.
-
 check(S = #{ops := Ops}) ->
     Cs = copies(S),
     %% 1. convergence
     C1 = case converged(S) of
              true -> [];
-             false -> [{diverged, [{Nd, outcome(fun() -> hm_dotted:status(R) end),
-                                    outcome(fun() -> hm_dotted:values(R) end)}
+             false -> [{diverged, [{Nd, hm_check:outcome(fun() -> hm_dotted:status(R) end),
+                                    hm_check:outcome(fun() -> hm_dotted:values(R) end)}
                                    || {Nd, R} <- Cs]}]
          end,
     %% 2. no lost acknowledged write: a key shows the values of the puts no surviving write
@@ -397,7 +393,7 @@ check(S = #{ops := Ops}) ->
     AtLeast = Values(LiveOf(maps:to_list(Ops))),
     C2 = [{acknowledged_write_lost_or_superseded_write_shown, Nd, {shows, Vs},
            {expected, Expected}}
-          || {Nd, R} <- Cs, Vs <- [outcome(fun() -> hm_dotted:values(R) end)], Vs =/= Expected,
+          || {Nd, R} <- Cs, Vs <- [hm_check:outcome(fun() -> hm_dotted:values(R) end)], Vs =/= Expected,
              not (is_map(Vs) andalso within(AtLeast, Vs, Expected))],
     %% 3. bounded clocks: no context left, one id per live version at most
     C3 = [{clock_not_bounded, Nd, Key, hm_dotted:clock_entries(Key, R)}

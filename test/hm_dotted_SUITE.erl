@@ -74,10 +74,10 @@ converged(Config, Tab, Expected) ->
                         [I, length(Rows), length(Lacks), lists:sublist(Lacks, 5), length(Extra),
                          lists:sublist(Extra, 5)]),
                  [ct:pal("  ~p: owners ~p, holders' copies ~p",
-                         [K, Os, [{O, outcome(fun() -> call(id_of(Config, O), Config, mnesia,
+                         [K, Os, [{O, hm_check:outcome(fun() -> call(id_of(Config, O), Config, mnesia,
                                                              dirty_read, [Frag, K])
                                                end),
-                                   outcome(fun() -> maps:with([status, size, id],
+                                   hm_check:outcome(fun() -> maps:with([status, size, id],
                                                               copy_info(id_of(Config, O), Config,
                                                                         Tab, K))
                                            end)}
@@ -88,10 +88,6 @@ converged(Config, Tab, Expected) ->
              end || I <- ids(Config)],
             erlang:raise(error, Why, Stack)
     end.
-
-%% What `F' returns, or what it raised (for a diagnosis that must not fail itself).
-outcome(F) ->
-    try F() catch C:R -> {C, R} end.
 
 values(I, Config, Tab, Key) ->
     {ok, Vs, _} = call(I, Config, hypermnesia, get, [Tab, Key, []]),
@@ -281,9 +277,10 @@ sync_ec_waits(Config) ->
     Rec = {Tab, k, synced},
     ok = call(Slow, Config, sys, suspend, [Server]),
     Writer = call(W, Config, erlang, spawn,
-                  [fun() -> R = outcome(fun() ->
-                                                hypermnesia:sync_ec(fun() -> mnesia:write(Rec) end)
-                                        end),
+                  [fun() -> R = hm_check:outcome(
+                                  fun() ->
+                                          hypermnesia:sync_ec(fun() -> mnesia:write(Rec) end)
+                                  end),
                             persistent_term:put({sync_ec_waits, Tab}, R)
                    end]),
     Held = fun(I) -> call(I, Config, mnesia, dirty_read, [Frag, k]) =:= [Rec] end,
@@ -436,7 +433,7 @@ write_loop(Config, Tab, I, N, Acked, Failed) ->
     receive {stop, Parent} -> Parent ! {acked, self(), lists:usort(Acked), Failed}
     after 0 ->
             K = {I, N rem ?WRITER_KEYS},
-            case outcome(fun() -> ec(I, Config, fun() -> mnesia:write({Tab, K, v}) end) end) of
+            case hm_check:outcome(fun() -> ec(I, Config, fun() -> mnesia:write({Tab, K, v}) end) end) of
                 ok -> write_loop(Config, Tab, I, N + 1, [K | Acked], Failed);
                 Other -> write_loop(Config, Tab, I, N + 1, Acked, [{K, Other} | Failed])
             end

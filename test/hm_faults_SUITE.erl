@@ -311,7 +311,7 @@ log(Fmt, Args) ->
     io:format(user, Fmt ++ "~n", Args).
 
 ready(C, I, Tab) ->
-    case outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of
+    case hm_check:outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of
         #{status := ready} -> true;
         _ -> false
     end.
@@ -351,7 +351,7 @@ client(C, Ets, I, Node, Tab, Deadline, R0) ->
                             issue => Issue, ack => undefined, done => undefined, seen => Seen, dot => undefined},
                     %% recorded before the call: a node killed mid-call leaves it unacknowledged
                     ets:insert(Ets, {{op, Id}, Op0}),
-                    Res = outcome(fun() -> hm_cluster:call(C, I, hypermnesia, sync_ec, [Fun], 40000) end),
+                    Res = hm_check:outcome(fun() -> hm_cluster:call(C, I, hypermnesia, sync_ec, [Fun], 40000) end),
                     Ack = erlang:monotonic_time(microsecond),
                     case Res of
                         ok ->
@@ -371,7 +371,7 @@ client(C, Ets, I, Node, Tab, Deadline, R0) ->
     end.
 
 delivered(C, I, Tab) ->
-    case outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of
+    case hm_check:outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of
         #{delivered := D} -> D;
         _ -> undefined
     end.
@@ -457,7 +457,7 @@ do(C, Ets, {restart, I}, S) ->
 restart(C, Ets, I) ->
     _ = spawn(fun() ->
                       T0 = erlang:monotonic_time(millisecond),
-                      Res = outcome(fun() -> hm_cluster:restart(C, I, #{wait => false}) end),
+                      Res = hm_check:outcome(fun() -> hm_cluster:restart(C, I, #{wait => false}) end),
                       Ms = erlang:monotonic_time(millisecond) - T0,
                       ct:log("restart ~p: the node and hypermnesia:start/0 returned ~p after "
                              "~p ms", [I, Res, Ms]),
@@ -473,12 +473,7 @@ restart(C, Ets, I) ->
                                             orelse ets:member(Ets, {start_failed, I})
                                end, 60000).
 
-stuck_stacks(C, I) -> outcome(fun() -> hm_cluster:eval(C, I, fun stuck/0) end).
-
-%% What `F' returns, or what it raised: for calls to nodes that may be down or cut, and for
-%% diagnoses that must not fail themselves.
-outcome(F) ->
-    try F() catch Class:Reason -> {Class, Reason} end.
+stuck_stacks(C, I) -> hm_check:outcome(fun() -> hm_cluster:eval(C, I, fun stuck/0) end).
 
 %%% ------------------------------------------------------------- quiescence and checks
 
@@ -497,14 +492,14 @@ quiescence(C, Nodes, Tab) ->
                     andalso length(lists:usort([contents(C, I, Tab) || I <- All])) =:= 1
         end,
     State = fun() ->
-                    [{I, outcome(fun() -> lists:sort(call(C, I, mnesia, system_info,
+                    [{I, hm_check:outcome(fun() -> lists:sort(call(C, I, mnesia, system_info,
                                                           [running_db_nodes]))
                                  end),
-                      outcome(fun() -> maps:with([status, buffered_ops, size, unstable_ops,
+                      hm_check:outcome(fun() -> maps:with([status, buffered_ops, size, unstable_ops,
                                                   reachable, delivered, stable, duplicates],
                                                  call(C, I, hypermnesia, info, [Tab]))
                               end),
-                      outcome(fun() -> erlang:phash2(contents(C, I, Tab)) end)} || I <- All]
+                      hm_check:outcome(fun() -> erlang:phash2(contents(C, I, Tab)) end)} || I <- All]
             end,
     Progress = fun() ->
                        [progress(C, I, Tab) || I <- All]
@@ -517,7 +512,7 @@ quiescence(C, Nodes, Tab) ->
             {ok, Contents};
         E ->
             %% what retransmission knows on every node, for the diagnosis
-            [log("broadcast state of node ~p: ~p", [I, outcome(fun() -> broadcast_state(C, I, Tab) end)]) || I <- All],
+            [log("broadcast state of node ~p: ~p", [I, hm_check:outcome(fun() -> broadcast_state(C, I, Tab) end)]) || I <- All],
             E
     end.
 
@@ -563,7 +558,7 @@ settle_loop(C, All, Tab, Progress, T0, N) ->
             settle_loop(C, All, Tab, Progress, T0, N + 1);
         error:{timeout, _, _} ->
             log("still unstable after ~p ms: ~p", [erlang:monotonic_time(millisecond) - T0,
-                                                    [{I, outcome(fun() -> broadcast_state(C, I, Tab) end)} || I <- All]])
+                                                    [{I, hm_check:outcome(fun() -> broadcast_state(C, I, Tab) end)} || I <- All]])
     end.
 
 broadcast_state(C, I, Tab) -> call(C, I, ?MODULE, broadcast_state, [Tab]).
@@ -573,7 +568,7 @@ broadcast_state(C, I, Tab) -> call(C, I, ?MODULE, broadcast_state, [Tab]).
 %% and what every other node's retransmission to it holds: {Node, TicksSinceItsAck,
 %% InFlightBeyondReported, Rounds, Window}.
 behind(C, All, Tab) ->
-    Sts = [{I, outcome(fun() -> broadcast_state(C, I, Tab) end)} || I <- All],
+    Sts = [{I, hm_check:outcome(fun() -> broadcast_state(C, I, Tab) end)} || I <- All],
     Ok = [{I, St} || {I, St = #{delivered := _}} <- Sts],
     Most = lists:foldl(fun({_, #{delivered := D}}, Acc) -> hm_vv:join(Acc, D) end, #{}, Ok),
     [{I, Node, [{O, hm_vv:get(O, D), N} || {O, N} <- lists:sort(maps:to_list(Most)),
@@ -591,14 +586,14 @@ behind(C, All, Tab) ->
 %% One node's copy, in short: {Id, Status, Buffered, Unstable, Delivered, Duplicates,
 %% Queued, ContentsHash}.
 progress(C, I, Tab) ->
-    case outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of
+    case hm_check:outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of
         #{status := St, buffered_ops := B, unstable_ops := U, delivered := D,
           duplicates := Dup} ->
             {I, St, B, U, lists:sum(maps:values(D)), Dup,
-             outcome(fun() -> call(C, I, hm_ec_table_server, queued,
+             hm_check:outcome(fun() -> call(C, I, hm_ec_table_server, queued,
                                    [hm_ec_table_server:name(Tab)])
                      end),
-             outcome(fun() -> erlang:phash2(contents(C, I, Tab)) rem 10000 end)};
+             hm_check:outcome(fun() -> erlang:phash2(contents(C, I, Tab)) rem 10000 end)};
         Other -> {I, Other}
     end.
 
