@@ -325,7 +325,7 @@ render(Base, Out0) ->
                  update_report(Base, Out);
              _ -> ok
          end,
-    file:write_file(Base ++ ".json", json(Out)).
+    file:write_file(Base ++ ".json", hm_json:encode(json_term(Out))).
 
 %% (results directory, report file): bench/ for real runs, _build/bench/ for scaled ones
 out_dirs(S) when S == 1 -> {"bench/results", "bench/REPORT.md"};
@@ -2613,28 +2613,26 @@ sweep_plots(Base, Tmp, Sweeps) ->
           "\nset style data lines\n"]
      end || S = #{param := K} <- Sweeps].
 
-%%% ============================================================= JSON (OTP 25 has none)
+%%% ============================================================= JSON
 
-json(M) when is_map(M) ->
-    ["{", lists:join(",", [[json(key(K)), ":", json(V)] || {K, V} <- lists:sort(maps:to_list(M))]), "}"];
-json(L) when is_list(L) -> ["[", lists:join(",", [json(X) || X <- L]), "]"];
-json(null) -> "null";
-json(true) -> "true";
-json(false) -> "false";
-json(A) when is_atom(A) -> json(atom_to_binary(A));
-json(B) when is_binary(B) -> [$", escape(B), $"];
-json(I) when is_integer(I) -> integer_to_list(I);
-json(F) when is_float(F) -> io_lib:format("~.3f", [F]);
-json(T) -> json(list_to_binary(io_lib:format("~0p", [T]))).
+%% The run's record as hm_json encodes it, in the record's own conventions: floats to three
+%% decimals, tuples and `undefined' as the text `~0p' prints, map keys other than atoms,
+%% integers and binaries too.
+json_term(M) when is_map(M) ->
+    maps:from_list([{json_key(K), json_term(V)} || {K, V} <- maps:to_list(M)]);
+json_term(L) when is_list(L) -> [json_term(X) || X <- L];
+json_term(F) when is_float(F) -> list_to_float(lists:flatten(io_lib:format("~.3f", [F])));
+json_term(undefined) -> <<"undefined">>;
+json_term(T) when is_tuple(T) -> key(T);
+json_term(X) -> X.
+
+json_key(K) when is_atom(K); is_integer(K); is_binary(K) -> K;
+json_key(K) -> key(K).
 
 key(K) when is_atom(K) -> atom_to_binary(K);
 key(K) when is_integer(K) -> integer_to_binary(K);
 key(K) when is_binary(K) -> K;
 key(K) -> list_to_binary(io_lib:format("~0p", [K])).
-
-escape(B) ->
-    << <<(case C of $" -> <<"\\\"">>; $\\ -> <<"\\\\">>; $\n -> <<"\\n">>;
-                  _ when C < 32 -> <<" ">>; _ -> <<C>> end)/binary>> || <<C>> <= B >>.
 
 %%% ============================================================= time
 
