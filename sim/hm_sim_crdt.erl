@@ -15,7 +15,7 @@
 %% and removes over 3 elements, sometimes add_all/remove_all, so conflicts are frequent;
 %% registers: assigns of 3 values, lwwreg with an explicit timestamp from the replica's skewed
 %% simulated clock, coarse so that ties happen; ewflag: enable/disable) and the faults of
-%% {@link hm_sim:gen_faults/4} (halves / isolated / bridge / flapping partitions, crash and
+%% {@link hm_sim_engine:gen_faults/4} (halves / isolated / bridge / flapping partitions, crash and
 %% restart). After the work phase: heal, restart every crashed replica, turn random faults
 %% off, run until quiescent (or a 60 s cap), check.
 %%
@@ -72,7 +72,7 @@
 %% </ol>
 %% Checkers 1, 2 and 5 are the pure {@link check/2} over a summary of the final replicas;
 %% 3 and 4 run online. Failures come with the seed and a trace minimised by
-%% {@link hm_sim:minimise_with/3}; `make sim SEED=S TRACE=File' replays it.
+%% {@link hm_sim_engine:minimise_with/3}; `make sim SEED=S TRACE=File' replays it.
 -module(hm_sim_crdt).
 
 -export([main/1, gen/2, gen_op/2, run/2, run_seed/2, check_seeds/2, check/2, combos/0, replay/3,
@@ -110,7 +110,7 @@ combos() -> [{T, F} || T <- ?TYPES, F <- hm_crdt:flavors()].
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#c4d7, 16#51e}),
     {[N, CI, SI, Drop, Dup, Delay, NOps, NFaults], R1} =
-        hm_sim:draws([{int, 3, 5}, {int, 1, length(combos())}, {int, 1, 2}, {int, 0, 15},
+        hm_sim_engine:draws([{int, 3, 5}, {int, 1, length(combos())}, {int, 1, 2}, {int, 0, 15},
                       {int, 0, 10}, {int, 1, 150}, {int, 15, 60}, {int, 0, 4}], R0),
     {Type, Flavor} = lists:nth(CI, combos()),
     Cfg0 = #{kind => crdt, n => N, type => Type, flavor => Flavor,
@@ -118,7 +118,7 @@ gen(Seed, Opts) ->
              delay => Delay, duration => 4000, seed => Seed, ops => NOps, faults => NFaults},
     Cfg1 = maps:merge(Cfg0, Opts),
     #{n := N1, duration := Dur, ops := Ops, faults := Fs, type := T1} = Cfg1,
-    Nodes = hm_sim:nodes_of(N1),
+    Nodes = hm_sim_engine:nodes_of(N1),
     {Skews, R2} = lists:foldl(fun(Nd, {M, R}) ->
                                       {X, R_} = rand:uniform_s(401, R),
                                       {M#{Nd => X - 201}, R_}
@@ -129,7 +129,7 @@ gen(Seed, Opts) ->
               _ -> Cfg2
           end,
     {OpActs, R3} = gen_ops(Ops, T1, Nodes, Dur, R2),
-    {FaultActs0, _} = hm_sim:gen_faults(Fs, Nodes, Dur, R3),
+    {FaultActs0, _} = hm_sim_engine:gen_faults(Fs, Nodes, Dur, R3),
     FaultActs = case maps:get(crash, Cfg, true) of
                     true -> FaultActs0;
                     false -> [A || A = {_, F} <- FaultActs0, element(1, F) =/= crash,
@@ -140,7 +140,7 @@ gen(Seed, Opts) ->
 gen_ops(0, _, _, _, R) -> {[], R};
 gen_ops(K, Type, Nodes, Dur, R) ->
     {T, R1} = rand:uniform_s(Dur, R),
-    {Nd, R2} = hm_sim:pick(Nodes, R1),
+    {Nd, R2} = hm_sim_engine:pick(Nodes, R1),
     {Op, R3} = gen_op(Type, R2),
     {Rest, R4} = gen_ops(K - 1, Type, Nodes, Dur, R3),
     {[{T, {op, Nd, Op}} | Rest], R4}.
@@ -148,11 +148,11 @@ gen_ops(K, Type, Nodes, Dur, R) ->
 %% @doc A random client operation of a type (the CRDT-table family draws them too).
 -spec gen_op(hm_crdt:type(), rand:state()) -> {term(), rand:state()}.
 gen_op(gcounter, R) ->
-    hm_sim:pick([increment, increment, {increment, 0}, {increment, 2}, {increment, 3}], R);
+    hm_sim_engine:pick([increment, increment, {increment, 0}, {increment, 2}, {increment, 3}], R);
 gen_op(pncounter, R) ->
-    hm_sim:pick([increment, decrement, {increment, 0}, {increment, 2}, {decrement, 3}], R);
+    hm_sim_engine:pick([increment, decrement, {increment, 0}, {increment, 2}, {decrement, 3}], R);
 gen_op(Set, R) when Set =:= awset; Set =:= rwset ->
-    {E, R1} = hm_sim:pick(?ELEMS, R),
+    {E, R1} = hm_sim_engine:pick(?ELEMS, R),
     {X, R2} = rand:uniform_s(10, R1),
     {if X =< 5 -> {add, E};
         X =< 8 -> {remove, E};
@@ -160,10 +160,10 @@ gen_op(Set, R) when Set =:= awset; Set =:= rwset ->
         true -> {remove_all, ?ELEMS -- [E]}
      end, R2};
 gen_op(Reg, R) when Reg =:= lwwreg; Reg =:= mvreg ->
-    {V, R1} = hm_sim:pick(?VALUES, R),
+    {V, R1} = hm_sim_engine:pick(?VALUES, R),
     {{assign, V}, R1};
 gen_op(ewflag, R) ->
-    hm_sim:pick([enable, disable], R).
+    hm_sim_engine:pick([enable, disable], R).
 
 %%% ================================================================ running
 
@@ -176,7 +176,7 @@ run_seed(Seed, Opts) ->
 %% @doc Run a configuration and trace to quiescence, then check.
 -spec run(cfg(), [hm_sim:action()]) -> hm_sim:result().
 run(Cfg = #{n := N, seed := Seed}, Trace) ->
-    Nodes = hm_sim:nodes_of(N),
+    Nodes = hm_sim_engine:nodes_of(N),
     S0 = #{driver => ?MODULE, now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg,
            nodes => Nodes, rand => rand:seed_s(exsss, {Seed, 16#c7, 16#ab}), reps => #{},
            inc => #{}, groups => all, epochs => #{}, applied => #{}, ops => #{},
@@ -186,7 +186,7 @@ run(Cfg = #{n := N, seed := Seed}, Trace) ->
                                   inc := (maps:get(inc, Acc))#{Nd => 1},
                                   applied := (maps:get(applied, Acc))#{Nd => #{}}}
                      end, S0, Nodes),
-    hm_sim:drive(S1, Trace, fun finish/1).
+    hm_sim_engine:drive(S1, Trace, fun finish/1).
 
 new_rep(Nd, Inc, #{cfg := #{type := T, flavor := F}, nodes := Nodes}) ->
     Id = {Nd, Inc},
@@ -203,23 +203,23 @@ flavor(#{cfg := #{flavor := F}}) -> F.
 %% @doc The driver's events (called by hm_sim's scheduler): ticks, deliveries, trace actions.
 -spec event(term(), map()) -> map().
 event({tick, Nd}, S) ->
-    S1 = hm_sim:schedule(?TICK, {tick, Nd}, S),
-    case hm_sim:up(Nd, S1) of
+    S1 = hm_sim_engine:schedule(?TICK, {tick, Nd}, S),
+    case hm_sim_engine:up(Nd, S1) of
         false -> S1;
         true -> tick(Nd, rep(Nd, S1), S1)
     end;
 event({deliver, From, To, Msg, Epoch}, S) ->
-    case hm_sim:deliverable(From, To, Epoch, S) of
-        false -> hm_sim:bump(dropped_cut, S);
+    case hm_sim_engine:deliverable(From, To, Epoch, S) of
+        false -> hm_sim_engine:bump(dropped_cut, S);
         true -> handle(From, To, Msg, S)
     end;
 event({action, A}, S) ->
-    action(A, hm_sim:bump(actions, S)).
+    action(A, hm_sim_engine:bump(actions, S)).
 
 %% @doc `Peer' became reachable from `At' (a heal, or a restart of either).
 -spec nodeup(node(), node(), map()) -> map().
 nodeup(At, Peer, S) ->
-    case hm_sim:up(At, S) of
+    case hm_sim_engine:up(At, S) of
         false -> S;
         true ->
             R = rep(At, S),
@@ -237,15 +237,15 @@ nodeup(At, Peer, S) ->
 %% a lattice replica's messages, full states counted
 send_sync(From, Out, S) ->
     Fulls = length([x || {_, {full, _}} <- Out]),
-    hm_sim:send_all(From, Out, hm_sim:bump(full_states, Fulls, S)).
+    hm_sim_engine:send_all(From, Out, hm_sim_engine:bump(full_states, Fulls, S)).
 
 %%% ------------------------------------------------------------ client operations
 
 %% @doc A trace action: a client operation, a partition, a heal, a crash, a restart.
 -spec action(term(), map()) -> map().
 action({op, Nd, Op0}, S = #{cfg := #{type := Type}}) ->
-    case hm_sim:up(Nd, S) of
-        false -> hm_sim:bump(ops_skipped, S);
+    case hm_sim_engine:up(Nd, S) of
+        false -> hm_sim_engine:bump(ops_skipped, S);
         true ->
             R = #{crdt := C, id := Id} = rep(Nd, S),
             Op = case {Type, Op0} of
@@ -256,15 +256,15 @@ action({op, Nd, Op0}, S = #{cfg := #{type := Type}}) ->
             Ts = hm_crdt:delivered(C1),
             Dot = {Id, hm_vv:get(Id, Ts)},
             Info = #{dot => Dot, ts => Ts, op => Op, origin => Id, lost => false},
-            S1 = hm_sim:bump(ops, S#{ops := (maps:get(ops, S))#{Dot => Info}}),
+            S1 = hm_sim_engine:bump(ops, S#{ops := (maps:get(ops, S))#{Dot => Info}}),
             submit(Nd, R#{crdt := C1}, Ev, S1)
     end;
 action({partition, Shape, Groups}, S) ->
-    hm_sim:bump({partition, Shape}, hm_sim:reconnect(S#{groups := Groups}, S));
+    hm_sim_engine:bump({partition, Shape}, hm_sim_engine:reconnect(S#{groups := Groups}, S));
 action(heal, S) ->
-    hm_sim:reconnect(S#{groups := all}, S);
+    hm_sim_engine:reconnect(S#{groups := all}, S);
 action({crash, Nd}, S = #{reps := Reps, nodes := Nodes, cfg := Cfg}) ->
-    case hm_sim:up(Nd, S) of
+    case hm_sim_engine:up(Nd, S) of
         false -> S;
         true ->
             R = rep(Nd, S),
@@ -277,9 +277,9 @@ action({crash, Nd}, S = #{reps := Reps, nodes := Nodes, cfg := Cfg}) ->
                      none -> mark_lost(Nd, S);
                      _ -> S
                  end,
-            S2 = lists:foldl(fun(M, Acc) -> hm_sim:new_epoch(Nd, M, Acc) end, S1,
+            S2 = lists:foldl(fun(M, Acc) -> hm_sim_engine:new_epoch(Nd, M, Acc) end, S1,
                              Nodes -- [Nd]),
-            hm_sim:bump(crashes, S2#{reps := Reps#{Nd => {down, D, D =/= none}}})
+            hm_sim_engine:bump(crashes, S2#{reps := Reps#{Nd => {down, D, D =/= none}}})
     end;
 action({restart, Nd}, S = #{reps := Reps, inc := Incs}) ->
     case maps:get(Nd, Reps) of
@@ -288,9 +288,9 @@ action({restart, Nd}, S = #{reps := Reps, inc := Incs}) ->
                            none -> I = maps:get(Nd, Incs) + 1, {I, new_rep(Nd, I, S)};
                            _ -> {maps:get(Nd, Incs), restore(Nd, D, S)}
                        end,
-            S1 = hm_sim:bump(restarts, S#{reps := Reps#{Nd => R}, inc := Incs#{Nd => Inc}}),
+            S1 = hm_sim_engine:bump(restarts, S#{reps := Reps#{Nd => R}, inc := Incs#{Nd => Inc}}),
             lists:foldl(fun(M, Acc) -> nodeup(M, Nd, nodeup(Nd, M, Acc)) end, S1,
-                        hm_sim:reachable(Nd, S1));
+                        hm_sim_engine:reachable(Nd, S1));
         _ -> S
     end.
 
@@ -306,20 +306,20 @@ submit(Nd, R = #{crdt := C}, Ev, S) ->
             {Msg = {_, TsB, _}, Out, B1} = hm_tcsb:broadcast(Ev, maps:get(tcsb, R)),
             S1 = case TsB =:= TsC of
                      true -> S;
-                     false -> hm_sim:fail({causal_timestamps_differ, Nd, TsB, TsC}, S)
+                     false -> hm_sim_engine:fail({causal_timestamps_differ, Nd, TsB, TsC}, S)
                  end,
-            S2 = hm_sim:events(Nd, [{applied, Msg}], put_rep(Nd, R#{tcsb := B1}, S1)),
-            hm_sim:send_all(Nd, Out, check_layers(Nd, C, B1, S2));
+            S2 = hm_sim_engine:events(Nd, [{applied, Msg}], put_rep(Nd, R#{tcsb := B1}, S1)),
+            hm_sim_engine:send_all(Nd, Out, check_layers(Nd, C, B1, S2));
         _ ->
-            {Y, Out} = hm_crdt_sync:local(Ev, C, hm_sim:reachable(Nd, S), maps:get(sync, R)),
-            hm_sim:send_all(Nd, Out, put_rep(Nd, R#{sync := Y}, S))
+            {Y, Out} = hm_crdt_sync:local(Ev, C, hm_sim_engine:reachable(Nd, S), maps:get(sync, R)),
+            hm_sim_engine:send_all(Nd, Out, put_rep(Nd, R#{sync := Y}, S))
     end.
 
 %% the CRDT's own causal delivery must agree with the broadcast's (checker 3)
 check_layers(Nd, C, B, S) ->
     case {hm_crdt:pending(C), hm_crdt:delivered(C) =:= hm_tcsb:delivered(B)} of
         {0, true} -> S;
-        {P, _} -> hm_sim:fail({crdt_layer_disagrees, Nd, {crdt_pending, P},
+        {P, _} -> hm_sim_engine:fail({crdt_layer_disagrees, Nd, {crdt_pending, P},
                                {crdt, hm_crdt:delivered(C)}, {tcsb, hm_tcsb:delivered(B)}}, S)
     end.
 
@@ -330,8 +330,8 @@ handle(_From, To, {op, Msg}, S) ->
     {Ready, B1} = hm_tcsb:receive_op(Msg, B),
     {C1, S1} = lists:foldl(fun({_, _, Ev}, {Cx, Sx}) -> deliver(To, Ev, Cx, Sx) end,
                            {C, S}, Ready),
-    S2 = hm_sim:events(To, [{applied, M} || M <- Ready],
-                       put_rep(To, R#{tcsb := B1, crdt := C1}, S1)),
+    S2 = hm_sim_engine:events(To, [{applied, M} || M <- Ready],
+                              put_rep(To, R#{tcsb := B1, crdt := C1}, S1)),
     check_layers(To, C1, B1, S2);
 handle(_From, To, {ack, Id, V, Newest}, S) ->
     R = rep(To, S),
@@ -340,26 +340,26 @@ handle(_From, To, Msg, S) ->
     %% a lattice replica's message: hm_crdt_sync applies it
     R = #{crdt := C, sync := Y} = rep(To, S),
     {C1, Y1, Errs} = hm_crdt_sync:handle(Msg, C, Y),
-    S1 = lists:foldl(fun({Kind, E}, Acc) -> hm_sim:fail({crdt_error, To, Kind, E}, Acc) end,
+    S1 = lists:foldl(fun({Kind, E}, Acc) -> hm_sim_engine:fail({crdt_error, To, Kind, E}, Acc) end,
                      S, Errs),
     put_rep(To, R#{crdt := C1, sync := Y1}, S1).
 
 deliver(Nd, Ev, C, S) ->
     case hm_crdt:deliver(Ev, C) of
-        {error, E} -> {C, hm_sim:fail({crdt_error, Nd, deliver, E}, S)};
+        {error, E} -> {C, hm_sim_engine:fail({crdt_error, Nd, deliver, E}, S)};
         C1 -> {C1, S}
     end.
 
 %%% ------------------------------------------------------------ ticks
 
 tick(Nd, R, S) ->
-    Up = hm_sim:reachable(Nd, S),
+    Up = hm_sim_engine:reachable(Nd, S),
     case flavor(S) of
         op -> tick_op(Nd, Up, R, S);
         F ->
             {Gossip, S1} = case {F, Up} of
                                {state, [_ | _]} ->
-                                   {I, Sx} = hm_sim:uniform(length(Up), S),
+                                   {I, Sx} = hm_sim_engine:uniform(length(Up), S),
                                    {lists:nth(I, Up), Sx};
                                _ -> {none, S}
                            end,
@@ -382,16 +382,16 @@ tick_op(Nd, Up, R = #{tcsb := B0, crdt := C, stable := Prev}, S) ->
     C1 = hm_crdt:stable(V, C),
     S1 = case hm_crdt:value(C1) =:= hm_crdt:value(C) of
              true -> S;
-             false -> hm_sim:fail({stable_changed_value, Nd, hm_crdt:value(C),
+             false -> hm_sim_engine:fail({stable_changed_value, Nd, hm_crdt:value(C),
                                    hm_crdt:value(C1)}, S)
          end,
     {Gone, B1} = hm_tcsb:gc_dots(B),
     R1 = R#{tcsb := hm_tcsb:tick(B1), crdt := C1, stable := hm_vv:join(Prev, Cap)},
     S2 = case lists:usort(NewlyStable ++ Gone) of
              [] -> S1;
-             Dots -> hm_sim:events(Nd, [{stabilized, Dots}], S1)
+             Dots -> hm_sim_engine:events(Nd, [{stabilized, Dots}], S1)
          end,
-    hm_sim:send_all(Nd, Out, put_rep(Nd, R1, S2)).
+    hm_sim_engine:send_all(Nd, Out, put_rep(Nd, R1, S2)).
 
 %%% ------------------------------------------------------------ crashes
 
@@ -527,7 +527,7 @@ counter_bounds(Type, Values, Ops) ->
 check_seeds({From, Count}, Opts) ->
     lists:foldl(fun(Seed, {P, F, Tot, Bad}) ->
                         Res = #{ok := Ok, stats := St} = run_seed(Seed, Opts),
-                        Tot1 = hm_sim:totals(maps:without([max_metadata, value], St), Tot),
+                        Tot1 = hm_sim_engine:totals(maps:without([max_metadata, value], St), Tot),
                         case Ok of
                             true -> {P + 1, F, Tot1, Bad};
                             false -> {P, F + 1, Tot1, Bad ++ [{Seed, Res}]}
@@ -543,7 +543,7 @@ main(["seeds", N]) ->
     io:format("~p CRDT schedules, ~p client ops, ~p messages, ~p full states; "
               "faults injected: ~s~n",
               [P + F, maps:get(ops, Tot, 0), maps:get(msgs, Tot, 0),
-               maps:get(full_states, Tot, 0), hm_sim:fault_line(Tot)]),
+               maps:get(full_states, Tot, 0), hm_sim_engine:fault_line(Tot)]),
     io:format("sim crdt: ~p passed, ~p failed~n", [P, F]),
     halt(case F of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
@@ -569,6 +569,6 @@ print_failure(Seed, #{failures := Fs}) ->
     {Cfg, Trace} = gen(Seed, #{}),
     Desc = io_lib:format("~p, ~p, ~p, ~p replicas", [maps:get(type, Cfg), maps:get(flavor, Cfg),
                                                      maps:get(storage, Cfg), maps:get(n, Cfg)]),
-    hm_sim:print_minimised("crdt seed", Seed, Desc, fun(T) -> run(Cfg, T) end, Trace, Fs,
-                           "_build/sim/crdt-trace-" ++ integer_to_list(Seed) ++ ".eterm",
-                           fun(Min) -> {crdt, Cfg, Min} end).
+    hm_sim_engine:print_minimised("crdt seed", Seed, Desc, fun(T) -> run(Cfg, T) end, Trace,
+                                  Fs, "_build/sim/crdt-trace-" ++ integer_to_list(Seed) ++ ".eterm",
+                                  fun(Min) -> {crdt, Cfg, Min} end).

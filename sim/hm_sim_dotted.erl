@@ -12,7 +12,7 @@
 %% over 4 keys at random copies, each with the context of a get at that copy (read, modify,
 %% write); partitions (halves, isolated, bridge, flapping) and crashes with restarts from the
 %% copy's saved state (a DottedDB node restarts with stable storage) from
-%% {@link hm_sim:gen_faults/4} (option `restart => empty': a crashed copy restarts, as a new
+%% {@link hm_sim_engine:gen_faults/4} (option `restart => empty': a crashed copy restarts, as a new
 %% incarnation `{Node, Inc}' of its node's copy, with
 %% nothing, as the runtime's copies do, and takes a handoff); and churn: 0 to 3 copies replaced for good by a new node id,
 %% which starts empty and takes a handoff. Strip and anti-entropy timers run every 250 ms.
@@ -63,7 +63,7 @@
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#d077, 16#ed}),
     {[N, AEI, Drop, Dup, Delay, NOps, NFaults, NChurn], R1} =
-        hm_sim:draws([{int, 3, 5}, {int, 1, 4}, {int, 0, 20}, {int, 0, 10}, {int, 1, 150},
+        hm_sim_engine:draws([{int, 3, 5}, {int, 1, 4}, {int, 0, 20}, {int, 0, 10}, {int, 1, 150},
                       {int, 15, 60}, {int, 0, 4}, {int, 0, 3}], R0),
     Cfg0 = #{kind => dotted, n => N, ae => case AEI of 4 -> merkle; _ -> node_clock end,
              drop => Drop / 100, dup => Dup / 100, delay => Delay, duration => 4000,
@@ -71,12 +71,12 @@ gen(Seed, Opts) ->
              restart => saved},
     Cfg1 = maps:merge(Cfg0, Opts),
     #{n := N1, duration := Dur, ops := Ops, faults := Fs, churn := Ch} = Cfg1,
-    Nodes = hm_sim:nodes_of(N1),
+    Nodes = hm_sim_engine:nodes_of(N1),
     Keys = maps:get(keys, Cfg1, ?KEYS),
     {OpActs, R2} = gen_ops(Ops, Nodes, Dur, Keys, R1),
-    {FaultActs, R3} = hm_sim:gen_faults(Fs, Nodes, Dur, R2),
+    {FaultActs, R3} = hm_sim_engine:gen_faults(Fs, Nodes, Dur, R2),
     {ChurnActs, _} = lists:foldl(fun(_, {Acc, R}) ->
-                                         {[T, I], Ra} = hm_sim:draws([{int, 1, Dur},
+                                         {[T, I], Ra} = hm_sim_engine:draws([{int, 1, Dur},
                                                                       {int, 1, N1}], R),
                                          {Acc ++ [{T, {replace, I}}], Ra}
                                  end, {[], R3}, lists:seq(1, Ch)),
@@ -86,8 +86,8 @@ gen(Seed, Opts) ->
 gen_ops(0, _, _, _, R) -> {[], R};
 gen_ops(K, Nodes, Dur, Keys, R) ->
     {T, R1} = rand:uniform_s(Dur, R),
-    {Nd, R2} = hm_sim:pick(Nodes, R1),
-    {Key, R3} = hm_sim:pick(Keys, R2),
+    {Nd, R2} = hm_sim_engine:pick(Nodes, R1),
+    {Key, R3} = hm_sim_engine:pick(Keys, R2),
     {X, R4} = rand:uniform_s(3, R3),
     Op = case X of 3 -> delete; _ -> put end,
     {Rest, R5} = gen_ops(K - 1, Nodes, Dur, Keys, R4),
@@ -108,7 +108,7 @@ run_seed(Seed, Opts) ->
 %% `{Time, Copy, Key, Info}' and every write as `{write, Time, Copy, Key, Dot, put | delete}'.
 -spec run(cfg(), [hm_sim:action()]) -> hm_sim:result().
 run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
-    Nodes = hm_sim:nodes_of(N),
+    Nodes = hm_sim_engine:nodes_of(N),
     S0 = #{driver => ?MODULE, now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg,
            nodes => Nodes, rand => rand:seed_s(exsss, {Seed, 16#d0, 16#77}), reps => #{},
            inc => #{}, groups => all, epochs => #{}, applied => #{}, ops => #{},
@@ -122,11 +122,11 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
                    created -> fun(Nd) -> Nd =/= hd(Nodes) end
                end,
         S1 = lists:foldl(fun(Nd, Acc) -> start_copy(Nd, Nodes, Boot(Nd), Acc) end, S0, Nodes),
-        S2 = lists:foldl(fun({T, A}, Acc) -> hm_sim:schedule_at(T, {action, A}, Acc) end,
+        S2 = lists:foldl(fun({T, A}, Acc) -> hm_sim_engine:schedule_at(T, {action, A}, Acc) end,
                          S1, [{T, A} || {T, A} <- Trace, T < Dur]),
-        S3 = hm_sim:run_until(Dur, S2),
-        S4 = hm_sim:final_heal(S3),
-        S5 = hm_sim:quiesce(Dur, S4),
+        S3 = hm_sim_engine:run_until(Dur, S2),
+        S4 = hm_sim_engine:final_heal(S3),
+        S5 = hm_sim_engine:quiesce(Dur, S4),
         finish(S5)
     catch Class:Reason:Stack ->
             #{ok => false, failures => [{exception, Class, Reason, lists:sublist(Stack, 6)}],
@@ -144,7 +144,7 @@ start_copy(Nd, Peers, Bootstrap, S = #{cfg := Cfg, inc := Inc}) ->
           merkle => maps:get(merkle, Cfg, #{fanout => 4, depth => 2})},
     {R, Effs} = hm_dotted:new(O),
     %% timers start at a random offset, as the copies of a real group do
-    {Off, S1} = hm_sim:uniform(?INTERVAL, S#{inc := Inc#{Nd => maps:get(Nd, Inc, 1)}}),
+    {Off, S1} = hm_sim_engine:uniform(?INTERVAL, S#{inc := Inc#{Nd => maps:get(Nd, Inc, 1)}}),
     effects(Nd, [case E of {timer, Ms, M} -> {timer, Ms + Off, M}; _ -> E end || E <- Effs],
             put_rep(Nd, R, S1)).
 
@@ -155,21 +155,22 @@ put_rep(Nd, R, S = #{reps := Reps}) -> S#{reps := Reps#{Nd => R}}.
 %% the checkers and samples; drops of malformed messages are failures.
 effects(Nd, Effs, S = #{inc := Inc}) ->
     S1 = lists:foldl(
-           fun({timer, Ms, M}, Acc) -> hm_sim:schedule(Ms, {timer, Nd, maps:get(Nd, Inc), M}, Acc);
+           fun({timer, Ms, M}, Acc) ->
+                   hm_sim_engine:schedule(Ms, {timer, Nd, maps:get(Nd, Inc), M}, Acc);
               ({event, {store, Key, Info}}, Acc) -> stored(Nd, Key, Info, Acc);
-              ({drop, {not_a_peer, _, _}}, Acc) -> hm_sim:bump(dropped_not_a_peer, Acc);
-              ({drop, D}, Acc) -> hm_sim:fail({dropped, Nd, D}, Acc);
+              ({drop, {not_a_peer, _, _}}, Acc) -> hm_sim_engine:bump(dropped_not_a_peer, Acc);
+              ({drop, D}, Acc) -> hm_sim_engine:fail({dropped, Nd, D}, Acc);
               (_, Acc) -> Acc
            end, S, Effs),
     {Out, S2} = lose_replicate([{hm_dotted:address(To), M} || {send, To, M} <- Effs], S1),
-    hm_sim:send_all(Nd, Out, S2).
+    hm_sim_engine:send_all(Nd, Out, S2).
 
 %% option `drop_replicate': the share of replicate-on-write messages lost (the paper's
 %% replication message loss: 10 %, or 100 % to leave everything to anti-entropy)
 lose_replicate(Out, S = #{cfg := #{drop_replicate := P}, faults := true}) ->
     lists:foldl(fun(O = {_, M}, {Acc, Sx}) when element(1, M) =:= replicate ->
-                        case hm_sim:coin(P, Sx) of
-                            {true, Sy} -> {Acc, hm_sim:bump(dropped_replicate, Sy)};
+                        case hm_sim_engine:coin(P, Sx) of
+                            {true, Sy} -> {Acc, hm_sim_engine:bump(dropped_replicate, Sy)};
                             {false, Sy} -> {Acc ++ [O], Sy}
                         end;
                    (O, {Acc, Sx}) -> {Acc ++ [O], Sx}
@@ -179,7 +180,7 @@ lose_replicate(Out, S) -> {Out, S}.
 stored(Nd, Key, Info = #{entries := E}, S = #{max_entries := Max, now := Now, cfg := Cfg}) ->
     S1 = S#{max_entries := max(Max, E)},
     S2 = case Info of
-             #{removed := true} -> hm_sim:bump(removed, S1);
+             #{removed := true} -> hm_sim_engine:bump(removed, S1);
              _ -> S1
          end,
     case maps:get(measure, Cfg, false) of
@@ -190,18 +191,18 @@ stored(Nd, Key, Info = #{entries := E}, S = #{max_entries := Max, now := Now, cf
 %% @doc The driver's events: timers, deliveries, trace actions.
 -spec event(term(), map()) -> map().
 event({timer, Nd, I, M}, S = #{inc := Inc}) ->
-    case hm_sim:up(Nd, S) andalso maps:get(Nd, Inc) =:= I of
+    case hm_sim_engine:up(Nd, S) andalso maps:get(Nd, Inc) =:= I of
         false -> S;                                     % a timer of a copy that crashed
         true -> step(Nd, fun(R) -> hm_dotted:timeout(M, R) end, S)
     end;
 event({deliver, From, To, Msg, Epoch}, S) ->
-    case hm_sim:deliverable(From, To, Epoch, S) of
-        false -> hm_sim:bump(dropped_cut, S);
+    case hm_sim_engine:deliverable(From, To, Epoch, S) of
+        false -> hm_sim_engine:bump(dropped_cut, S);
         true ->
             step(To, fun(R) -> hm_dotted:handle(Msg, R) end, S)
     end;
 event({action, A}, S) ->
-    action(A, hm_sim:bump(actions, S)).
+    action(A, hm_sim_engine:bump(actions, S)).
 
 step(Nd, F, S) ->
     R0 = rep(Nd, S),
@@ -226,10 +227,10 @@ action({op_i, I, Key, Op}, S = #{nodes := Nodes}) ->
     %% the I-th copy of the group as it is now (the benchmark's workloads, under churn)
     action({op, lists:nth(1 + (I - 1) rem length(Nodes), Nodes), Key, Op}, S);
 action({op, Nd, Key, Op}, S = #{now := Now, ops := Ops, cfg := Cfg}) ->
-    case hm_sim:up(Nd, S) andalso lists:member(Nd, maps:get(nodes, S)) andalso
+    case hm_sim_engine:up(Nd, S) andalso lists:member(Nd, maps:get(nodes, S)) andalso
         hm_dotted:status(rep(Nd, S)) of
-        false -> hm_sim:bump(ops_skipped, S);
-        syncing -> hm_sim:bump(ops_refused, S);         % as the runtime's server refuses
+        false -> hm_sim_engine:bump(ops_skipped, S);
+        syncing -> hm_sim_engine:bump(ops_refused, S);         % as the runtime's server refuses
         ready ->
             R = rep(Nd, S),
             {_, Ctx} = hm_dotted:get(Key, R),
@@ -247,20 +248,20 @@ action({op, Nd, Key, Op}, S = #{now := Now, ops := Ops, cfg := Cfg}) ->
                      true -> S1#{samples := [{write, Now, Nd, Key, Dot, Op} | maps:get(samples, S1)]};
                      false -> S1
                  end,
-            effects(Nd, Effs, put_rep(Nd, R1, hm_sim:bump(ops, S2)))
+            effects(Nd, Effs, put_rep(Nd, R1, hm_sim_engine:bump(ops, S2)))
     end;
 action({partition, Shape, Groups}, S) ->
-    hm_sim:bump({partition, Shape}, hm_sim:reconnect(S#{groups := Groups}, S));
+    hm_sim_engine:bump({partition, Shape}, hm_sim_engine:reconnect(S#{groups := Groups}, S));
 action(heal, S) ->
-    hm_sim:reconnect(S#{groups := all}, S);
+    hm_sim_engine:reconnect(S#{groups := all}, S);
 action({crash, Nd}, S = #{inc := Inc, cfg := Cfg}) ->
-    case hm_sim:up(Nd, S) of
+    case hm_sim_engine:up(Nd, S) of
         false -> S;
         true ->
             %% a crash keeps the copy's saved state (`restart => saved': DottedDB's stable
             %% storage) or nothing (`empty': the runtime's copies live in their process);
             %% its links break, its timers stop
-            S1 = lists:foldl(fun(M, Acc) -> hm_sim:new_epoch(Nd, M, Acc) end, S,
+            S1 = lists:foldl(fun(M, Acc) -> hm_sim_engine:new_epoch(Nd, M, Acc) end, S,
                              maps:get(nodes, S) -- [Nd]),
             S2 = S1#{inc := Inc#{Nd => maps:get(Nd, Inc) + 1}},
             S3 = case maps:get(restart, Cfg, saved) of
@@ -268,17 +269,19 @@ action({crash, Nd}, S = #{inc := Inc, cfg := Cfg}) ->
                      empty -> mark_lost(maps:get(nodes, S) -- [Nd],
                                         put_rep(Nd, {down, none, false}, S2))
                  end,
-            hm_sim:bump(crashes, S3)
+            hm_sim_engine:bump(crashes, S3)
     end;
 action({restart, Nd}, S = #{nodes := Nodes}) ->
     case maps:get(Nd, maps:get(reps, S), out) of
         {down, none, false} ->
             %% as the runtime's server starts a copy: it takes a peer's state first when a
             %% copy it reaches is ready, else it starts empty
-            Ready = [M || M <- Nodes -- [Nd], hm_sim:up(M, S), hm_sim:connected(Nd, M, S),
+            Ready = [M || M <- Nodes -- [Nd], hm_sim_engine:up(M, S),
+                          hm_sim_engine:connected(Nd, M, S),
                           hm_dotted:status(rep(M, S)) =:= ready],
-            hm_sim:bump(restarts, start_copy(Nd, Nodes, Ready =/= [], S));
-        {down, R, _} -> hm_sim:bump(restarts, step(Nd, fun hm_dotted:recover/1, put_rep(Nd, R, S)));
+            hm_sim_engine:bump(restarts, start_copy(Nd, Nodes, Ready =/= [], S));
+        {down, R, _} ->
+            hm_sim_engine:bump(restarts, step(Nd, fun hm_dotted:recover/1, put_rep(Nd, R, S)));
         _ -> S
     end;
 action({replace, I}, S = #{nodes := Nodes}) ->
@@ -292,7 +295,7 @@ action({replace, I}, S = #{nodes := Nodes}) ->
                               end
                    end, Nodes -- [Old]) of
         true -> replace(Old, S);
-        false -> hm_sim:bump(replace_skipped, S)
+        false -> hm_sim_engine:bump(replace_skipped, S)
     end.
 
 replace(Old, S0 = #{nodes := Nodes, next_id := Next}) ->
@@ -300,7 +303,7 @@ replace(Old, S0 = #{nodes := Nodes, next_id := Next}) ->
     Peers = (Nodes -- [Old]) ++ [New],
     %% what only the old copy held is lost with it (a node failed for good)
     S = #{ops := Ops1} = mark_lost(Nodes -- [Old], S0),
-    S1 = lists:foldl(fun(M, Acc) -> hm_sim:new_epoch(Old, M, Acc) end, S, Nodes -- [Old]),
+    S1 = lists:foldl(fun(M, Acc) -> hm_sim_engine:new_epoch(Old, M, Acc) end, S, Nodes -- [Old]),
     S2 = lists:foldl(fun(Nd, Acc) ->
                              case rep(Nd, Acc) of
                                  {down, none, _} -> Acc;     % it starts with the new group
@@ -312,7 +315,7 @@ replace(Old, S0 = #{nodes := Nodes, next_id := Next}) ->
                              end
                      end, put_rep(Old, out, S1#{nodes := Peers, next_id := Next + 1, ops := Ops1}),
                      Nodes -- [Old]),
-    hm_sim:bump(replaced, start_copy(New, Peers, true, S2)).
+    hm_sim_engine:bump(replaced, start_copy(New, Peers, true, S2)).
 
 %% Every acknowledged write no copy of `Holders' has (up, or down with its state) is lost.
 mark_lost(Holders, S = #{reps := Reps, ops := Ops}) ->
@@ -336,7 +339,7 @@ copies(#{nodes := Nodes, reps := Reps}) -> [{Nd, maps:get(Nd, Reps)} || Nd <- No
 -spec converged(map()) -> boolean().
 converged(S) ->
     Cs = copies(S),
-    lists:all(fun({Nd, _}) -> hm_sim:up(Nd, S) end, Cs) andalso
+    lists:all(fun({Nd, _}) -> hm_sim_engine:up(Nd, S) end, Cs) andalso
         lists:all(fun({_, R}) -> hm_dotted:status(R) =:= ready end, Cs) andalso
         length(lists:usort([hm_dotted:values(R) || {_, R} <- Cs])) =:= 1.
 
@@ -427,7 +430,7 @@ within(Min, Shown, Max) ->
 check_seeds({From, Count}, Opts) ->
     lists:foldl(fun(Seed, {P, F, Tot, Bad}) ->
                         Res = #{ok := Ok, stats := St} = run_seed(Seed, Opts),
-                        Tot1 = hm_sim:totals(maps:without([samples, max_entries,
+                        Tot1 = hm_sim_engine:totals(maps:without([samples, max_entries,
                                                            node_clock_entries], St), Tot),
                         Tot2 = Tot1#{max_entries => max(maps:get(max_entries, St, 0),
                                                         maps:get(max_entries, Tot1, 0))},
@@ -447,7 +450,7 @@ summary_line(P, F, Tot) ->
                   [P + F, maps:get(ops, Tot, 0), maps:get(msgs, Tot, 0),
                    maps:get(replaced, Tot, 0), maps:get(lost_with_replaced_copy, Tot, 0),
                    maps:get(removed, Tot, 0), maps:get(max_entries, Tot, 0),
-                   hm_sim:fault_line(Tot), P, F]).
+                   hm_sim_engine:fault_line(Tot), P, F]).
 
 %% @doc Print a failed dotted seed: its failures and a minimised trace written to
 %% `_build/sim/dotted-trace-S.eterm'.
@@ -455,9 +458,10 @@ summary_line(P, F, Tot) ->
 print_failure(Seed, #{failures := Fs}) ->
     {Cfg, Trace} = gen(Seed, #{}),
     Desc = io_lib:format("~p, ~p copies", [maps:get(ae, Cfg), maps:get(n, Cfg)]),
-    hm_sim:print_minimised("dotted seed", Seed, Desc, fun(T) -> run(Cfg, T) end, Trace, Fs,
-                           "_build/sim/dotted-trace-" ++ integer_to_list(Seed) ++ ".eterm",
-                           fun(Min) -> {dotted, Cfg, Min} end).
+    hm_sim_engine:print_minimised("dotted seed", Seed, Desc, fun(T) -> run(Cfg, T) end, Trace,
+                                  Fs,
+                                  "_build/sim/dotted-trace-" ++ integer_to_list(Seed) ++ ".eterm",
+                                  fun(Min) -> {dotted, Cfg, Min} end).
 
 %% @doc Run one configuration and trace, print it and its result; true when it passed.
 -spec replay(integer(), cfg(), [hm_sim:action()]) -> boolean().

@@ -60,7 +60,7 @@
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#f4a9, 16#51e}),
     {[N, F, Copies, TI, Drop, Dup, Delay, NOps, NFaults, Back], R1} =
-        hm_sim:draws([{int, 4, 6}, {int, 3, 8}, {int, 2, 3}, {int, 1, 2}, {int, 0, 10},
+        hm_sim_engine:draws([{int, 4, 6}, {int, 3, 8}, {int, 2, 3}, {int, 1, 2}, {int, 0, 10},
                       {int, 0, 10}, {int, 1, 100}, {int, 30, 80}, {int, 0, 3}, {int, 0, 1}],
                      R0),
     Cfg = crdt_spec(Seed, maps:merge(#{kind => frag, n => N, fragments => F, copies => Copies,
@@ -68,20 +68,20 @@ gen(Seed, Opts) ->
                                        policy => term_order, storage => ram,
                                        drop => Drop / 100, dup => Dup / 100, delay => Delay,
                                        duration => 5000, seed => Seed, skew => #{}}, Opts)),
-    Nodes = hm_sim:nodes_of(maps:get(n, Cfg)),
+    Nodes = hm_sim_engine:nodes_of(maps:get(n, Cfg)),
     Dur = maps:get(duration, Cfg),
     {Ops0, R2} = gen_ops(NOps, Nodes, Dur, R1),
     Ops = crdt_ops(Seed, Cfg, Ops0),
-    {Faults0, R3} = hm_sim:gen_faults(NFaults, Nodes, Dur, R2),
+    {Faults0, R3} = hm_sim_engine:gen_faults(NFaults, Nodes, Dur, R2),
     Crashes = crashes(Cfg),
     Faults = [A || A = {_, Fa} <- Faults0, Crashes orelse (element(1, Fa) =/= crash andalso
                                                            element(1, Fa) =/= restart)],
-    {Leaver, R4} = hm_sim:pick(Nodes, R3),
+    {Leaver, R4} = hm_sim_engine:pick(Nodes, R3),
     {T1, R5} = rand:uniform_s(Dur div 2, R4),
     {T2, R6} = rand:uniform_s(Dur div 2, R5),
     Moves = [{T1, {pool, del, Leaver}}] ++ [{T1 + T2, {pool, add, Leaver}} || Back =:= 1],
     %% a node holding hints crashes (the first that holds some then), in 3 seeds of 4
-    {[TC, LC, CI], _} = hm_sim:draws([{int, 1, Dur}, {int, 1, Dur div 2}, {int, 1, 4}], R6),
+    {[TC, LC, CI], _} = hm_sim_engine:draws([{int, 1, Dur}, {int, 1, Dur div 2}, {int, 1, 4}], R6),
     Hinted = [A || Crashes, CI =< 3,
                    A <- [{TC, crash_hinted}, {min(Dur, TC + LC), restart_all}]],
     {Cfg, lists:keysort(1, Ops ++ Faults ++ Moves ++ Hinted)}.
@@ -111,7 +111,7 @@ crdt_ops(_, _, Ops) -> Ops.
 gen_ops(0, _, _, R) -> {[], R};
 gen_ops(K, Nodes, Dur, R) ->
     {[T, NI, KI, VI, OI], R1} =
-        hm_sim:draws([{int, 1, Dur}, {int, 1, length(Nodes)}, {int, 1, length(?KEYS)},
+        hm_sim_engine:draws([{int, 1, Dur}, {int, 1, length(Nodes)}, {int, 1, length(?KEYS)},
                       {int, 1, length(?VALUES)}, {int, 1, 10}], R),
     V = lists:nth(VI, ?VALUES),
     Op = if OI =< 7 -> {write, V};
@@ -132,7 +132,7 @@ run_seed(Seed, Opts) ->
 -spec run(map(), [hm_sim:action()]) -> hm_sim:result().
 run(Cfg = #{n := N, seed := Seed, fragments := F, copies := Copies},
     Trace) ->
-    Nodes = hm_sim:nodes_of(N),
+    Nodes = hm_sim_engine:nodes_of(N),
     Placement = hm_ring:placement(hm_ring:new(Nodes), F, Copies),
     S0 = #{driver => ?MODULE, now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg,
            nodes => Nodes, universe => Nodes, rand => rand:seed_s(exsss, {Seed, 16#f7, 16#ab}),
@@ -145,7 +145,7 @@ run(Cfg = #{n := N, seed := Seed, fragments := F, copies := Copies},
     S1 = maps:fold(fun(K, Hs, Acc) ->
                            lists:foldl(fun(Nd, A) -> new_copy(Nd, K, Hs, A) end, Acc, Hs)
                    end, S0, Placement),
-    hm_sim:drive(S1, Trace, fun finish/1).
+    hm_sim_engine:drive(S1, Trace, fun finish/1).
 
 %% @doc Run seeds `From' .. `From + Count - 1'.
 -spec check_seeds({integer(), pos_integer()}, map()) ->
@@ -153,7 +153,7 @@ run(Cfg = #{n := N, seed := Seed, fragments := F, copies := Copies},
 check_seeds({From, Count}, Opts) ->
     lists:foldl(fun(Seed, {P, Fl, Tot, Bad}) ->
                         Res = #{ok := Ok, stats := St} = run_seed(Seed, Opts),
-                        Tot1 = hm_sim:totals(St, Tot),
+                        Tot1 = hm_sim_engine:totals(St, Tot),
                         case Ok of
                             true -> {P + 1, Fl, Tot1, Bad};
                             false -> {P, Fl + 1, Tot1, Bad ++ [{Seed, Res}]}
@@ -187,10 +187,10 @@ put_copy(Nd, K, R, S = #{reps := Reps}) ->
 effects(Nd, K, Effs, S) ->
     S1 = lists:foldl(fun({timer, Ms, Msg}, Acc) ->
                              Inc = maps:get({Nd, K}, maps:get(inc, Acc)),
-                             hm_sim:schedule(Ms, {timer, Nd, K, Inc, Msg}, Acc);
+                             hm_sim_engine:schedule(Ms, {timer, Nd, K, Inc, Msg}, Acc);
                         (_, Acc) -> Acc
                      end, S, Effs),
-    hm_sim:send_all(Nd, [{To, {K, M}} || {send, To, M} <- Effs], S1).
+    hm_sim_engine:send_all(Nd, [{To, {K, M}} || {send, To, M} <- Effs], S1).
 
 %%% ================================================================ driver callbacks
 
@@ -200,7 +200,7 @@ event({tick, Nd}, S0 = #{down := [_ | _] = Down, now := Now, cfg := #{duration :
     %% the final heal restarts every crashed node
     event({tick, Nd}, lists:foldl(fun restart/2, S0, Down));
 event({tick, Nd}, S0) ->
-    S = hm_sim:schedule(?TICK, {tick, Nd}, crash_armed(S0)),
+    S = hm_sim_engine:schedule(?TICK, {tick, Nd}, crash_armed(S0)),
     Up = reachable(Nd, S),
     S1 = maps:fold(fun(K, R, Acc) ->
                            {R1, Effs} = hm_ec_table:tick(Up, R),
@@ -208,15 +208,15 @@ event({tick, Nd}, S0) ->
                    end, S, maps:get(Nd, maps:get(reps, S))),
     advance_moves(hand_off(Nd, S1));
 event({deliver, From, To, {K, Msg}, Epoch}, S) ->
-    case hm_sim:deliverable(From, To, Epoch, S) andalso copy(To, K, S) of
-        false -> hm_sim:bump(dropped_cut, S);
-        none -> hm_sim:bump(dropped_no_copy, S);      % moved away: the runtime drops it too
+    case hm_sim_engine:deliverable(From, To, Epoch, S) andalso copy(To, K, S) of
+        false -> hm_sim_engine:bump(dropped_cut, S);
+        none -> hm_sim_engine:bump(dropped_no_copy, S);      % moved away: the runtime drops it too
         R ->
             {R1, Effs} = hm_ec_table:handle(From, sim, Msg, R),
             effects(To, K, Effs, put_copy(To, K, R1, S))
     end;
 event({action, A}, S) ->
-    action(A, hm_sim:bump(actions, S));
+    action(A, hm_sim_engine:bump(actions, S));
 event({timer, Nd, K, Inc, Msg}, S) ->
     %% a CRDT table's broadcast epoch, on the copy that set it if it is still there
     case {copy(Nd, K, S), maps:get({Nd, K}, maps:get(inc, S))} of
@@ -237,22 +237,22 @@ nodeup(At, Peer, S) ->
 -spec action(term(), map()) -> map().
 action({op, Nd, Key, Spec}, S = #{down := Down}) ->
     case lists:member(Nd, Down) of
-        true -> hm_sim:bump(ops_on_crashed_node, S);   % a client on a crashed node: none
+        true -> hm_sim_engine:bump(ops_on_crashed_node, S);   % a client on a crashed node: none
         false -> client_op(Nd, Key, Spec, S)
     end;
 action({crash, Nd}, S) -> crash(Nd, S);
 action(crash_hinted, S) ->
     case hinted(S) of
         [] -> S#{armed => true};                % the first node to hold hints, later
-        [Nd | _] -> hm_sim:bump(crashes_holding_hints, crash(Nd, S))
+        [Nd | _] -> hm_sim_engine:bump(crashes_holding_hints, crash(Nd, S))
     end;
 action({restart, Nd}, S) -> restart(Nd, S);
 action(restart_all, S = #{down := Down}) ->
     lists:foldl(fun restart/2, S, Down);
 action({partition, Shape, Groups}, S) ->
-    hm_sim:bump({partition, Shape}, hm_sim:reconnect(S#{groups := Groups}, S));
+    hm_sim_engine:bump({partition, Shape}, hm_sim_engine:reconnect(S#{groups := Groups}, S));
 action(heal, S) ->
-    hm_sim:reconnect(S#{groups := all}, S);
+    hm_sim_engine:reconnect(S#{groups := all}, S);
 action({pool, Change, Nd}, S = #{pool := Pool, moves := []}) ->
     NewPool = case Change of
                   del -> Pool -- [Nd];
@@ -260,10 +260,10 @@ action({pool, Change, Nd}, S = #{pool := Pool, moves := []}) ->
               end,
     case NewPool =:= Pool orelse NewPool =:= [] of
         true -> S;
-        false -> start_moves(NewPool, hm_sim:bump({pool, Change}, S))
+        false -> start_moves(NewPool, hm_sim_engine:bump({pool, Change}, S))
     end;
 action({pool, _, _}, S) ->
-    hm_sim:bump(pool_change_skipped, S);               % one change at a time, as the runtime
+    hm_sim_engine:bump(pool_change_skipped, S);               % one change at a time, as the runtime
 action(_, S) -> S.
 
 client_op(Nd, Key, Spec, S = #{cfg := Cfg = #{fragments := F}, now := Now}) ->
@@ -275,7 +275,7 @@ client_op(Nd, Key, Spec, S = #{cfg := Cfg = #{fragments := F}, now := Now}) ->
                 {delete_object, V} -> {Key, {delete_object, {r, Key, V}}}
             end,
     Id = maps:get(ops, maps:get(stats, S), 0),
-    S1 = session_issue(Nd, Key, Id, hm_sim:bump(ops, S)),
+    S1 = session_issue(Nd, Key, Id, hm_sim_engine:bump(ops, S)),
     case copy(Nd, K, S1) of
         none -> pass_on(Nd, K, {Id, KeyOp}, S1);
         R ->
@@ -302,7 +302,8 @@ crash(Nd, S0 = #{down := Down, nodes := Nodes, hints := Hints, hint_ids := HIds,
     case lists:member(Nd, Down) of
         true -> S0;
         false ->
-            S1 = lists:foldl(fun(M, Acc) -> hm_sim:new_epoch(Nd, M, Acc) end, S0, Nodes -- [Nd]),
+            S1 = lists:foldl(fun(M, Acc) -> hm_sim_engine:new_epoch(Nd, M, Acc) end, S0,
+                             Nodes -- [Nd]),
             Held = maps:get(Nd, maps:get(reps, S1)),
             Others = fun(K) -> [R || M <- Nodes -- [Nd | Down], R <- [copy(M, K, S1)],
                                      R =/= none] end,
@@ -332,8 +333,8 @@ crash(Nd, S0 = #{down := Down, nodes := Nodes, hints := Hints, hint_ids := HIds,
                      sessions := maps:from_list(Open),
                      closed := Closed ++ maps:get(closed, S1),
                      svv => Svv},
-            hm_sim:bump(hints_lost_with_crash, length(LostIds),
-                        hm_sim:bump(crashes, S2))
+            hm_sim_engine:bump(hints_lost_with_crash, length(LostIds),
+                               hm_sim_engine:bump(crashes, S2))
     end.
 
 %% The nodes up that hold hints.
@@ -345,7 +346,7 @@ hinted(#{hints := Hints, down := Down}) ->
 crash_armed(S = #{armed := true, now := Now, cfg := #{duration := Dur}}) when Now =< Dur ->
     case hinted(S) of
         [] -> S;
-        [Nd | _] -> hm_sim:bump(crashes_holding_hints, crash(Nd, S#{armed := false}))
+        [Nd | _] -> hm_sim_engine:bump(crashes_holding_hints, crash(Nd, S#{armed := false}))
     end;
 crash_armed(S) -> S.
 
@@ -365,7 +366,7 @@ restart(Nd, S = #{down := Down, holders := Holders}) ->
                                      end
                              end, S1, Ks),
             lists:foldl(fun(M, Acc) -> nodeup(M, Nd, nodeup(Nd, M, Acc)) end,
-                        hm_sim:bump(restarts, S2), reachable(Nd, S2))
+                        hm_sim_engine:bump(restarts, S2), reachable(Nd, S2))
     end.
 
 %%% ================================================================ writes, hints
@@ -380,7 +381,7 @@ submit_at(By, Nd, K, KeyOp, S = #{now := Now}) ->
                                           {Now * 1000, reachable(Nd, S)}, R),
     case [Reply || {reply, client, Reply} <- Effs] of
         [{error, {behind, _}}] ->
-            {unreachable, hm_sim:bump(refused_behind, S)};
+            {unreachable, hm_sim_engine:bump(refused_behind, S)};
         [{ok, Dot}] ->
             %% the runtime notes the dots of writes passed on, and of local ones once the
             %% node has a session (hm_ec_server)
@@ -430,7 +431,7 @@ session_applied(_, _, S) -> S.
 %% Nd has no ready copy of K: the runtime's pass-on, with Nd's hints of K first.
 pass_on(Nd, K, IdKeyOp, S) ->
     S1 = run_pass_on(Nd, K, IdKeyOp, S),
-    hm_sim:bump(passed_on, S1).
+    hm_sim_engine:bump(passed_on, S1).
 
 run_pass_on(Nd, K, IdNew, S = #{hints := Hints, hint_ids := HIds}) ->
     Mine = maps:get({Nd, K}, Hints, []),
@@ -450,7 +451,7 @@ run_pass_on(Nd, K, IdNew, S = #{hints := Hints, hint_ids := HIds}) ->
     S2 = case Outcome of
              kept ->
                  HIds1 = (maps:get(hint_ids, S1))#{Seq => NewId},
-                 hm_sim:bump(hints_kept, S1#{seq := Seq + 1, hint_ids := HIds1});
+                 hm_sim_engine:bump(hints_kept, S1#{seq := Seq + 1, hint_ids := HIds1});
              _ -> S1
          end,
     S2#{hints := (maps:get(hints, S2))#{{Nd, K} => Kept}, try_ids := []}.
@@ -528,10 +529,10 @@ all_talk(Nodes, S) ->
 
 talk(A, B, S = #{down := Down}) ->
     not lists:member(A, Down) andalso not lists:member(B, Down) andalso
-        hm_sim:connected(A, B, S).
+        hm_sim_engine:connected(A, B, S).
 
 %% The nodes Nd reaches: up (not crashed) and connected.
-reachable(Nd, S = #{down := Down}) -> hm_sim:reachable(Nd, S) -- Down.
+reachable(Nd, S = #{down := Down}) -> hm_sim_engine:reachable(Nd, S) -- Down.
 
 caught_up(Nd, K, All, S) ->
     Delivered = fun(N) -> hm_tcsb:delivered(hm_ec_table:tcsb(copy(N, K, S))) end,
@@ -539,7 +540,7 @@ caught_up(Nd, K, All, S) ->
                            [Delivered(N) || N <- All -- [Nd]]).
 
 drop_copy(Nd, K, S = #{reps := Reps}) ->
-    hm_sim:bump(copies_removed, S#{reps := Reps#{Nd := maps:remove(K, maps:get(Nd, Reps))}}).
+    hm_sim_engine:bump(copies_removed, S#{reps := Reps#{Nd := maps:remove(K, maps:get(Nd, Reps))}}).
 
 members(K, Ms, S) ->
     lists:foldl(fun(Nd, Acc) ->
@@ -565,7 +566,7 @@ crdt_values(S = #{cfg := #{crdt := {Type, Flavor}}, holders := Holders}) ->
                         Fs = lists:append([hm_sim_crdt_table:key_check(Key, Type, Flavor, hd(Rs),
                                                                         Us, Views)
                                            || Rs =/= [], Key <- Keys]),
-                        lists:foldl(fun hm_sim:fail/2, Acc, Fs)
+                        lists:foldl(fun hm_sim_engine:fail/2, Acc, Fs)
                 end, S, maps:to_list(Holders));
 crdt_values(S) -> S.
 
@@ -628,10 +629,10 @@ session_order(S = #{sessions := Ss0, closed := Closed, op_dots := Ds, lost_crash
               {A, B} <- pairs(lists:reverse(Rev)),
               Kept(Key, A), is_map_key(B, Ds),
               not after_dot(maps:get(A, Ds), maps:get(B, Ds))],
-    S1 = hm_sim:bump(session_pairs, lists:sum([max(0, length(L) - 1) || {_, L} <- Ss]), S),
+    S1 = hm_sim_engine:bump(session_pairs, lists:sum([max(0, length(L) - 1) || {_, L} <- Ss]), S),
     case Bad of
         [] -> S1;
-        _ -> hm_sim:fail({session_order, length(Bad),
+        _ -> hm_sim_engine:fail({session_order, length(Bad),
                           [{Nd, Key, A, maps:get(A, Ds), B, maps:get(B, Ds)}
                            || {Nd, Key, A, B} <- lists:sublist(Bad, 3)]}, S1)
     end.
@@ -646,13 +647,13 @@ finish(S0 = #{holders := Holders, pool := Pool, reps := Reps, stats := St, acked
     S1 = lists:foldl(fun({K, Hs}, Acc) ->
                              case fragment_converged(K, Hs, Acc) of
                                  true -> Acc;
-                                 false -> hm_sim:fail({fragment_diverged, K, Hs}, Acc)
+                                 false -> hm_sim_engine:fail({fragment_diverged, K, Hs}, Acc)
                              end
                      end, S0, maps:to_list(Holders)),
     Left = [H || H = {_, [_ | _]} <- maps:to_list(Hints)],
     S2 = case Left of
              [] -> S1;
-             _ -> hm_sim:fail({hints_left, Left}, S1)
+             _ -> hm_sim_engine:fail({hints_left, Left}, S1)
          end,
     Holds = case S2 of
                 #{cfg := #{crdt := {_, Flavor}}} ->
@@ -667,27 +668,28 @@ finish(S0 = #{holders := Holders, pool := Pool, reps := Reps, stats := St, acked
                         copy(Nd, K, S2) =:= none orelse not Holds(Dot, copy(Nd, K, S2))],
     S3a = case Lost of
               [] -> S2;
-              _ -> hm_sim:fail({acknowledged_op_lost, lists:sublist(lists:usort(Lost), 5)}, S2)
+              _ -> hm_sim_engine:fail({acknowledged_op_lost,
+                                       lists:sublist(lists:usort(Lost), 5)}, S2)
           end,
     S3 = crdt_values(S3a),
     Ring = hm_ring:placement(hm_ring:new(Pool), F, N),
     Placed = maps:map(fun(_, Hs) -> lists:sort(Hs) end, Holders),
     S4 = case maps:map(fun(_, Hs) -> lists:sort(Hs) end, Ring) of
              Placed -> S3;
-             Want -> hm_sim:fail({placement, Placed, Want}, S3)
+             Want -> hm_sim_engine:fail({placement, Placed, Want}, S3)
          end,
     Stray = [{Nd, maps:keys(Cs)} || {Nd, Cs} <- maps:to_list(Reps), map_size(Cs) > 0,
                                     not lists:member(Nd, Pool)],
     S5 = case Stray of
              [] -> S4;
-             _ -> hm_sim:fail({copies_outside_pool, Stray}, S4)
+             _ -> hm_sim_engine:fail({copies_outside_pool, Stray}, S4)
          end,
     %% every client operation was applied somewhere (directly, passed on, or a hint handed off)
     %% (or kept as a hint on a node that crashed before handing it off)
     HintsLost = maps:size(maps:get(lost_ids, S5)),
     S6a = case {length(Acked) + HintsLost, maps:get(ops, St, 0)} of
               {Ops, Ops} -> S5;
-              {Got, Ops} -> hm_sim:fail({operations_unaccounted, Ops - Got}, S5)
+              {Got, Ops} -> hm_sim_engine:fail({operations_unaccounted, Ops - Got}, S5)
           end,
     S6 = session_order(S6a),
     #{failures := Fs} = S6,

@@ -161,19 +161,20 @@ online(Applied) ->
 
 checker3_causal_delivery_test() ->
     S = online(#{n1 => #{}, n2 => #{}}),
-    Ok = hm_sim:events(n2, [{applied, {?A, #{?A => 1}, x}}, {applied, {?A, #{?A => 2}, y}}], S),
+    Ok = hm_sim_engine:events(n2, [{applied, {?A, #{?A => 1}, x}},
+                                   {applied, {?A, #{?A => 2}, y}}], S),
     ?assertEqual([], maps:get(failures, Ok)),
     %% the second op of n1 before the first, or an op before one its timestamp has seen
-    Gap = hm_sim:events(n2, [{applied, {?A, #{?A => 2}, y}}], S),
+    Gap = hm_sim_engine:events(n2, [{applied, {?A, #{?A => 2}, y}}], S),
     ?assertMatch([{_, {causal_delivery, n2, _, _, _}}], maps:get(failures, Gap)),
-    Dep = hm_sim:events(n2, [{applied, {?B, #{?A => 1, ?B => 1}, y}}], S),
+    Dep = hm_sim_engine:events(n2, [{applied, {?B, #{?A => 1, ?B => 1}, y}}], S),
     ?assertMatch([{_, {causal_delivery, n2, _, _, _}}], maps:get(failures, Dep)).
 
 checker4_stability_test() ->
-    Safe = hm_sim:events(n1, [{stabilized, [{?A, 1}]}], online(#{n1 => #{?A => 1},
+    Safe = hm_sim_engine:events(n1, [{stabilized, [{?A, 1}]}], online(#{n1 => #{?A => 1},
                                                                    n2 => #{?A => 1}})),
     ?assertEqual([], maps:get(failures, Safe)),
-    Unsafe = hm_sim:events(n1, [{stabilized, [{?A, 1}]}], online(#{n1 => #{?A => 1},
+    Unsafe = hm_sim_engine:events(n1, [{stabilized, [{?A, 1}]}], online(#{n1 => #{?A => 1},
                                                                      n2 => #{}})),
     ?assertMatch([{_, {unsafe_stability, n1, _}}], maps:get(failures, Unsafe)).
 
