@@ -434,22 +434,20 @@ mark_lost(Nd, S = #{ops := Ops, nodes := Nodes, reps := Reps}) ->
 
 %%% ================================================================ quiescence and checks
 
-reps(#{reps := Reps, nodes := Nodes}) -> [maps:get(N, Reps) || N <- Nodes].
-
 %% @doc Every replica is up and shows the same value and delivered vector.
 -spec converged(map()) -> boolean().
 converged(S) ->
-    Rs = reps(S),
+    Rs = hm_sim_engine:reps(S),
     lists:all(fun is_map/1, Rs) andalso
-        length(lists:usort([hm_crdt:value(C) || #{crdt := C} <- Rs])) =:= 1 andalso
-        length(lists:usort([hm_crdt:delivered(C) || #{crdt := C} <- Rs])) =:= 1.
+        hm_check:converged([hm_crdt:value(C) || #{crdt := C} <- Rs]) andalso
+        hm_check:converged([hm_crdt:delivered(C) || #{crdt := C} <- Rs]).
 
 %% @doc Converged, and no metadata left that checker 5 looks at.
 -spec quiescent(map()) -> boolean().
 quiescent(S) ->
     converged(S) andalso lists:all(fun(R) -> lists:all(fun({_, N}) -> N =:= 0 end,
                                                         maps:to_list(leftovers(R)))
-                                   end, reps(S)).
+                                   end, hm_sim_engine:reps(S)).
 
 %% metadata that must be gone after quiescence (checker 5)
 leftovers(#{crdt := C, tcsb := B}) ->
@@ -459,7 +457,7 @@ leftovers(#{crdt := C, sync := Y}) ->
     hm_crdt_sync:leftovers(C, Y).
 
 finish(S = #{cfg := Cfg, nodes := Nodes, ops := Ops, stats := St, failures := Fs0}) ->
-    Rs = reps(S),
+    Rs = hm_sim_engine:reps(S),
     Summary = #{values => [{Nd, hm_crdt:value(C)} || {Nd, #{crdt := C}} <- lists:zip(Nodes, Rs)],
                 delivered => [{Nd, hm_crdt:delivered(C)}
                               || {Nd, #{crdt := C}} <- lists:zip(Nodes, Rs)],

@@ -236,20 +236,15 @@ view(R) ->
                      end
              end, rows(R)).
 
-reps(#{reps := Reps, nodes := Nodes}) -> [maps:get(N, Reps) || N <- Nodes].
-
 %% @doc Every copy is ready and shows the same values, having delivered the same updates.
 -spec converged(map()) -> boolean().
 converged(S) ->
-    Rs = reps(S),
-    lists:all(fun(R) -> is_tuple(R) andalso element(1, R) =/= down andalso R =/= out
-                            andalso hm_ec_table:status(R) =:= ready end, Rs) andalso
-        length(lists:usort([hm_tcsb:delivered(hm_ec_table:tcsb(R)) || R <- Rs])) =:= 1
-        andalso length(lists:usort([view(R) || R <- Rs])) =:= 1.
+    hm_sim_engine:copies_converged(hm_sim_engine:reps(S), fun view/1).
 
 %% @doc Converged, and no metadata left that checker 3 looks at.
 -spec quiescent(map()) -> boolean().
-quiescent(S) -> converged(S) andalso lists:all(fun(R) -> leftovers(R) =:= [] end, reps(S)).
+quiescent(S) ->
+    converged(S) andalso lists:all(fun(R) -> leftovers(R) =:= [] end, hm_sim_engine:reps(S)).
 
 %% @doc What a quiescent copy must no longer hold (`[]': nothing).
 -spec leftovers(hm_ec_table:state()) -> list().
@@ -269,7 +264,7 @@ leftovers(R) ->
 %% @doc The checkers over the final copies; the family's result.
 -spec finish(map()) -> hm_sim:result().
 finish(S = #{cfg := #{crdt := {Type, Flavor}}, nodes := Nodes, stats := St}) ->
-    Rs = reps(S),
+    Rs = hm_sim_engine:reps(S),
     Us = maps:get(updates, S, #{}),
     Views = [{Nd, view(R)} || {Nd, R} <- lists:zip(Nodes, Rs)],
     %% 1. convergence

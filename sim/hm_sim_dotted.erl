@@ -341,7 +341,7 @@ converged(S) ->
     Cs = copies(S),
     lists:all(fun({Nd, _}) -> hm_sim_engine:up(Nd, S) end, Cs) andalso
         lists:all(fun({_, R}) -> hm_dotted:status(R) =:= ready end, Cs) andalso
-        length(lists:usort([hm_dotted:values(R) || {_, R} <- Cs])) =:= 1.
+        hm_check:converged([hm_dotted:values(R) || {_, R} <- Cs]).
 
 %% @doc Converged, every context stripped, no dot-key entry left (node-clock mode).
 -spec quiescent(map()) -> boolean().

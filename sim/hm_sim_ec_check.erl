@@ -5,18 +5,12 @@
 
 -export([converged/1, quiescent/1, finish/1]).
 
--import(hm_sim_engine, [fail/2]).
-
-reps(#{reps := Reps, nodes := Nodes}) -> [maps:get(N, Reps) || N <- Nodes].
+-import(hm_sim_engine, [fail/2, reps/1]).
 
 %% @doc Checker 1 while it runs: every copy ready, with the same delivered vector and the
 %% same rows.
 -spec converged(map()) -> boolean().
-converged(S) ->
-    Rs = reps(S),
-    lists:all(fun(R) -> hm_ec_table:status(R) =:= ready end, Rs) andalso
-        length(lists:usort([hm_tcsb:delivered(hm_ec_table:tcsb(R)) || R <- Rs])) =:= 1
-        andalso length(lists:usort([hm_sim_ec:rows(R) || R <- Rs])) =:= 1.
+converged(S) -> hm_sim_engine:copies_converged(reps(S), fun hm_sim_ec:rows/1).
 
 %% @doc Converged, no writer waiting, and no log, buffer, clear, held answer or key timestamp
 %% left on any copy.

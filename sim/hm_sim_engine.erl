@@ -22,8 +22,9 @@
 %% the network
 -export([up/2, connected/3, reachable/2, deliverable/4, deliver/6, silent_event/2,
          network_action/2, reconnect/2, epoch/3, new_epoch/3, send_all/3]).
-%% checkers 3 and 4, minimisation, campaign totals
--export([fail/2, events/3, minimise_with/3, print_minimised/8, totals/2, fault_line/1]).
+%% checkers, minimisation, campaign totals
+-export([fail/2, events/3, reps/1, copies_converged/2, minimise_with/3, print_minimised/8,
+         totals/2, fault_line/1]).
 -export_type([action/0, result/0]).
 
 %% a node's tick: the runtime's schedule
@@ -481,6 +482,20 @@ holds(Nd, V, Ops) ->
 %% A replica that counts for checker 4: a table copy, or a CRDT driver's replica (a map).
 ready(#{status := St}) -> St =:= ready;
 ready(R) -> hm_ec_table:status(R) =:= ready.
+
+%% @doc The members' replicas, in the order of the members.
+-spec reps(map()) -> [term()].
+reps(#{reps := Reps, nodes := Nodes}) -> [maps:get(N, Reps) || N <- Nodes].
+
+%% @doc Checker 1 on copies of the runtime's table core ({@link hm_ec_table}): every one up
+%% and ready, with the same delivered vector, and showing the same `View(Copy)' (its rows,
+%% or a CRDT table's values).
+-spec copies_converged([term()], fun((hm_ec_table:state()) -> term())) -> boolean().
+copies_converged(Copies, View) ->
+    lists:all(fun(R) -> is_tuple(R) andalso element(1, R) =/= down
+                            andalso hm_ec_table:status(R) =:= ready end, Copies) andalso
+        hm_check:converged([hm_tcsb:delivered(hm_ec_table:tcsb(R)) || R <- Copies]) andalso
+        hm_check:converged([View(R) || R <- Copies]).
 
 %%% ================================================================ the end of a run
 

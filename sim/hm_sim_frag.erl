@@ -581,9 +581,7 @@ fragment_converged(K, Hs, S) ->
                 #{crdt := _} -> fun hm_sim_crdt_table:view/1;    % a CRDT table: per-key values
                 _ -> fun rows/1
             end,
-    lists:all(fun(R) -> R =/= none andalso hm_ec_table:status(R) =:= ready end, Rs) andalso
-        length(lists:usort([hm_tcsb:delivered(hm_ec_table:tcsb(R)) || R <- Rs])) =:= 1 andalso
-        length(lists:usort([Shown(R) || R <- Rs])) =:= 1.
+    hm_sim_engine:copies_converged(Rs, Shown).
 
 -spec quiescent(map()) -> boolean().
 quiescent(S = #{holders := Holders}) ->
