@@ -589,7 +589,7 @@ repl_row(AE, Loss) ->
 %% interval to set. Measures come from hm_sim's `probe' hook (tcsb_step/6).
 
 tcsb_run(What, Universe, Seed, Dur, Loss, ProbeOpts, Trace) ->
-    Nodes = hm_sim_engine:nodes_of(Universe),
+    Nodes = hm_sim:nodes_of(Universe),
     Cfg = #{n => Universe, type => pawset, policy => siblings, storage => ram, drop => 0.0,
             dup => 0.0, delay => 5, duration => Dur + ?TCSB_START, seed => Seed,
             skew => maps:from_list([{Nd, 0} || Nd <- Nodes]), drop_replicate => Loss,
@@ -622,7 +622,7 @@ tcsb_trace(N, Acts) ->
                           {[{T, {add, New}}, {T, {remove, Old}} | Acc], (Ns -- [Old]) ++ [New],
                            Nx + 1, V}
                   end
-          end, {[], hm_sim_engine:nodes_of(N), N + 1, 1}, Acts),
+          end, {[], hm_sim:nodes_of(N), N + 1, 1}, Acts),
     {lists:reverse(Out), Next - 1, Nodes}.
 
 %% hm_sim's probe: `ev' collects, newest first,

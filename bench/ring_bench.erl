@@ -254,11 +254,11 @@ msgs_per_write(frag, N) ->
 msgs_per_write(full, N) ->
     Cfg = #{n => N, type => pawset, policy => term_order, storage => ram, drop => 0.0,
             dup => 0.0, delay => 5, duration => 5000, seed => 1, keys => [k1],
-            skew => maps:from_list([{Nd, 0} || Nd <- hm_sim_engine:nodes_of(N)])},
+            skew => maps:from_list([{Nd, 0} || Nd <- hm_sim:nodes_of(N)])},
     ratio(hm_sim:run(Cfg, [{T, {op, Nd, K, W}} || {T, {op, Nd, K, W}} <- sim_writes(N)])).
 
 sim_writes(N) ->
-    Nodes = hm_sim_engine:nodes_of(N),
+    Nodes = hm_sim:nodes_of(N),
     [{10 + I * 4, {op, lists:nth(I rem N + 1, Nodes), list_to_atom("k" ++ integer_to_list(I rem 6 + 1)),
                    {write, a}}} || I <- lists:seq(1, 1000)].
 

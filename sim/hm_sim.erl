@@ -85,12 +85,14 @@
 %% persists; the minimised trace replays with `make sim SEED=S TRACE=File'.
 -module(hm_sim).
 
--export([main/1, gen/2, run/2, run_seed/2, minimise/3, check_seeds/2, report/2, slow_load/0]).
+-export([main/1, gen/2, run/2, run_seed/2, minimise/3, check_seeds/2, slow_load/0]).
+%% the helpers of every family's schedules
+-export([nodes_of/1, draws/2, pick/2, gen_faults/4]).
 -export_type([cfg/0, action/0, result/0]).
 
--import(hm_sim_engine, [nodes_of/1, draws/2, pick/2, gen_faults/4, silent_action/3, uniform/2,
-                        schedule/3, schedule_at/3, run_until/2, final_heal/1, quiesce/2,
-                        minimise_with/3, print_minimised/8, totals/2, fault_line/1]).
+-import(hm_sim_engine, [silent_action/3, uniform/2, schedule/3, schedule_at/3, run_until/2,
+                        final_heal/1, quiesce/2, minimise_with/3, print_minimised/8, totals/2,
+                        fault_line/1]).
 
 %% a copy's tick: the runtime's schedule
 -define(TICK, hm_ec_table_schedule:tick_ms()).
@@ -271,6 +273,73 @@ gen_ops(K, Nodes, Dur, Keys, R) ->
          end,
     {Rest, R6} = gen_ops(K - 1, Nodes, Dur, Keys, R5),
     {[{T, {op, Nd, Key, Op}} | Rest], R6}.
+
+%%% ================================================================ faults and helpers of every family's schedules
+
+%% @doc Draw integers `{int, Lo, Hi}' in order from the random state.
+-spec draws([{int, integer(), integer()}], rand:state()) -> {[integer()], rand:state()}.
+draws(Specs, R) ->
+    lists:foldl(fun({int, Lo, Hi}, {Acc, Ra}) ->
+                        {X, Ra1} = rand:uniform_s(Hi - Lo + 1, Ra),
+                        {Acc ++ [Lo + X - 1], Ra1}
+                end, {[], R}, Specs).
+
+%% @doc A uniformly random element of a non-empty list.
+-spec pick([T, ...], rand:state()) -> {T, rand:state()}.
+pick(L, R) -> {I, R1} = rand:uniform_s(length(L), R), {lists:nth(I, L), R1}.
+
+%% @doc `K' random faults (partitions of the four shapes, each with its heal; crashes, each
+%% with its restart) over `Nodes' during the first `Dur' simulated ms.
+-spec gen_faults(non_neg_integer(), [node()], pos_integer(), rand:state()) ->
+          {[action()], rand:state()}.
+gen_faults(0, _, _, R) -> {[], R};
+gen_faults(K, Nodes, Dur, R) ->
+    {Kind, R1} = pick([halves, isolated, bridge, flap, crash, crash], R),
+    {T, R2} = rand:uniform_s(Dur, R1),
+    {Len, R3} = rand:uniform_s(Dur, R2),
+    {Acts, R4} = fault(Kind, T, Len, Nodes, R3),
+    {Rest, R5} = gen_faults(K - 1, Nodes, Dur, R4),
+    {Acts ++ Rest, R5}.
+
+fault(halves, T, Len, Nodes, R) ->
+    {Sh, R1} = shuffle(Nodes, R),
+    {A, B} = lists:split(length(Nodes) div 2, Sh),
+    {[{T, {partition, halves, [A, B]}}, {T + Len, heal}], R1};
+fault(isolated, T, Len, Nodes, R) ->
+    {X, R1} = pick(Nodes, R),
+    {[{T, {partition, isolated, [[X], Nodes -- [X]]}}, {T + Len, heal}], R1};
+fault(bridge, T, Len, Nodes, R) ->
+    {Sh, R1} = shuffle(Nodes, R),
+    [Br | Others] = Sh,
+    {A, B} = lists:split(length(Others) div 2, Others),
+    {[{T, {partition, bridge, [[Br | A], [Br | B]]}}, {T + Len, heal}], R1};
+fault(flap, T, _Len, Nodes, R) ->
+    {Sh, R1} = shuffle(Nodes, R),
+    {A, B} = lists:split(length(Nodes) div 2, Sh),
+    {Acts, R2} = lists:foldl(fun(I, {Acc, Ra}) ->
+                                     {D, Ra1} = rand:uniform_s(300, Ra),
+                                     At = T + I * 200 + D,
+                                     Act = case I rem 2 of
+                                               0 -> {partition, flap, [A, B]};
+                                               1 -> heal
+                                           end,
+                                     {[{At, Act} | Acc], Ra1}
+                             end, {[], R1}, lists:seq(0, 5)),
+    {lists:reverse(Acts), R2};
+fault(crash, T, Len, Nodes, R) ->
+    {X, R1} = pick(Nodes, R),
+    {[{T, {crash, X}}, {T + Len div 2, {restart, X}}], R1}.
+
+shuffle(L, R) ->
+    {Tagged, R1} = lists:foldl(fun(X, {Acc, Ra}) ->
+                                       {U, Ra1} = rand:uniform_s(Ra),
+                                       {[{U, X} | Acc], Ra1}
+                               end, {[], R}, L),
+    {[X || {_, X} <- lists:sort(Tagged)], R1}.
+
+%% @doc The node names `n1' .. `nN'.
+-spec nodes_of(pos_integer()) -> [node()].
+nodes_of(N) -> [list_to_atom("n" ++ integer_to_list(I)) || I <- lists:seq(1, N)].
 
 %%% ================================================================ running
 
@@ -480,7 +549,7 @@ main(["seed", S, File]) ->
          end,
     halt(case Ok of true -> 0; false -> 1 end);
 main(["report", File]) ->
-    report(File, [10, 50, 100, 200]),
+    hm_sim_scale:report(File, [10, 50, 100, 200]),
     halt(0).
 
 replay(Seed, Cfg, Trace) ->
@@ -514,74 +583,3 @@ print_failure(Seed, Cfg, Trace, Fs) ->
 %% The mean simulated time from the end of the work phase to convergence.
 converge_line(Tot, Runs) ->
     io_lib:format("~.1f simulated s on average", [maps:get(converged_ms, Tot, 0) / max(1, Runs) / 1000]).
-
-%% @doc Scale report: per replica count, one schedule: 200 operations over 8 keys in 2 s with a
-%% halves partition for the second half, then heal. The table replaces what lies between the
-%% `<!-- scale:begin -->' and `<!-- scale:end -->' markers of `File' (the rest of the file is
-%% written by hand), or makes up the whole file when it has no markers.
--spec report(file:filename(), [pos_integer()]) -> ok.
-report(File, Ns) ->
-    Rows = [scale(N) || N <- Ns],
-    Table = ["<!-- scale:begin -->\n"
-             "Produced by `make sim-report` (hm_sim:report/2, ", otp(), "): for each replica "
-             "count, one schedule (seed 1, pawset/lww, ram copies, 200 client operations spread "
-             "over 2 s of simulated time on 8 keys from random replicas, network delay 1-50 ms, "
-             "no random loss, a halves partition from 1 s until the end of the work phase at "
-             "2 s, then heal). Ticks every 250 ms of simulated time.\n\n"
-             "| replicas | ops | messages/op (all) | op messages/op | ack messages/op | "
-             "meta bytes/key (mean) | meta bytes/key (max) | delivered-vector bytes | "
-             "converge after heal (sim ms) | quiescent after heal (sim ms) | checks | run time (s) |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|---|\n", Rows, notes(),
-             "<!-- scale:end -->\n"],
-    Text = case file:read_file(File) of
-               {ok, Old} ->
-                   case binary:split(Old, <<"<!-- scale:begin -->\n">>) of
-                       [Pre, Rest] ->
-                           [_, Post] = binary:split(Rest, <<"<!-- scale:end -->\n">>),
-                           [Pre, Table, Post];
-                       _ -> ["# Simulator report\n\n", Table]
-                   end;
-               _ -> ["# Simulator report\n\n", Table]
-           end,
-    ok = file:write_file(File, Text),
-    io:format("~s", [Table]).
-
-otp() -> "OTP " ++ erlang:system_info(otp_release).
-
-scale(N) ->
-    Keys = [list_to_atom("k" ++ integer_to_list(I)) || I <- lists:seq(1, 8)],
-    Opts = #{n => N, type => pawset, policy => lww, storage => ram, drop => 0.0, dup => 0.0,
-             delay => 50, duration => 2000, ops => 200, faults => 0, keys => Keys},
-    {Cfg, Trace0} = gen(1, Opts),
-    Nodes = nodes_of(N),
-    {A, B} = lists:split(N div 2, Nodes),
-    Trace = lists:keysort(1, [{1000, {partition, halves, [A, B]}} | Trace0]),
-    T0 = erlang:monotonic_time(millisecond),
-    #{ok := Ok, stats := St, failures := Fs} = run(Cfg, Trace),
-    Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
-    Ops = max(1, maps:get(ops, St, 0)),
-    Samples = maps:get(samples, St, []),
-    PerKey = [Bt / Ks || {Bt, Ks, _} <- Samples],
-    Mean = case PerKey of [] -> 0; _ -> lists:sum(PerKey) / length(PerKey) end,
-    Max = lists:max([0 | PerKey]),
-    VV = lists:max([0 | [V || {_, _, V} <- Samples]]),
-    io_lib:format("| ~p | ~p | ~.1f | ~.1f | ~.1f | ~.1f | ~.1f | ~p | ~p | ~p | ~s | ~.1f |~n",
-                  [N, Ops, maps:get(msgs, St, 0) / Ops, maps:get({msg, op}, St, 0) / Ops,
-                   maps:get({msg, ack}, St, 0) / Ops, Mean, Max, VV,
-                   maps:get(converged_ms, St, -1), maps:get(quiesced_ms, St, -1),
-                   case Ok of true -> "pass"; false -> io_lib:format("FAIL ~0P", [Fs, 8]) end,
-                   Secs]).
-
-notes() ->
-    "\nColumns: messages are every send (op, ack, snapshot request) from the start to "
-    "quiescence, divided by client operations. Op messages include retransmissions: every "
-    "replica logs every delivered operation until it is stable and, at each tick, resends "
-    "(resend_due/2) to every reachable member the ones it has not reported delivered, in "
-    "causal order, within a window per member. Acks: every replica to every reachable member every "
-    "tick (N^2 per tick). Meta bytes/key: `term_to_binary({hm_meta, Key, KeyState})` summed "
-    "over replica n1's metadata rows, divided by the keys it holds, sampled at each of its "
-    "ticks during the work phase. The delivered vector (one entry per replica incarnation) "
-    "is what every ack and every operation's timestamp carries. Converge: simulated time "
-    "from the heal until every replica shows the same rows and delivered vector; quiescent: "
-    "until, in addition, logs are empty and no key keeps a timestamp (checked every 250 ms, "
-    "so both are multiples of 250).\n".

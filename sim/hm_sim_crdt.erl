@@ -15,7 +15,7 @@
 %% and removes over 3 elements, sometimes add_all/remove_all, so conflicts are frequent;
 %% registers: assigns of 3 values, lwwreg with an explicit timestamp from the replica's skewed
 %% simulated clock, coarse so that ties happen; ewflag: enable/disable) and the faults of
-%% {@link hm_sim_engine:gen_faults/4} (halves / isolated / bridge / flapping partitions, crash and
+%% {@link hm_sim:gen_faults/4} (halves / isolated / bridge / flapping partitions, crash and
 %% restart). After the work phase: heal, restart every crashed replica, turn random faults
 %% off, run until quiescent (or a 60 s cap), check.
 %%
@@ -110,7 +110,7 @@ combos() -> [{T, F} || T <- ?TYPES, F <- hm_crdt:flavors()].
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#c4d7, 16#51e}),
     {[N, CI, SI, Drop, Dup, Delay, NOps, NFaults], R1} =
-        hm_sim_engine:draws([{int, 3, 5}, {int, 1, length(combos())}, {int, 1, 2}, {int, 0, 15},
+        hm_sim:draws([{int, 3, 5}, {int, 1, length(combos())}, {int, 1, 2}, {int, 0, 15},
                       {int, 0, 10}, {int, 1, 150}, {int, 15, 60}, {int, 0, 4}], R0),
     {Type, Flavor} = lists:nth(CI, combos()),
     Cfg0 = #{kind => crdt, n => N, type => Type, flavor => Flavor,
@@ -118,7 +118,7 @@ gen(Seed, Opts) ->
              delay => Delay, duration => 4000, seed => Seed, ops => NOps, faults => NFaults},
     Cfg1 = maps:merge(Cfg0, Opts),
     #{n := N1, duration := Dur, ops := Ops, faults := Fs, type := T1} = Cfg1,
-    Nodes = hm_sim_engine:nodes_of(N1),
+    Nodes = hm_sim:nodes_of(N1),
     {Skews, R2} = lists:foldl(fun(Nd, {M, R}) ->
                                       {X, R_} = rand:uniform_s(401, R),
                                       {M#{Nd => X - 201}, R_}
@@ -129,7 +129,7 @@ gen(Seed, Opts) ->
               _ -> Cfg2
           end,
     {OpActs, R3} = gen_ops(Ops, T1, Nodes, Dur, R2),
-    {FaultActs0, _} = hm_sim_engine:gen_faults(Fs, Nodes, Dur, R3),
+    {FaultActs0, _} = hm_sim:gen_faults(Fs, Nodes, Dur, R3),
     FaultActs = case maps:get(crash, Cfg, true) of
                     true -> FaultActs0;
                     false -> [A || A = {_, F} <- FaultActs0, element(1, F) =/= crash,
@@ -140,7 +140,7 @@ gen(Seed, Opts) ->
 gen_ops(0, _, _, _, R) -> {[], R};
 gen_ops(K, Type, Nodes, Dur, R) ->
     {T, R1} = rand:uniform_s(Dur, R),
-    {Nd, R2} = hm_sim_engine:pick(Nodes, R1),
+    {Nd, R2} = hm_sim:pick(Nodes, R1),
     {Op, R3} = gen_op(Type, R2),
     {Rest, R4} = gen_ops(K - 1, Type, Nodes, Dur, R3),
     {[{T, {op, Nd, Op}} | Rest], R4}.
@@ -148,11 +148,11 @@ gen_ops(K, Type, Nodes, Dur, R) ->
 %% @doc A random client operation of a type (the CRDT-table family draws them too).
 -spec gen_op(hm_crdt:type(), rand:state()) -> {term(), rand:state()}.
 gen_op(gcounter, R) ->
-    hm_sim_engine:pick([increment, increment, {increment, 0}, {increment, 2}, {increment, 3}], R);
+    hm_sim:pick([increment, increment, {increment, 0}, {increment, 2}, {increment, 3}], R);
 gen_op(pncounter, R) ->
-    hm_sim_engine:pick([increment, decrement, {increment, 0}, {increment, 2}, {decrement, 3}], R);
+    hm_sim:pick([increment, decrement, {increment, 0}, {increment, 2}, {decrement, 3}], R);
 gen_op(Set, R) when Set =:= awset; Set =:= rwset ->
-    {E, R1} = hm_sim_engine:pick(?ELEMS, R),
+    {E, R1} = hm_sim:pick(?ELEMS, R),
     {X, R2} = rand:uniform_s(10, R1),
     {if X =< 5 -> {add, E};
         X =< 8 -> {remove, E};
@@ -160,10 +160,10 @@ gen_op(Set, R) when Set =:= awset; Set =:= rwset ->
         true -> {remove_all, ?ELEMS -- [E]}
      end, R2};
 gen_op(Reg, R) when Reg =:= lwwreg; Reg =:= mvreg ->
-    {V, R1} = hm_sim_engine:pick(?VALUES, R),
+    {V, R1} = hm_sim:pick(?VALUES, R),
     {{assign, V}, R1};
 gen_op(ewflag, R) ->
-    hm_sim_engine:pick([enable, disable], R).
+    hm_sim:pick([enable, disable], R).
 
 %%% ================================================================ running
 
@@ -176,7 +176,7 @@ run_seed(Seed, Opts) ->
 %% @doc Run a configuration and trace to quiescence, then check.
 -spec run(cfg(), [hm_sim:action()]) -> hm_sim:result().
 run(Cfg = #{n := N, seed := Seed}, Trace) ->
-    Nodes = hm_sim_engine:nodes_of(N),
+    Nodes = hm_sim:nodes_of(N),
     S0 = #{driver => ?MODULE, now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg,
            nodes => Nodes, rand => rand:seed_s(exsss, {Seed, 16#c7, 16#ab}), reps => #{},
            inc => #{}, groups => all, epochs => #{}, applied => #{}, ops => #{},

@@ -69,7 +69,7 @@ gen(Seed, Opts0) ->
            end,
     R0 = rand:seed_s(exsss, {Seed, 16#c7ab, 16#1e}),
     {[N, CI, Epoch, SI, Drop, Dup, Delay, NOps, NFaults, Join, Leave, TJ, TL, LI], R1} =
-        hm_sim_engine:draws([{int, 3, 5}, {int, 1, length(combos())}, {int, 20, 300}, {int, 1, 3},
+        hm_sim:draws([{int, 3, 5}, {int, 1, length(combos())}, {int, 20, 300}, {int, 1, 3},
                       {int, 0, 15}, {int, 0, 10}, {int, 1, 150}, {int, 15, 60}, {int, 0, 4},
                       {int, 0, 1}, {int, 0, 1}, {int, 1, 4000}, {int, 1, 4000}, {int, 1, 4}],
                      R0),
@@ -79,7 +79,7 @@ gen(Seed, Opts0) ->
              faults => NFaults, keys => ?KEYS, membership => true},
     Cfg1 = maps:merge(Cfg0, Opts),
     #{n := N1, duration := Dur, ops := Ops, faults := Fs, crdt := {Type, _}} = Cfg1,
-    Nodes = hm_sim_engine:nodes_of(N1),
+    Nodes = hm_sim:nodes_of(N1),
     Cfg = maps:without([ops, faults, membership],
                        Cfg1#{skew => maps:from_list([{Nd, 0} || Nd <- Nodes])}),
     Gen = case maps:get(workload, Cfg1, mixed) of
@@ -93,7 +93,7 @@ gen(Seed, Opts0) ->
                                  <- lists:enumerate(lists:keysort(1, OpActs0))];
                  _ -> OpActs0
              end,
-    {FaultActs0, _} = hm_sim_engine:gen_faults(Fs, Nodes, Dur, R2),
+    {FaultActs0, _} = hm_sim:gen_faults(Fs, Nodes, Dur, R2),
     FaultActs = case maps:get(crash, Cfg, true) of
                     true -> FaultActs0;
                     false -> [A || A = {_, F} <- FaultActs0, element(1, F) =/= crash,
@@ -112,7 +112,7 @@ gen(Seed, Opts0) ->
 
 gen_ops(0, _, _, _, _, R) -> {[], R};
 gen_ops(K, Type, Nodes, Dur, Keys, R) ->
-    {[T, NI, KI], R1} = hm_sim_engine:draws([{int, 1, Dur}, {int, 1, length(Nodes)},
+    {[T, NI, KI], R1} = hm_sim:draws([{int, 1, Dur}, {int, 1, length(Nodes)},
                                       {int, 1, length(Keys)}], R),
     {Op, R2} = gen_op(Type, R1),
     {Rest, R3} = gen_ops(K - 1, Type, Nodes, Dur, Keys, R2),
@@ -122,11 +122,10 @@ gen_ops(K, Type, Nodes, Dur, Keys, R) ->
 -spec gen_op(hm_crdt:type() | adds, rand:state()) -> {term(), rand:state()}.
 gen_op(adds, R) -> {{add, 0}, R};
 gen_op(map, R) ->
-    hm_sim_engine:pick([{update, hits, gcounter, increment},
-                        {update, hits, gcounter, {increment, 2}},
-                        {update, tags, awset, {add, a}}, {update, tags, awset, {add, b}},
-                        {update, tags, awset, {remove, a}}, {update, on, ewflag, enable},
-                        {update, on, ewflag, disable}, {remove, tags}, {remove, hits}], R);
+    hm_sim:pick([{update, hits, gcounter, increment}, {update, hits, gcounter, {increment, 2}},
+                 {update, tags, awset, {add, a}}, {update, tags, awset, {add, b}},
+                 {update, tags, awset, {remove, a}}, {update, on, ewflag, enable},
+                 {update, on, ewflag, disable}, {remove, tags}, {remove, hits}], R);
 gen_op(Type, R) -> hm_sim_crdt:gen_op(Type, R).
 
 %% @doc What {@link hm_ec_table:new/1} takes beside the table's options for a CRDT table

@@ -12,7 +12,7 @@
 %% over 4 keys at random copies, each with the context of a get at that copy (read, modify,
 %% write); partitions (halves, isolated, bridge, flapping) and crashes with restarts from the
 %% copy's saved state (a DottedDB node restarts with stable storage) from
-%% {@link hm_sim_engine:gen_faults/4} (option `restart => empty': a crashed copy restarts, as a new
+%% {@link hm_sim:gen_faults/4} (option `restart => empty': a crashed copy restarts, as a new
 %% incarnation `{Node, Inc}' of its node's copy, with
 %% nothing, as the runtime's copies do, and takes a handoff); and churn: 0 to 3 copies replaced for good by a new node id,
 %% which starts empty and takes a handoff. Strip and anti-entropy timers run every 250 ms.
@@ -63,7 +63,7 @@
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#d077, 16#ed}),
     {[N, AEI, Drop, Dup, Delay, NOps, NFaults, NChurn], R1} =
-        hm_sim_engine:draws([{int, 3, 5}, {int, 1, 4}, {int, 0, 20}, {int, 0, 10}, {int, 1, 150},
+        hm_sim:draws([{int, 3, 5}, {int, 1, 4}, {int, 0, 20}, {int, 0, 10}, {int, 1, 150},
                       {int, 15, 60}, {int, 0, 4}, {int, 0, 3}], R0),
     Cfg0 = #{kind => dotted, n => N, ae => case AEI of 4 -> merkle; _ -> node_clock end,
              drop => Drop / 100, dup => Dup / 100, delay => Delay, duration => 4000,
@@ -71,12 +71,12 @@ gen(Seed, Opts) ->
              restart => saved},
     Cfg1 = maps:merge(Cfg0, Opts),
     #{n := N1, duration := Dur, ops := Ops, faults := Fs, churn := Ch} = Cfg1,
-    Nodes = hm_sim_engine:nodes_of(N1),
+    Nodes = hm_sim:nodes_of(N1),
     Keys = maps:get(keys, Cfg1, ?KEYS),
     {OpActs, R2} = gen_ops(Ops, Nodes, Dur, Keys, R1),
-    {FaultActs, R3} = hm_sim_engine:gen_faults(Fs, Nodes, Dur, R2),
+    {FaultActs, R3} = hm_sim:gen_faults(Fs, Nodes, Dur, R2),
     {ChurnActs, _} = lists:foldl(fun(_, {Acc, R}) ->
-                                         {[T, I], Ra} = hm_sim_engine:draws([{int, 1, Dur},
+                                         {[T, I], Ra} = hm_sim:draws([{int, 1, Dur},
                                                                       {int, 1, N1}], R),
                                          {Acc ++ [{T, {replace, I}}], Ra}
                                  end, {[], R3}, lists:seq(1, Ch)),
@@ -86,8 +86,8 @@ gen(Seed, Opts) ->
 gen_ops(0, _, _, _, R) -> {[], R};
 gen_ops(K, Nodes, Dur, Keys, R) ->
     {T, R1} = rand:uniform_s(Dur, R),
-    {Nd, R2} = hm_sim_engine:pick(Nodes, R1),
-    {Key, R3} = hm_sim_engine:pick(Keys, R2),
+    {Nd, R2} = hm_sim:pick(Nodes, R1),
+    {Key, R3} = hm_sim:pick(Keys, R2),
     {X, R4} = rand:uniform_s(3, R3),
     Op = case X of 3 -> delete; _ -> put end,
     {Rest, R5} = gen_ops(K - 1, Nodes, Dur, Keys, R4),
@@ -108,7 +108,7 @@ run_seed(Seed, Opts) ->
 %% `{Time, Copy, Key, Info}' and every write as `{write, Time, Copy, Key, Dot, put | delete}'.
 -spec run(cfg(), [hm_sim:action()]) -> hm_sim:result().
 run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
-    Nodes = hm_sim_engine:nodes_of(N),
+    Nodes = hm_sim:nodes_of(N),
     S0 = #{driver => ?MODULE, now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg,
            nodes => Nodes, rand => rand:seed_s(exsss, {Seed, 16#d0, 16#77}), reps => #{},
            inc => #{}, groups => all, epochs => #{}, applied => #{}, ops => #{},

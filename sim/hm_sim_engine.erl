@@ -1,9 +1,10 @@
 %% @doc The simulator's engine, shared by every family (see {@link hm_sim}): the seeded
 %% scheduler (`rand:seed_s', explicit state; simulated milliseconds, no wall clock), the
 %% faulty network (drops, duplicates, delays, connection epochs, partitions of four shapes,
-%% silent cuts, links of bounded capacity), the generated faults, online checkers 3 (causal
-%% delivery) and 4 (stability safety), the end of a run (final heal, quiescence) and the
-%% minimiser of failing traces.
+%% silent cuts, links of bounded capacity), online checkers 3 (causal delivery) and 4
+%% (stability safety) and checker 1 on table copies, the end of a run (final heal,
+%% quiescence) and the minimiser of failing traces. The helpers that make schedules (random
+%% draws, generated faults) are {@link hm_sim}'s.
 %%
 %% A family is a driver module: it puts `driver => Module' in the simulator state and exports
 %% `event/2' (every scheduled event: ticks, deliveries, trace actions), `nodeup/3',
@@ -14,8 +15,8 @@
 %% {@link hm_sim_dotted} and {@link hm_sim_frag}.
 -module(hm_sim_engine).
 
-%% schedules
--export([nodes_of/1, draws/2, pick/2, gen_faults/4, silent_action/3]).
+%% silent partitions in a schedule
+-export([silent_action/3]).
 %% the scheduler and a driver's run
 -export([drive/3, uniform/2, coin/2, schedule/3, schedule_at/3, bump/2, bump/3, run_until/2,
          final_heal/1, quiesce/2]).
@@ -40,68 +41,7 @@
 -type action() :: {non_neg_integer(), term()}.
 -type result() :: #{ok := boolean(), failures := [term()], stats := map()}.
 
-%%% ================================================================ faults
-
-%% @doc Draw integers `{int, Lo, Hi}' in order from the random state.
--spec draws([{int, integer(), integer()}], rand:state()) -> {[integer()], rand:state()}.
-draws(Specs, R) ->
-    lists:foldl(fun({int, Lo, Hi}, {Acc, Ra}) ->
-                        {X, Ra1} = rand:uniform_s(Hi - Lo + 1, Ra),
-                        {Acc ++ [Lo + X - 1], Ra1}
-                end, {[], R}, Specs).
-
-%% @doc A uniformly random element of a non-empty list.
--spec pick([T, ...], rand:state()) -> {T, rand:state()}.
-pick(L, R) -> {I, R1} = rand:uniform_s(length(L), R), {lists:nth(I, L), R1}.
-
-%% @doc `K' random faults (partitions of the four shapes, each with its heal; crashes, each
-%% with its restart) over `Nodes' during the first `Dur' simulated ms.
--spec gen_faults(non_neg_integer(), [node()], pos_integer(), rand:state()) ->
-          {[action()], rand:state()}.
-gen_faults(0, _, _, R) -> {[], R};
-gen_faults(K, Nodes, Dur, R) ->
-    {Kind, R1} = pick([halves, isolated, bridge, flap, crash, crash], R),
-    {T, R2} = rand:uniform_s(Dur, R1),
-    {Len, R3} = rand:uniform_s(Dur, R2),
-    {Acts, R4} = fault(Kind, T, Len, Nodes, R3),
-    {Rest, R5} = gen_faults(K - 1, Nodes, Dur, R4),
-    {Acts ++ Rest, R5}.
-
-fault(halves, T, Len, Nodes, R) ->
-    {Sh, R1} = shuffle(Nodes, R),
-    {A, B} = lists:split(length(Nodes) div 2, Sh),
-    {[{T, {partition, halves, [A, B]}}, {T + Len, heal}], R1};
-fault(isolated, T, Len, Nodes, R) ->
-    {X, R1} = pick(Nodes, R),
-    {[{T, {partition, isolated, [[X], Nodes -- [X]]}}, {T + Len, heal}], R1};
-fault(bridge, T, Len, Nodes, R) ->
-    {Sh, R1} = shuffle(Nodes, R),
-    [Br | Others] = Sh,
-    {A, B} = lists:split(length(Others) div 2, Others),
-    {[{T, {partition, bridge, [[Br | A], [Br | B]]}}, {T + Len, heal}], R1};
-fault(flap, T, _Len, Nodes, R) ->
-    {Sh, R1} = shuffle(Nodes, R),
-    {A, B} = lists:split(length(Nodes) div 2, Sh),
-    {Acts, R2} = lists:foldl(fun(I, {Acc, Ra}) ->
-                                     {D, Ra1} = rand:uniform_s(300, Ra),
-                                     At = T + I * 200 + D,
-                                     Act = case I rem 2 of
-                                               0 -> {partition, flap, [A, B]};
-                                               1 -> heal
-                                           end,
-                                     {[{At, Act} | Acc], Ra1}
-                             end, {[], R1}, lists:seq(0, 5)),
-    {lists:reverse(Acts), R2};
-fault(crash, T, Len, Nodes, R) ->
-    {X, R1} = pick(Nodes, R),
-    {[{T, {crash, X}}, {T + Len div 2, {restart, X}}], R1}.
-
-shuffle(L, R) ->
-    {Tagged, R1} = lists:foldl(fun(X, {Acc, Ra}) ->
-                                       {U, Ra1} = rand:uniform_s(Ra),
-                                       {[{U, X} | Acc], Ra1}
-                               end, {[], R}, L),
-    {[X || {_, X} <- lists:sort(Tagged)], R1}.
+%%% ================================================================ silent schedules
 
 %% @doc A partition of a schedule made silent, and its heal: about half the connections across
 %% the cut (each with a coin) lag, by up to ?SILENT_LAG_MS, and by less than what is left of
@@ -124,10 +64,6 @@ silent_action({T, heal}, Universe, {Acc, {T0, Groups}, R}) ->
     {[{T, {heal, lists:reverse(Lags)}} | Acc], none, R1};
 silent_action(A, _, {Acc, Cut, R}) ->
     {[A | Acc], Cut, R}.
-
-%% @doc The node names `n1' .. `nN'.
--spec nodes_of(pos_integer()) -> [node()].
-nodes_of(N) -> [list_to_atom("n" ++ integer_to_list(I)) || I <- lists:seq(1, N)].
 
 %%% ================================================================ scheduler
 

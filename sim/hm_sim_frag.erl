@@ -60,7 +60,7 @@
 gen(Seed, Opts) ->
     R0 = rand:seed_s(exsss, {Seed, 16#f4a9, 16#51e}),
     {[N, F, Copies, TI, Drop, Dup, Delay, NOps, NFaults, Back], R1} =
-        hm_sim_engine:draws([{int, 4, 6}, {int, 3, 8}, {int, 2, 3}, {int, 1, 2}, {int, 0, 10},
+        hm_sim:draws([{int, 4, 6}, {int, 3, 8}, {int, 2, 3}, {int, 1, 2}, {int, 0, 10},
                       {int, 0, 10}, {int, 1, 100}, {int, 30, 80}, {int, 0, 3}, {int, 0, 1}],
                      R0),
     Cfg = crdt_spec(Seed, maps:merge(#{kind => frag, n => N, fragments => F, copies => Copies,
@@ -68,20 +68,20 @@ gen(Seed, Opts) ->
                                        policy => term_order, storage => ram,
                                        drop => Drop / 100, dup => Dup / 100, delay => Delay,
                                        duration => 5000, seed => Seed, skew => #{}}, Opts)),
-    Nodes = hm_sim_engine:nodes_of(maps:get(n, Cfg)),
+    Nodes = hm_sim:nodes_of(maps:get(n, Cfg)),
     Dur = maps:get(duration, Cfg),
     {Ops0, R2} = gen_ops(NOps, Nodes, Dur, R1),
     Ops = crdt_ops(Seed, Cfg, Ops0),
-    {Faults0, R3} = hm_sim_engine:gen_faults(NFaults, Nodes, Dur, R2),
+    {Faults0, R3} = hm_sim:gen_faults(NFaults, Nodes, Dur, R2),
     Crashes = crashes(Cfg),
     Faults = [A || A = {_, Fa} <- Faults0, Crashes orelse (element(1, Fa) =/= crash andalso
                                                            element(1, Fa) =/= restart)],
-    {Leaver, R4} = hm_sim_engine:pick(Nodes, R3),
+    {Leaver, R4} = hm_sim:pick(Nodes, R3),
     {T1, R5} = rand:uniform_s(Dur div 2, R4),
     {T2, R6} = rand:uniform_s(Dur div 2, R5),
     Moves = [{T1, {pool, del, Leaver}}] ++ [{T1 + T2, {pool, add, Leaver}} || Back =:= 1],
     %% a node holding hints crashes (the first that holds some then), in 3 seeds of 4
-    {[TC, LC, CI], _} = hm_sim_engine:draws([{int, 1, Dur}, {int, 1, Dur div 2}, {int, 1, 4}], R6),
+    {[TC, LC, CI], _} = hm_sim:draws([{int, 1, Dur}, {int, 1, Dur div 2}, {int, 1, 4}], R6),
     Hinted = [A || Crashes, CI =< 3,
                    A <- [{TC, crash_hinted}, {min(Dur, TC + LC), restart_all}]],
     {Cfg, lists:keysort(1, Ops ++ Faults ++ Moves ++ Hinted)}.
@@ -111,7 +111,7 @@ crdt_ops(_, _, Ops) -> Ops.
 gen_ops(0, _, _, R) -> {[], R};
 gen_ops(K, Nodes, Dur, R) ->
     {[T, NI, KI, VI, OI], R1} =
-        hm_sim_engine:draws([{int, 1, Dur}, {int, 1, length(Nodes)}, {int, 1, length(?KEYS)},
+        hm_sim:draws([{int, 1, Dur}, {int, 1, length(Nodes)}, {int, 1, length(?KEYS)},
                       {int, 1, length(?VALUES)}, {int, 1, 10}], R),
     V = lists:nth(VI, ?VALUES),
     Op = if OI =< 7 -> {write, V};
@@ -132,7 +132,7 @@ run_seed(Seed, Opts) ->
 -spec run(map(), [hm_sim:action()]) -> hm_sim:result().
 run(Cfg = #{n := N, seed := Seed, fragments := F, copies := Copies},
     Trace) ->
-    Nodes = hm_sim_engine:nodes_of(N),
+    Nodes = hm_sim:nodes_of(N),
     Placement = hm_ring:placement(hm_ring:new(Nodes), F, Copies),
     S0 = #{driver => ?MODULE, now => 0, seq => 0, q => gb_trees:empty(), cfg => Cfg,
            nodes => Nodes, universe => Nodes, rand => rand:seed_s(exsss, {Seed, 16#f7, 16#ab}),
