@@ -61,7 +61,7 @@
 
 -export([start/1, stop/1, nodes/1, node/2, ids/1, status/2, call/5, call/6, eval/3, cut/3,
          heal/1, heal/2, stop_mnesia/2, start_mnesia/2, restart/2, restart/3, kill/2,
-         add_node/1, wait_until/2, netsplit_filter/2, netns_available/0]).
+         add_node/1, wait_until/2, netsplit_filter/2, netns_available/0, netns_address/1]).
 -export_type([cluster/0, options/0, id/0, status/0]).
 
 -compile({no_auto_import, [nodes/1]}).
@@ -78,6 +78,7 @@
           prefix => string(),
           modules => [module()],
           args => [string()],
+          node_args => fun((id()) -> [string()]),
           app_env => [{atom(), term()}],
           hypermnesia => boolean(),
           log_filter => {logger:filter_id(), logger:filter()},
@@ -91,6 +92,8 @@
 %% <li>`modules': modules whose directories the nodes get in their code path, besides
 %% `hypermnesia''s, so that funs written there can run on them (default none).</li>
 %% <li>`args': more command-line arguments for every node (default none).</li>
+%% <li>`node_args': a fun giving node `I' more command-line arguments of its own, after
+%% `args' (default none), for example its own TLS certificate.</li>
 %% <li>`app_env': `hypermnesia' application environment set before it starts (default
 %% `[{max_backoff_ms, 500}]': a healed node is pinged again within half a second).</li>
 %% <li>`hypermnesia': start Hypermnesia (default `true'); `false' starts Mnesia only, and then
@@ -130,6 +133,7 @@ start(Opts) ->
                           || M <- lists:usort([hypermnesia | maps:get(modules, Opts, [])])]),
     S0 = #{dir => Dir, owned => Owned, cookie => Cookie, prefix => Prefix,
            args => Paths ++ ["-setcookie", atom_to_list(Cookie)] ++ maps:get(args, Opts, []),
+           node_args => maps:get(node_args, Opts, fun(_) -> [] end),
            app_env => maps:get(app_env, Opts, [{max_backoff_ms, 500}]),
            hypermnesia => maps:get(hypermnesia, Opts, true),
            log_filter => maps:get(log_filter, Opts, none),
@@ -440,11 +444,12 @@ start_peer_retry(S, I, Name, Deadline) ->
             end
     end.
 
-start_peer(S = #{dir := Dir, args := Args, log_filter := Filter}, I, Name) ->
+start_peer(S = #{dir := Dir, args := Args, node_args := NodeArgs, log_filter := Filter}, I,
+           Name) ->
     MnesiaDir = "\"" ++ filename:join(Dir, atom_to_list(Name)) ++ "\"",
     {ok, P, Node} = peer:start((network_opts(S, I))#{
                                  name => Name, connection => standard_io,
-                                 args => Args ++ ["-connect_all", "false",
+                                 args => Args ++ NodeArgs(I) ++ ["-connect_all", "false",
                                                   "-kernel", "prevent_overlapping_partitions",
                                                   "false", "-mnesia", "dir", MnesiaDir]}),
     Log = filename:join(Dir, atom_to_list(Name) ++ ".log"),
@@ -620,6 +625,11 @@ netns_delete(#{network := {netns, Base}}) ->
 
 ns(#{network := {netns, Base}}, br) -> Base ++ "_br";
 ns(#{network := {netns, Base}}, I) -> Base ++ "_" ++ integer_to_list(I).
+
+%% @doc The IP address node `I' has with `network => netns' (and the host part of its name),
+%% known before it starts: for what must name it beforehand, such as its TLS certificate.
+-spec netns_address(id()) -> string().
+netns_address(I) -> address(I).
 
 address(I) -> "10.77.0." ++ integer_to_list(I).
 
