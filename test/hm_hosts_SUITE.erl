@@ -1,10 +1,11 @@
 %% @doc Three hosts on TLS distribution, as the guide's quick start ("On several hosts") sets
 %% them up. Each node runs in a network namespace of its own ({@link hm_cluster}, option
 %% `network => netns'): its own address on a bridge (`10.77.0.I'), its own `epmd', a long
-%% node name (`-name hm1_<pid>@10.77.0.1'). Distribution runs over TLS (`-proto_dist
-%% inet_tls'), with certificates the suite makes with `openssl': a test CA, and for each node
-%% a certificate of its own signed by it and naming its address; every node verifies its peer
-%% (`verify_peer' against the CA, `fail_if_no_peer_cert' on the server side).
+%% node name (`-name hosts1_<pid>@10.77.0.1'). Distribution runs over TLS (`-proto_dist
+%% inet_tls'), with certificates the suite makes with `openssl' ({@link hm_tls}): a test
+%% CA, and for each node a certificate of its own signed by it and naming its address; every
+%% node verifies its peer (`verify_peer' against the CA, `fail_if_no_peer_cert' on the
+%% server side). A client without a certificate is refused too.
 %% <ul>
 %% <li>`distribution_is_tls_and_verified': every connection between the nodes runs on TLS;
 %% a client whose certificate another CA signed is refused by a node, and a client that
@@ -33,18 +34,16 @@ all() -> [distribution_is_tls_and_verified, tables_through_partition_and_heal].
 
 init_per_suite(Config) ->
     Dir = filename:join(?config(priv_dir, Config), "tls"),
-    case {hm_cluster:netns_available(), os:find_executable("openssl")} of
+    case {hm_cluster:netns_available(), hm_tls:available()} of
         {false, _} -> {skip, "network namespaces cannot be made here (needs Linux, root and "
                        "iproute2)"};
         {true, false} -> {skip, "openssl is not installed: it makes the test's certificates"};
-        {true, _} ->
+        {true, true} ->
             ok = make_certificates(Dir),
             C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config),
                                    prefix => "hosts", modules => [?MODULE], network => netns,
-                                   args => ["-proto_dist", "inet_tls",
-                                            "-kernel", "net_ticktime", ?TICKTIME],
-                                   node_args => fun(I) -> ["-ssl_dist_optfile",
-                                                           optfile(Dir, I)]
+                                   args => ["-kernel", "net_ticktime", ?TICKTIME],
+                                   node_args => fun(I) -> hm_tls:dist_args(optfile(Dir, I))
                                                 end,
                                    log_filter => {netsplit, {fun hm_cluster:netsplit_filter/2,
                                                              ["not responding", "TLS"]}}}),
@@ -160,67 +159,22 @@ disconnected(C) ->
         andalso not lists:member(N3, hm_cluster:call(C, 2, erlang, nodes, []))
         andalso [] =:= hm_cluster:call(C, 3, erlang, nodes, []) -- [N3].
 
-file(Dir, Name) -> filename:join(Dir, Name).
+file(Dir, Name) -> hm_tls:file(Dir, Name).
 
-optfile(Dir, I) -> file(Dir, "ssl_dist" ++ integer_to_list(I) ++ ".conf").
+optfile(Dir, I) -> file(Dir, "ssl_dist_node" ++ integer_to_list(I) ++ ".conf").
 
 %% A test CA, for each node a key and a certificate it signed naming the node's address, and
-%% each node's distribution option file (the guide's production notes show the same one);
-%% and a second CA with a certificate for node 1's address, which the nodes must refuse.
+%% each node's distribution option file (the guide's quick start shows the same); and a
+%% second CA with a certificate for node 1's address, which the nodes must refuse.
 make_certificates(Dir) ->
-    ok = filelib:ensure_dir(file(Dir, "x")),
-    ok = openssl(Dir, ["req", "-x509", "-newkey", "ec", "-pkeyopt",
-                       "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-                       "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=hypermnesia test CA",
-                       "-addext", "basicConstraints=critical,CA:TRUE",
-                       "-addext", "keyUsage=critical,keyCertSign,cRLSign"]),
-    ok = openssl(Dir, ["req", "-x509", "-newkey", "ec", "-pkeyopt",
-                       "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-                       "-keyout", "rogue-ca.key", "-out", "rogue-ca.pem",
-                       "-subj", "/CN=another CA",
-                       "-addext", "basicConstraints=critical,CA:TRUE",
-                       "-addext", "keyUsage=critical,keyCertSign,cRLSign"]),
-    [ok = certificate(Dir, "node" ++ integer_to_list(I), "ca", hm_cluster:netns_address(I))
-     || I <- lists:seq(1, ?NODES)],
-    ok = certificate(Dir, "rogue", "rogue-ca", hm_cluster:netns_address(1)),
-    lists:foreach(
-      fun(I) ->
-              Node = "node" ++ integer_to_list(I),
-              Mine = [{certfile, file(Dir, Node ++ ".pem")},
-                      {keyfile, file(Dir, Node ++ ".key")},
-                      {cacertfile, file(Dir, "ca.pem")}, {verify, verify_peer}],
-              Opts = [{server, Mine ++ [{fail_if_no_peer_cert, true}]}, {client, Mine}],
-              ok = file:write_file(optfile(Dir, I), io_lib:format("~p.~n", [Opts]))
-      end, lists:seq(1, ?NODES)).
-
-%% Key `Name.key' and certificate `Name.pem' for IP address `Ip', signed by CA `Ca'. The
-%% address is in `subjectAltName' twice: as an IP address, and as a DNS name, because the
-%% client side of TLS distribution checks the host part of the node name it connects to
-%% (here an address) against the certificate's DNS names.
-certificate(Dir, Name, Ca, Ip) ->
-    Ext = file(Dir, Name ++ ".ext"),
-    ok = file:write_file(Ext, ["subjectAltName=DNS:", Ip, ",IP:", Ip, "\n",
-                               "basicConstraints=CA:FALSE\n",
-                               "keyUsage=critical,digitalSignature\n",
-                               "extendedKeyUsage=serverAuth,clientAuth\n"]),
-    ok = openssl(Dir, ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                       "-nodes", "-keyout", Name ++ ".key", "-out", Name ++ ".csr",
-                       "-subj", "/CN=" ++ Ip]),
-    openssl(Dir, ["x509", "-req", "-in", Name ++ ".csr", "-CA", Ca ++ ".pem",
-                  "-CAkey", Ca ++ ".key", "-CAcreateserial", "-days", "2",
-                  "-extfile", Ext, "-out", Name ++ ".pem"]).
-
-openssl(Dir, Args) ->
-    Port = open_port({spawn_executable, os:find_executable("openssl")},
-                     [{args, Args}, {cd, Dir}, exit_status, stderr_to_stdout, binary]),
-    openssl_result(Port, Args, <<>>).
-
-openssl_result(Port, Args, Out) ->
-    receive
-        {Port, {data, D}} -> openssl_result(Port, Args, <<Out/binary, D/binary>>);
-        {Port, {exit_status, 0}} -> ok;
-        {Port, {exit_status, St}} -> error({openssl, Args, St, Out})
-    end.
+    ok = hm_tls:ca(Dir, "ca"),
+    ok = hm_tls:ca(Dir, "rogue-ca"),
+    lists:foreach(fun(I) ->
+                          Name = "node" ++ integer_to_list(I),
+                          ok = hm_tls:certificate(Dir, Name, "ca", hm_cluster:netns_address(I)),
+                          _ = hm_tls:optfile(Dir, Name, "ca")
+                  end, lists:seq(1, ?NODES)),
+    hm_tls:certificate(Dir, "rogue", "rogue-ca", hm_cluster:netns_address(1)).
 
 %%% ------------------------------------------------------------- on the nodes
 
