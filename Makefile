@@ -203,6 +203,17 @@ bench: bench-build
 bench-full: bench-build
 	$(BENCH_ERL) -eval 'hm_bench:main(["full"]), halt().'
 
+## make bench-tls: what TLS distribution costs per EC write against plain TCP, in one run:
+## two clusters of 3 peer nodes on this host, one on each, rounds alternating; CPU per
+## async_ec write (3 nodes, until every copy is stable), write rate, sync_ec latency
+## -> bench/results/tls-<date>.md (bench/tls_bench.erl; about a minute, build included; needs
+## openssl for the certificates)
+.PHONY: bench-tls
+bench-tls: bootstrap
+	$(REBAR) as bench compile
+	mkdir -p bench/results
+	erl -noshell $(BENCH_PA) -eval 'tls_bench:main(["bench/results/tls-'$$(date -u +%Y%m%d-%H%M)'.md"]).'
+
 ## make bench-netsplit: the quick partition timeline of async_ec pawset and prwset with a
 ## clean cut and with a silent one (each node in a network namespace, every packet across
 ## the cut dropped, the connections up; Linux, as root), 3 rounds interleaved ->
