@@ -301,6 +301,11 @@ cli(Config) ->
     {0, Waited} = hmctl(Config, 1, ["wait-converged", "--timeout", "20"]),
     ?assertEqual("converged\n", Waited),
     {0, "{\"converged\":true}\n"} = hmctl(Config, 1, ["--json", "wait-converged"]),
+    %% `-sname name' without a host, as `erl -sname name' takes it: this host
+    [Name1, _] = string:split(N1, "@"),
+    Cookie1 = atom_to_list(call(Config, 1, erlang, get_cookie, [])),
+    {0, Short} = run_escript(Config, ["-sname", Name1, "-setcookie", Cookie1, "status"]),
+    ?assertNotEqual(nomatch, string:find(Short, "cluster: converged")),
     %% errors
     {2, Usage} = run_escript(Config, []),
     ?assertNotEqual(nomatch, string:find(Usage, "usage:")),

@@ -304,7 +304,12 @@ parse_test() ->
     {error, _} = hm_ctl:parse([]),
     {error, _} = hm_ctl:parse(["status"]),
     {error, _} = hm_ctl:parse(["-sname", "a@h"]),
-    {error, _} = hm_ctl:parse(["-sname", "a", "status"]),
+    %% a name without a host is on this host, as for `erl -sname a'
+    {ok, Here} = inet:gethostname(),
+    [Short | _] = string:split(Here, "."),
+    Local = list_to_atom("a@" ++ Short),
+    {ok, #{node := Local, names := shortnames}} = hm_ctl:parse(["-sname", "a", "status"]),
+    {error, _} = hm_ctl:parse(["-sname", "a@", "status"]),
     {error, _} = hm_ctl:parse(["-sname", "a@h", "frob"]),
     {error, _} = hm_ctl:parse(["-sname", "a@h", "status", "extra"]),
     {error, _} = hm_ctl:parse(["-sname", "a@h", "wait-converged", "--timeout", "soon"]),

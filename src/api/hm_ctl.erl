@@ -3,13 +3,15 @@
 %% node and shows what {@link hm_status:cluster_info/2} says from there.
 %% ```
 %% hmctl -sname a@host -setcookie secret status
+%% hmctl -sname a status
 %% hmctl -name a@host.example.com -setcookie secret wait-converged --timeout 60
 %% '''
 %% Commands: `status' (converged or not, members, tables, one line each), `members' (each
 %% member: reachable or not, links, partitions seen, Mnesia re-joins, the last heal),
 %% `tables' (each EC table and each copy: status, rows, lag, buffered and unstable
 %% operations, digest), `wait-converged --timeout S' (wait until every copy has converged,
-%% at most S seconds, default 60). Options: `-sname' or `-name' (the node, required),
+%% at most S seconds, default 60). Options: `-sname' or `-name' (the node, required; a
+%% name without `@host' is on this host, as `erl -sname a' takes it),
 %% `-setcookie' (default: `~/.erlang.cookie'), `--timeout S', `--json' (print the
 %% `cluster_info' map as JSON, {@link hm_json}).
 %%
@@ -84,12 +86,36 @@ parse([Extra | _], _) -> {error, io_lib:format("unexpected ~s", [Extra])};
 parse([], O) ->
     case O of
         #{node := _} when not is_map_key(command, O) -> {error, "no command"};
-        #{node := N} ->
+        #{node := N, names := Names} ->
             case string:split(atom_to_list(N), "@") of
                 [_, Host] when Host =/= "" -> {ok, O};
+                [Name] when Name =/= "" ->
+                    case this_host(Names) of
+                        {ok, Host} -> {ok, O#{node := list_to_atom(Name ++ "@" ++ Host)}};
+                        error -> {error, io_lib:format("cannot find this host's full name: "
+                                                       "give -name ~s@HOST", [Name])}
+                    end;
                 _ -> {error, io_lib:format("~s is not a node name (name@host)", [N])}
             end;
         _ -> {error, "which node? give -sname NODE or -name NODE"}
+    end.
+
+%% The host part `erl' gives a node named without one: the host's name up to its first dot
+%% with `-sname', its full name with `-name'.
+this_host(Names) ->
+    {ok, Here} = inet:gethostname(),
+    case {Names, string:split(Here, ".")} of
+        {shortnames, [Short | _]} -> {ok, Short};
+        {longnames, [_, _]} -> {ok, Here};
+        {longnames, [_]} ->
+            case inet:gethostbyname(Here) of
+                {ok, {hostent, Name, Aliases, _, _, _}} ->
+                    case [H || H <- [Name | Aliases], string:find(H, ".") =/= nomatch] of
+                        [Full | _] -> {ok, Full};
+                        [] -> error
+                    end;
+                {error, _} -> error
+            end
     end.
 
 command("status") -> {ok, status};
