@@ -58,3 +58,23 @@ build_chunk(Mod) ->
                             {preprocess, true}, {dir, Dir}]),
     {ok, Bin} = file:read_file(filename:join([Dir, "chunks", atom_to_list(Mod) ++ ".chunk"])),
     binary_to_term(Bin).
+
+%% The status page's example in the operations guide works when pasted: its token goes into
+%% a URL as it is (no character to escape), the page accepts it there, and the guide's curl
+%% lines carry it in URLs without spaces.
+guide_status_page_example_test() ->
+    Guide = guide("05-operations.md"),
+    {match, [Token]} = re:run(Guide, "token => <<\"([^\"]*)\">>",
+                              [{capture, all_but_first, list}]),
+    ?assertMatch({match, _}, re:run(Token, "^[A-Za-z0-9._~-]+$")),
+    ?assert(hm_http:authorized({"/status?token=" ++ Token, []}, list_to_binary(Token))),
+    {match, Curls} = re:run(Guide, "^\\$ curl .*$",
+                            [multiline, global, {capture, first, list}]),
+    ?assertNotEqual([], [L || [L] <- Curls, string:find(L, Token) =/= nomatch]),
+    [?assertMatch({match, _}, re:run(L, "'http://[^' ]+'")) || [L] <- Curls].
+
+guide(Name) ->
+    Src = proplists:get_value(source, ?MODULE:module_info(compile)),
+    Root = filename:dirname(filename:dirname(Src)),
+    {ok, Text} = file:read_file(filename:join([Root, "docs", "guide", Name])),
+    binary_to_list(Text).

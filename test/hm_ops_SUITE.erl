@@ -15,7 +15,8 @@
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([cluster_info_converged/1, cluster_info_bounded/1, partition_events_and_heal/1,
-         mnesia_subscribe/1, status_json/1, cli/1, status_page_in_browser/1]).
+         mnesia_subscribe/1, status_json/1, cli/1, status_page_in_browser/1,
+         status_page_started_and_stopped_at_run_time/1]).
 -export([start_collector/0, collected/0, log/2, prometheus_metrics/1]).
 
 -define(TAB, ops_t).
@@ -26,7 +27,8 @@
 suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [cluster_info_converged, cluster_info_bounded, partition_events_and_heal,
-          mnesia_subscribe, status_json, prometheus_metrics, cli, status_page_in_browser].
+          mnesia_subscribe, status_json, prometheus_metrics, cli,
+          status_page_started_and_stopped_at_run_time, status_page_in_browser].
 
 %%% ------------------------------------------------------------- cluster
 
@@ -283,6 +285,50 @@ http_get(Url, Headers) ->
     {ok, {{_, Code, _}, _, Body}} =
         httpc:request(get, {Url, Headers}, [{timeout, 15000}], [{body_format, binary}]),
     {Code, Body}.
+
+%% The page stopped and started again on a running node, with the configured settings and
+%% with new ones: its port closes and opens, the token is the one in force, and what the
+%% node knows of its last partition and heal is the same before and after.
+status_page_started_and_stopped_at_run_time(Config) ->
+    C = ?config(cluster, Config),
+    ok = hm_cluster:cut(C, [3], [1, 2]),
+    write(Config, 1, runtime_page, 1),
+    ok = hm_cluster:heal(C),
+    wait_converged(Config),
+    N3 = node_n(Config, 3),
+    Kept = fun() ->
+                   #{nodes := #{N3 := V}} =
+                       call(Config, 3, hypermnesia, cluster_info, [all, #{timeout => 2000}]),
+                   {maps:with([partitions_seen, last_partition, mnesia_rejoins], V),
+                    maps:get(last_heal, V)}
+           end,
+    Before = {#{last_partition := #{}}, #{}} = Kept(),
+    Page = fun() -> {ok, U} = call(Config, 3, hypermnesia, http_status_url, []), U end,
+    Url = Page(),
+    {error, already_started} = call(Config, 3, hypermnesia, start_status_page, []),
+    ok = call(Config, 3, hypermnesia, stop_status_page, []),
+    {error, not_enabled} = call(Config, 3, hypermnesia, http_status_url, []),
+    {error, _} = httpc:request(get, {Url, []}, [{timeout, 5000}], []),
+    ok = call(Config, 3, hypermnesia, stop_status_page, []),
+    %% a bad setting starts nothing and leaves the configured one
+    {error, {bad_http_status, no_token}} =
+        call(Config, 3, hypermnesia, start_status_page, [#{port => 0}]),
+    {ok, Again} = call(Config, 3, hypermnesia, start_status_page, []),
+    {200, _} = http_get(Again ++ "?format=json&token=" ++ binary_to_list(?TOKEN), []),
+    %% new settings, in force at once
+    ok = call(Config, 3, hypermnesia, stop_status_page, []),
+    New = "runtime-token-42",
+    {ok, Url2} = call(Config, 3, hypermnesia, start_status_page,
+                      [#{port => 0, token => list_to_binary(New)}]),
+    Url2 = Page(),
+    {401, _} = http_get(Url2 ++ "?format=json&token=" ++ binary_to_list(?TOKEN), []),
+    {200, <<"{", _/binary>>} = http_get(Url2 ++ "?format=json&token=" ++ New, []),
+    %% back to the suite's settings
+    ok = call(Config, 3, hypermnesia, stop_status_page, []),
+    {ok, _} = call(Config, 3, hypermnesia, start_status_page,
+                   [#{port => 0, token => ?TOKEN}]),
+    {200, _} = get_json(Config, 3),
+    Before = Kept().
 
 %% The escript against a running node.
 cli(Config) ->

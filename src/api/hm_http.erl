@@ -1,7 +1,7 @@
 %% @doc The HTTP status page: OTP's `inets' httpd, on the loopback interface only, off
 %% unless the application environment asks for it:
 %% ```
-%% {hypermnesia, [{http_status, #{port => 8484, token => <<"a long random secret">>}}]}
+%% {hypermnesia, [{http_status, #{port => 8484, token => <<"3f9c2a7e51b84d06a1e5c0d9b7f2e418">>}}]}
 %% '''
 %% `port' 0 picks a free port ({@link url/0} says which). Every request must carry the token,
 %% as `?token=...' or `Authorization: Bearer ...'; without it the answer is 401.
@@ -17,14 +17,16 @@
 %% ({@link hm_metrics}), behind the same token.
 %%
 %% A bad configuration stops the application from starting, with
-%% `{bad_http_status, Reason}'. The server runs under `inets' (started if it is not), linked
+%% `{bad_http_status, Reason}'. {@link start_page/1} and {@link stop_page/0} start and stop
+%% the page on a running node, without touching the rest of the application (its
+%% membership counters, last partition and last heal stay as they are). The server runs under `inets' (started if it is not), linked
 %% to this module's process: each stops the other.
 %%
 %% Invariants: the server listens on 127.0.0.1 only; no status is answered without the token.
 -module(hm_http).
 -behaviour(gen_server).
 
--export([start_link/0, url/0, check_config/1, authorized/2, do/1]).
+-export([start_link/0, start_page/1, stop_page/0, url/0, check_config/1, authorized/2, do/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -include_lib("inets/include/httpd.hrl").
@@ -45,6 +47,55 @@ start_link() ->
                 {error, Why} -> {error, {bad_http_status, Why}}
             end
     end.
+
+%% @doc Start the page on a running node: with `configured', as the `http_status'
+%% application environment says; with a map `#{port, token}' (see {@link check_config/1}),
+%% which then becomes that environment (a later {@link start_page/1} with `configured', or a
+%% restart of the application, uses it). Returns the page's address, as {@link url/0}.
+%% Errors: `{error, not_configured}' (no `http_status' environment), `{error,
+%% {bad_http_status, Reason}}' (a bad map, or a port that cannot be opened: the environment
+%% is left as it was), `{error, already_started}', `{error, not_running}' (Hypermnesia does
+%% not run here).
+-spec start_page(configured | term()) -> {ok, string()} | {error, term()}.
+start_page(configured) ->
+    case application:get_env(hypermnesia, http_status) of
+        undefined -> {error, not_configured};
+        {ok, Cfg} -> start_page(Cfg)
+    end;
+start_page(Cfg) ->
+    case {check_config(Cfg), whereis(?MODULE)} of
+        {{error, Why}, _} -> {error, {bad_http_status, Why}};
+        {{ok, _}, Pid} when is_pid(Pid) -> {error, already_started};
+        {{ok, _}, undefined} ->
+            Before = application:get_env(hypermnesia, http_status),
+            ok = application:set_env(hypermnesia, http_status, Cfg),
+            case restart_child() of
+                {ok, _} -> url();
+                {error, running} -> {error, already_started};
+                {error, not_running} -> restore_env(Before), {error, not_running};
+                {error, Why} -> restore_env(Before), {error, bad_http_status(Why)}
+            end
+    end.
+
+%% @doc Stop the page (its listener closes); `ok' also when it was not running.
+-spec stop_page() -> ok | {error, not_running}.
+stop_page() ->
+    try supervisor:terminate_child(hypermnesia_sup, ?MODULE) of
+        ok -> ok;
+        {error, not_found} -> ok
+    catch exit:{noproc, _} -> {error, not_running}
+    end.
+
+restart_child() ->
+    try supervisor:restart_child(hypermnesia_sup, ?MODULE)
+    catch exit:{noproc, _} -> {error, not_running}
+    end.
+
+restore_env(undefined) -> application:unset_env(hypermnesia, http_status);
+restore_env({ok, Cfg}) -> application:set_env(hypermnesia, http_status, Cfg).
+
+bad_http_status({bad_http_status, _} = Why) -> Why;
+bad_http_status(Why) -> {bad_http_status, Why}.
 
 %% @doc The page's address, without the token; `{error, not_enabled}' when it is off.
 -spec url() -> {ok, string()} | {error, not_enabled}.

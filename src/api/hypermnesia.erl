@@ -22,6 +22,7 @@
 -export([is_ec_table/1, ec_options/1]).
 -export([cluster_info/0, cluster_info/1, cluster_info/2, wait_converged/1, wait_converged/2,
          subscribe/1, unsubscribe/1, http_status_url/0]).
+-export([start_status_page/0, start_status_page/1, stop_status_page/0]).
 -export([start/1, update/3, value/2, increment/2, increment/3, decrement/2, decrement/3,
          get_counter/2, add_set/3, remove_set/3, get_set/2, put_register/3, get_register/2]).
 -export_type([ec_type/0, policy/0]).
@@ -281,6 +282,21 @@ unsubscribe(Event) -> hm_events:unsubscribe(Event).
 %% `{error, not_enabled}'; see {@link hm_http}.
 -spec http_status_url() -> {ok, string()} | {error, not_enabled}.
 http_status_url() -> hm_http:url().
+
+%% @doc Start the HTTP status page on a running node, with the `http_status' application
+%% environment. See {@link hm_http:start_page/1}.
+-spec start_status_page() -> {ok, string()} | {error, term()}.
+start_status_page() -> hm_http:start_page(configured).
+
+%% @doc Start the HTTP status page on a running node with `#{port, token}' (kept as the
+%% `http_status' application environment). See {@link hm_http:start_page/1}.
+-spec start_status_page(map()) -> {ok, string()} | {error, term()}.
+start_status_page(Config) -> hm_http:start_page(Config).
+
+%% @doc Stop the HTTP status page; the node and the rest of Hypermnesia go on. `ok' also when
+%% it is not running.
+-spec stop_status_page() -> ok | {error, term()}.
+stop_status_page() -> hm_http:stop_page().
 
 %% @doc Apply a CRDT operation to `Key' of CRDT table `Tab', from any node. See
 %% {@link hm_crdt_table:update/3}.
