@@ -339,6 +339,38 @@ format_test() ->
     ?assertNotEqual(nomatch, string:find(T, "0123456789ab")),
     ?assertEqual(nomatch, string:find(T, "0123456789abc")).
 
+%% A partitioned table is one table in hmctl's answers: its fragments' copies summed per
+%% node, converged when every fragment is; `--fragments' shows each fragment.
+format_partitioned_test() ->
+    Copy = fun(Size, Lag) -> #{status => ready, size => Size, lag => Lag, buffered_ops => 0,
+                               unstable_ops => 1, digest => <<"0123456789abcdef0123">>}
+           end,
+    Tables = #{p => #{converged => true, pending => [], fragment_of => p,
+                      copies => #{a => Copy(3, 0), b => Copy(3, 0)}},
+               p_frag2 => #{converged => false, pending => [{c, syncing}], fragment_of => p,
+                            copies => #{b => Copy(4, 2), c => #{status => syncing}}},
+               t => #{converged => true, pending => [], copies => #{a => Copy(7, 0)}}},
+    #{p := #{converged := false, fragments := 2, pending := [{p_frag2, {c, syncing}}],
+             copies := #{a := #{status := ready, size := 3, fragments := 1},
+                         b := #{status := ready, size := 7, lag := 2, unstable_ops := 2,
+                                fragments := 2},
+                         c := #{status := syncing, fragments := 1}}},
+      t := #{converged := true}} = Grouped = hm_ctl:group_fragments(Tables),
+    2 = map_size(Grouped),
+    Info = #{converged => false, nodes => #{}, tables => Tables},
+    Text = fun(Cmd, O) -> lists:flatten(io_lib:format("~s", [hm_ctl:format(Cmd, Info, O)])) end,
+    S = Text(status, #{}),
+    ?assertNotEqual(nomatch, string:find(S, "tables: 2\n")),
+    ?assertNotEqual(nomatch, string:find(S, "p (2 fragments) NOT converged")),
+    ?assertEqual(nomatch, string:find(S, "  p_frag2")),
+    T = Text(tables, #{}),
+    ?assertNotEqual(nomatch, string:find(T, "p (2 fragments): NOT converged")),
+    ?assertEqual(nomatch, string:find(T, "p_frag2:")),
+    F = Text(tables, #{fragments => true}),
+    ?assertNotEqual(nomatch, string:find(F, "p_frag2: NOT converged")),
+    ?assert(lists:prefix("p: converged", F)),
+    {ok, #{fragments := true}} = hm_ctl:parse(["-sname", "a@h", "--fragments", "tables"]).
+
 %%% ------------------------------------------------------------- status page settings
 
 http_config_test() ->

@@ -11,7 +11,8 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([placement/1, access_from_every_node/1, partition_both_sides/1,
          dead_node_forgotten_and_replaced/1,
-         add_and_remove_under_load/1, bad_options/1, key_value_api/1, foreign_key/1]).
+         add_and_remove_under_load/1, bad_options/1, key_value_api/1, foreign_key/1,
+         info_and_status_of_the_whole_table/1]).
 -export([writer/2, keys_written/1, failed_writes/1, rows_digest/1]).
 
 -define(NODES, 5).
@@ -20,7 +21,8 @@
 % A hung case fails within minutes, not after Common Test's default half hour.
 suite() -> [{timetrap, {minutes, 3}}].
 
-all() -> [bad_options, placement, access_from_every_node, key_value_api, foreign_key,
+all() -> [bad_options, placement, access_from_every_node, info_and_status_of_the_whole_table,
+          key_value_api, foreign_key,
           partition_both_sides, add_and_remove_under_load, dead_node_forgotten_and_replaced].
 
 init_per_suite(Config) ->
@@ -125,6 +127,44 @@ placement(Config) ->
     Counts = [length([Hs || Hs <- Holders, lists:member(N, Hs)]) || N <- Pool],
     ct:pal("copies per node: ~p", [Counts]),
     true = lists:all(fun(Cn) -> Cn > 0 andalso Cn < ?F end, Counts).
+
+%% `hypermnesia:info(Tab)' and `cluster_info(Tab)' take a partitioned table as one table:
+%% info sums this node's fragments (each row counted once per copy, so over the nodes it is
+%% the copies times the rows), shows them one by one on request, and answers on a node
+%% without any fragment; cluster_info covers every fragment.
+info_and_status_of_the_whole_table(Config) ->
+    Tab = ?config(tab, Config),
+    [P1, P2, P3 | _] = pool(Config),
+    {atomic, ok} = call(1, Config, hypermnesia, create_table,
+                        [Tab, [{type, pawset}, {attributes, [id, val, tag]},
+                               {frag_properties, [{n_fragments, ?F}, {n_ram_copies, 2},
+                                                  {node_pool, [P1, P2, P3]}]}]]),
+    Rows = [{Tab, K, K, x} || K <- lists:seq(1, 120)],
+    ok = ec(4, Config, fun() -> lists:foreach(fun mnesia:write/1, Rows) end),
+    converged(Config, Tab, Rows),
+    Frags = [frag(Tab, K) || K <- lists:seq(1, ?F)],
+    Sizes = [begin
+                 Local = lists:sort([Fr || Fr <- Frags,
+                                           call(I, Config, hm_ec_frag, is_local, [Fr])]),
+                 #{table := Tab, n_fragments := ?F, status := ready, local_fragments := Local,
+                   size := Size, fragments := ByFrag} =
+                     call(I, Config, hypermnesia, info, [Tab, #{fragments => true}]),
+                 Local = lists:sort(maps:keys(ByFrag)),
+                 Size = lists:sum([S || #{size := S} <- maps:values(ByFrag)]),
+                 false = maps:is_key(fragments, call(I, Config, hypermnesia, info, [Tab])),
+                 Size
+             end || I <- [1, 2, 3]],
+    240 = lists:sum(Sizes),
+    %% node 4 is not in the pool: no fragment here, the table is known all the same
+    #{table := Tab, status := no_copy, local_fragments := [], size := 0, n_fragments := ?F,
+      members := Holders} = call(4, Config, hypermnesia, info, [Tab]),
+    [P1, P2, P3] = lists:sort(Holders),
+    {error, {bad_option, {fragments, yes}}} =
+        call(4, Config, hypermnesia, info, [Tab, #{fragments => yes}]),
+    #{converged := true, tables := Tables} = call(4, Config, hypermnesia, cluster_info, [Tab]),
+    true = lists:sort(Frags) =:= lists:sort(maps:keys(Tables)),
+    [Tab] = lists:usort([B || #{fragment_of := B} <- maps:values(Tables)]),
+    ok = call(4, Config, hypermnesia, wait_converged, [Tab, 10000]).
 
 access_from_every_node(Config) ->
     Tab = create(Config, [{index, [tag]}]),

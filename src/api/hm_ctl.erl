@@ -13,7 +13,9 @@
 %% at most S seconds, default 60). Options: `-sname' or `-name' (the node, required; a
 %% name without `@host' is on this host, as `erl -sname a' takes it),
 %% `-setcookie' (default: `~/.erlang.cookie'), `--timeout S', `--json' (print the
-%% `cluster_info' map as JSON, {@link hm_json}).
+%% `cluster_info' map as JSON, {@link hm_json}), `--fragments' (each fragment of a
+%% partitioned table as a table of its own; otherwise the table is one, see
+%% {@link group_fragments/1}).
 %%
 %% Exit codes: 0 done (for `wait-converged': converged), 1 `wait-converged' timed out,
 %% 2 bad command line, 3 the node cannot be reached, 4 Hypermnesia does not run there,
@@ -24,14 +26,15 @@
 %% functions are pure.
 -module(hm_ctl).
 
--export([main/1, run/1, parse/1, format/2, usage/0]).
+-export([main/1, run/1, parse/1, format/2, format/3, group_fragments/1, usage/0]).
 
 -define(DEFAULT_WAIT_S, 60).
 -define(STATUS_TIMEOUT_MS, 5000).
 
 -type command() :: status | members | tables | wait_converged.
 -type opts() :: #{command := command(), node := node(), names := shortnames | longnames,
-                  cookie => atom(), timeout_s => non_neg_integer(), json => boolean()}.
+                  cookie => atom(), timeout_s => non_neg_integer(), json => boolean(),
+                  fragments => boolean()}.
 
 %% @doc The escript's entry point: runs, prints, halts with the exit code.
 -spec main([string()]) -> no_return().
@@ -54,12 +57,14 @@ run(Args) ->
 %% @doc The usage text.
 -spec usage() -> iodata().
 usage() ->
-    "usage: hmctl (-sname NODE | -name NODE) [-setcookie COOKIE] [--json] COMMAND\n"
+    "usage: hmctl (-sname NODE | -name NODE) [-setcookie COOKIE] [--json] [--fragments] "
+    "COMMAND\n"
     "commands:\n"
     "  status                      converged or not, members, tables\n"
     "  members                     each member: reachable, links, partitions, last heal\n"
     "  tables                      each EC table and copy: status, rows, lag, digest\n"
     "  wait-converged [--timeout S]  wait until every copy converged (default 60 s)\n"
+    "--fragments: each fragment of a partitioned table on its own (else one table)\n"
     "exit codes: 0 ok, 1 not converged in time, 2 usage, 3 node unreachable,\n"
     "            4 Hypermnesia not running there, 5 other error\n".
 
@@ -71,6 +76,7 @@ parse(["-sname", N | Rest], O) -> parse(Rest, O#{node => list_to_atom(N), names 
 parse(["-name", N | Rest], O) -> parse(Rest, O#{node => list_to_atom(N), names => longnames});
 parse(["-setcookie", C | Rest], O) -> parse(Rest, O#{cookie => list_to_atom(C)});
 parse(["--json" | Rest], O) -> parse(Rest, O#{json => true});
+parse(["--fragments" | Rest], O) -> parse(Rest, O#{fragments => true});
 parse(["--timeout", S | Rest], O) ->
     case string:to_integer(S) of
         {N, ""} when N >= 0 -> parse(Rest, O#{timeout_s => N});
@@ -148,13 +154,13 @@ execute(O = #{command := wait_converged, node := Node}) ->
         {ok, ok} -> {0, answer(O, #{converged => true}, "converged\n")};
         {ok, {error, {timeout, Info}}} ->
             {1, answer(O, Info, ["hmctl: not converged after ", integer_to_list(S), " s\n",
-                                 format(status, Info)])};
+                                 format(status, Info, O)])};
         Other -> failed(Node, Other)
     end;
 execute(O = #{command := Cmd, node := Node}) ->
     T = maps:get(timeout_s, O, ?STATUS_TIMEOUT_MS div 1000) * 1000,
     case remote(Node, cluster_info, [all, #{timeout => max(1, T)}], T + ?STATUS_TIMEOUT_MS) of
-        {ok, Info = #{converged := _}} -> {0, answer(O, Info, format(Cmd, Info))};
+        {ok, Info = #{converged := _}} -> {0, answer(O, Info, format(Cmd, Info, O))};
         Other -> failed(Node, Other)
     end.
 
@@ -181,34 +187,82 @@ failed(Node, Other) ->
 
 %%% ---------------------------------------------------------------- formatting (pure)
 
-%% @doc The text of a command's answer, from a {@link hm_status:cluster_info/2} map.
+%% @doc The text of a command's answer, from a {@link hm_status:cluster_info/2} map, a
+%% partitioned table as one table.
 -spec format(command(), hm_status:info()) -> iodata().
-format(status, #{converged := C, nodes := Ns, tables := Ts}) ->
+format(Cmd, Info) -> format(Cmd, Info, #{}).
+
+%% @doc {@link format/2}; with `#{fragments => true}' each fragment of a partitioned table
+%% as a table of its own.
+-spec format(command(), hm_status:info(), map()) -> iodata().
+format(Cmd, Info = #{tables := Ts}, #{fragments := true}) when Cmd =/= members ->
+    fmt(Cmd, Info#{tables := maps:map(fun(_, V) -> maps:remove(fragment_of, V) end, Ts)});
+format(Cmd, Info = #{tables := Ts}, _) -> fmt(Cmd, Info#{tables := group_fragments(Ts)});
+format(Cmd, Info, _) -> fmt(Cmd, Info).
+
+%% @doc The tables of a {@link hm_status:cluster_info/2} map with the fragments of each
+%% partitioned table (those with `fragment_of') made one: converged when all are, what each
+%% waits for (with its name), and each node's copies summed (rows, lag, buffered and
+%% unstable operations; its status the first one not `ready', if any; `fragments': how many
+%% it holds).
+-spec group_fragments(#{atom() => map()}) -> #{atom() => map()}.
+group_fragments(Ts) ->
+    Groups = maps:groups_from_list(fun({T, V}) -> maps:get(fragment_of, V, {alone, T}) end,
+                                   maps:to_list(Ts)),
+    maps:from_list([group(K, Vs) || {K, Vs} <- maps:to_list(Groups)]).
+
+group({alone, T}, [{T, V}]) -> {T, V};
+group(Base, Frags) ->
+    Copies = maps:groups_from_list(fun({N, _}) -> N end, fun({_, C}) -> C end,
+                                   lists:append([maps:to_list(Cs)
+                                                 || {_, #{copies := Cs}} <- Frags])),
+    {Base, #{converged => lists:all(fun({_, #{converged := C}}) -> C end, Frags),
+             pending => [{T, P} || {T, #{pending := Ps}} <- lists:sort(Frags), P <- Ps],
+             fragments => length(Frags),
+             copies => maps:map(fun(_, Cs) -> sum_copies(Cs) end, Copies)}}.
+
+sum_copies(Cs) ->
+    Held = [C || C <- Cs, maps:get(status, C) =/= no_copy],
+    Status = case [S || #{status := S} <- Held, S =/= ready] of
+                 [] when Held =:= [] -> no_copy;
+                 [] -> ready;
+                 [S | _] -> S
+             end,
+    Sums = maps:from_list([{K, lists:sum(Vs)}
+                           || K <- [size, lag, buffered_ops, unstable_ops],
+                              Vs <- [[V || #{K := V} <- Held, is_integer(V)]], Vs =/= []]),
+    Sums#{status => Status, fragments => length(Held)}.
+
+fmt(status, #{converged := C, nodes := Ns, tables := Ts}) ->
     Up = [N || {N, #{status := up}} <- maps:to_list(Ns)],
     [io_lib:format("cluster: ~s\n", [yes_no(C, "converged", "NOT converged")]),
      io_lib:format("members: ~p, ~p reachable\n", [map_size(Ns), length(Up)]),
      [io_lib:format("  ~s ~s\n", [N, node_status(V)]) || {N, V} <- lists:sort(maps:to_list(Ns))],
      io_lib:format("tables: ~p\n", [map_size(Ts)]),
-     [io_lib:format("  ~s ~s~s\n", [T, yes_no(TC, "converged", "NOT converged"),
-                                    pending(P)])
-      || {T, #{converged := TC, pending := P}} <- lists:sort(maps:to_list(Ts))]];
-format(members, #{nodes := Ns}) ->
+     [io_lib:format("  ~s~s ~s~s\n", [T, fragments(V), yes_no(TC, "converged", "NOT converged"),
+                                      pending(P)])
+      || {T, V = #{converged := TC, pending := P}} <- lists:sort(maps:to_list(Ts))]];
+fmt(members, #{nodes := Ns}) ->
     [io_lib:format("~-28s ~-12s ~-10s ~-8s ~s\n",
                    ["node", "status", "partitions", "rejoins", "links up / last heal"])
      | [io_lib:format("~-28s ~-12s ~-10s ~-8s ~s\n",
                       [N, node_status(V), opt(partitions_seen, V), opt(mnesia_rejoins, V),
                        links(N, V)])
         || {N, V} <- lists:sort(maps:to_list(Ns))]];
-format(tables, #{tables := Ts}) ->
-    [[io_lib:format("~s: ~s~s\n", [T, yes_no(C, "converged", "NOT converged"), pending(P)]),
+fmt(tables, #{tables := Ts}) ->
+    [[io_lib:format("~s~s: ~s~s\n", [T, fragments(TV), yes_no(C, "converged", "NOT converged"),
+                                       pending(P)]),
       io_lib:format("  ~-28s ~-10s ~8s ~6s ~8s ~8s ~s\n",
                     ["copy", "status", "rows", "lag", "buffered", "unstable", "digest"]),
       [io_lib:format("  ~-28s ~-10s ~8s ~6s ~8s ~8s ~s\n",
                      [N, node_status(V), opt(size, V), opt(lag, V), opt(buffered_ops, V),
                       opt(unstable_ops, V), digest(V)])
        || {N, V} <- lists:sort(maps:to_list(Cs))]]
-     || {T, #{converged := C, pending := P, copies := Cs}} <- lists:sort(maps:to_list(Ts))];
-format(wait_converged, Info) -> format(status, Info).
+     || {T, TV = #{converged := C, pending := P, copies := Cs}} <- lists:sort(maps:to_list(Ts))];
+fmt(wait_converged, Info) -> fmt(status, Info).
+
+fragments(#{fragments := F}) -> io_lib:format(" (~p fragments)", [F]);
+fragments(_) -> "".
 
 yes_no(true, Y, _) -> Y;
 yes_no(false, _, N) -> N.

@@ -16,6 +16,10 @@
 %% copy that answered has delivered; its `stability_lag' how many it delivered are not
 %% stable yet.
 %%
+%% A partitioned table is asked about as a whole: every fragment is a table of the answer,
+%% with `fragment_of' naming the table it is part of, and the table has converged when all
+%% its fragments have.
+%%
 %% Invariants: {@link summarize/2} is a function of the answers only; `converged' is never
 %% true while a member did not answer; a copy with the greatest delivered vector has lag 0.
 -module(hm_status).
@@ -76,7 +80,7 @@ ask(Tab, Timeout) ->
     Inner = max(1, Timeout - min(500, Timeout div 4)),
     Answers = erpc:multicall(Members, ?MODULE, node_report, [#{table => Tab, timeout => Inner}],
                              Timeout),
-    Info = summarize(Tab, lists:zip(Members, [answer(A) || A <- Answers])),
+    Info = label_fragments(summarize(names(Tab), lists:zip(Members, [answer(A) || A <- Answers]))),
     case {Tab, Info} of
         {all, _} -> Info;
         {_, #{tables := #{Tab := _}}} -> Info;
@@ -86,6 +90,19 @@ ask(Tab, Timeout) ->
                 false -> {error, {not_ec_table, Tab}}
             end
     end.
+
+%% The tables asked about: a partitioned table's are all its fragments.
+names(all) -> all;
+names(Tab) -> hm_ec_frag:fragments(Tab).
+
+%% Each fragment of a partitioned table says which table it is part of (`fragment_of').
+label_fragments(Info = #{tables := Ts}) ->
+    Info#{tables := maps:map(fun(T, V) ->
+                                     case hm_ec_frag_info:fragment_of(T) of
+                                         {ok, Base} -> V#{fragment_of => Base};
+                                         none -> V
+                                     end
+                             end, Ts)}.
 
 answer({ok, R = #{}}) -> {ok, R};
 answer({error, {erpc, timeout}}) -> {error, timeout};
@@ -127,7 +144,8 @@ node_report(#{table := Tab, timeout := Timeout}) ->
     case whereis(hm_ec_server) of
         undefined -> {error, {node_not_running, node()}};
         _ ->
-            Tabs = [T || T <- local_ec_tables(), Tab =:= all orelse T =:= Tab],
+            Names = names(Tab),
+            Tabs = [T || T <- local_ec_tables(), Names =:= all orelse lists:member(T, Names)],
             %% every table at once, each bounded
             Self = self(),
             Asked = [{T, spawn_monitor(fun() -> Self ! {self(), table_status(T, Timeout)} end)}
@@ -168,14 +186,16 @@ membership_status() ->
 %%% ---------------------------------------------------------------- comparing (pure)
 
 %% @doc Compare the members' answers (`[{Node, {ok, Report} | {error, Why}}]', one per
-%% member) for `Tab' (`all': every table some member reported).
--spec summarize(atom(), [{node(), {ok, map()} | {error, term()}}]) -> info().
-summarize(Tab, Answers) ->
+%% member) for `Tab' (a table, a list of tables, or `all': every table some member
+%% reported).
+-spec summarize(atom() | [atom()], [{node(), {ok, map()} | {error, term()}}]) -> info().
+summarize(Tab, Answers) when is_atom(Tab), Tab =/= all -> summarize([Tab], Answers);
+summarize(Tabs, Answers) ->
     Nodes = maps:from_list([{N, node_view(A)} || {N, A} <- Answers]),
     Reports = [{N, R} || {N, {ok, R}} <- Answers],
-    Tabs = lists:usort([T || {_, #{copies := Cs}} <- Reports, T <- maps:keys(Cs),
-                             Tab =:= all orelse T =:= Tab]),
-    Tables = maps:from_list([{T, table_view(T, Answers)} || T <- Tabs]),
+    Names = lists:usort([T || {_, #{copies := Cs}} <- Reports, T <- maps:keys(Cs),
+                              Tabs =:= all orelse lists:member(T, Tabs)]),
+    Tables = maps:from_list([{T, table_view(T, Answers)} || T <- Names]),
     #{converged => lists:all(fun({_, A}) -> element(1, A) =:= ok end, Answers)
           andalso lists:all(fun(#{converged := C}) -> C end, maps:values(Tables)),
       nodes => Nodes, tables => Tables}.

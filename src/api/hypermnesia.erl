@@ -18,7 +18,7 @@
 -export([start/0, create_table/2, delete_table/1, add_table_copy/3, del_table_copy/2,
          forget_node/1, restore/2, owners/2, change_table_frag/2, get/3, put/4, delete/4,
          async_ec/1, async_ec/2, sync_ec/1, sync_ec/2, activity/2, activity/3, activity/4,
-         ec_transaction/1, ec_transaction/2, is_ec_activity/0, info/0, info/1]).
+         ec_transaction/1, ec_transaction/2, is_ec_activity/0, info/0, info/1, info/2]).
 -export([is_ec_table/1, ec_options/1]).
 -export([cluster_info/0, cluster_info/1, cluster_info/2, wait_converged/1, wait_converged/2,
          subscribe/1, unsubscribe/1, http_status_url/0]).
@@ -221,9 +221,15 @@ info() ->
 %% delivered and stable vectors, buffered (not yet deliverable) and unstable operations, keys
 %% with metadata and its memory in words, size. `{error, {not_ec_table, Tab}}' when `Tab' is
 %% not an EC table with a copy here, `{error, {node_not_running, node()}}' when the
-%% hypermnesia application is not running here.
+%% hypermnesia application is not running here. A partitioned table is one table: its
+%% fragments on this node summed, on any node (see {@link hm_ec_frag_info:info/2}).
 -spec info(atom()) -> map() | {error, term()}.
-info(Tab) -> if_running(fun() -> hm_ec_server:info(Tab) end).
+info(Tab) -> info(Tab, #{}).
+
+%% @doc {@link info/1} with options: `#{fragments => true}' adds, for a partitioned table,
+%% each local fragment's own status under `fragments'.
+-spec info(atom(), hm_ec_frag_info:options()) -> map() | {error, term()}.
+info(Tab, Opts) -> if_running(fun() -> hm_ec_frag_info:info(Tab, Opts) end).
 
 %% Mnesia's convention for a node where it does not run, instead of a bare noproc exit.
 if_running(Fun) ->
