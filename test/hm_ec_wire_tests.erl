@@ -16,6 +16,39 @@ other_versions_and_foreign_terms_are_refused_test() ->
                  hm_ec_wire:open(setelement(3, Env, "not a table name"))),
     ?assertEqual({error, not_an_envelope}, hm_ec_wire:open(garbage)).
 
+%% Every version from the oldest this release reads to its own is opened, in this version's
+%% shapes; an envelope is written at the version asked for.
+versions_read_test() ->
+    {Oldest, Newest} = hm_ec_wire:versions(),
+    ?assertEqual(Newest, hm_ec_wire:version()),
+    ?assert(Oldest =< Newest andalso Oldest >= Newest - 1),
+    [?assertEqual({ok, t, n1, {snapshot_req}, c},
+                  hm_ec_wire:open(hm_ec_wire:envelope(V, t, n1, {snapshot_req}, c)))
+     || V <- lists:seq(Oldest, Newest)],
+    [?assertEqual(V, element(2, hm_ec_wire:envelope(V, t, n1, {snapshot_req}, c)))
+     || V <- lists:seq(Oldest, Newest)],
+    ?assertEqual({error, {unsupported_version, Oldest - 1}},
+                 hm_ec_wire:open({hm_ec, Oldest - 1, t, n1, {snapshot_req}, c})),
+    ?assertEqual({error, {unsupported_version, x}},
+                 hm_ec_wire:open({hm_ec, x, t, n1, {snapshot_req}, c})),
+    ?assertError(function_clause, hm_ec_wire:envelope(Newest + 1, t, n1, {snapshot_req}, c)),
+    %% until a negotiation says otherwise, a node sends at its own version
+    ?assertEqual(Newest, element(2, hm_ec_wire:envelope(t, n1, {snapshot_req}, c))).
+
+%% The version sent at is the newest every member reads; a member none of whose versions
+%% this node reads is left out, the others agree among themselves.
+negotiate_test() ->
+    N = fun hm_ec_wire:negotiate/2,
+    ?assertEqual({3, []}, N({2, 3}, [])),
+    ?assertEqual({3, []}, N({2, 3}, [{a, {2, 3}}, {b, {3, 4}}])),
+    %% an old node in the cluster: everyone speaks its version until it is gone
+    ?assertEqual({2, []}, N({2, 3}, [{a, {2, 3}}, {old, {1, 2}}])),
+    %% the old node itself (it reads 1 and 2) meets upgraded ones at 2
+    ?assertEqual({2, []}, N({1, 2}, [{new, {2, 3}}])),
+    %% two releases apart: nothing in common
+    ?assertEqual({3, [ancient]}, N({2, 3}, [{a, {2, 3}}, {ancient, {1, 1}}])),
+    ?assertEqual({3, [future]}, N({2, 3}, [{future, {4, 5}}])).
+
 message_shapes_test() ->
     O = {n1, 1},
     Good = {O, #{O => 1}, {async, k, {write, {t, k, v}, {5, n1}}}},

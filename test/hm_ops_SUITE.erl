@@ -16,7 +16,7 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([cluster_info_converged/1, cluster_info_bounded/1, partition_events_and_heal/1,
          mnesia_subscribe/1, status_json/1, cli/1, status_page_in_browser/1,
-         status_page_started_and_stopped_at_run_time/1]).
+         status_page_started_and_stopped_at_run_time/1, wire_versions_negotiated/1]).
 -export([start_collector/0, collected/0, log/2, prometheus_metrics/1]).
 
 -define(TAB, ops_t).
@@ -28,7 +28,8 @@ suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [cluster_info_converged, cluster_info_bounded, partition_events_and_heal,
           mnesia_subscribe, status_json, prometheus_metrics, cli,
-          status_page_started_and_stopped_at_run_time, status_page_in_browser].
+          status_page_started_and_stopped_at_run_time, wire_versions_negotiated,
+          status_page_in_browser].
 
 %%% ------------------------------------------------------------- cluster
 
@@ -329,6 +330,18 @@ status_page_started_and_stopped_at_run_time(Config) ->
                    [#{port => 0, token => ?TOKEN}]),
     {200, _} = get_json(Config, 3),
     Before = Kept().
+
+%% Each node asked the others which wire versions they read, and sends at the newest all
+%% of them read: here, nodes of one release, its own.
+wire_versions_negotiated(Config) ->
+    Versions = {_, Newest} = hm_ec_wire:versions(),
+    Nodes = hm_cluster:nodes(?config(cluster, Config)),
+    [wait_until(fun() ->
+                        call(Config, I, hm_ec_versions, known, []) =:=
+                            [{N, Versions} || N <- Nodes, N =/= node_n(Config, I)]
+                end) || I <- [1, 2, 3]],
+    [Newest = call(Config, I, hm_ec_wire, sending_version, []) || I <- [1, 2, 3]],
+    ok.
 
 %% The escript against a running node.
 cli(Config) ->

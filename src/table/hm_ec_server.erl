@@ -204,6 +204,7 @@ copy_holders(Tab) ->
 -spec init([]) -> {ok, map()}.
 init([]) ->
     ok = hm_ec_hints:init(),
+    ok = hm_ec_versions:init(),
     Ref = make_ref(),
     erlang:send_after(?REFRESH_MS, self(), {tick, Ref}),
     S = adopt(#{tables => #{}, ticks => 0, tick_ref => Ref, mnesia => undefined,
@@ -282,6 +283,7 @@ handle_info({tick, Ref}, S = #{tick_ref := Ref, ticks := N}) ->
     %% only this server's own timer ticks (a stray `tick' must not start another chain)
     erlang:send_after(?REFRESH_MS, self(), {tick, Ref}),
     handoff(),
+    ok = hm_ec_versions:refresh(),
     {noreply, refresh_tables(S#{ticks := N + 1})};
 handle_info({'DOWN', _, process, Pid, _}, S = #{mnesia := {Pid, _}}) ->
     {noreply, mnesia_gone(S)};

@@ -4,9 +4,21 @@
 %%
 %% An envelope is `{hm_ec, Version, Tab, FromNode, Msg, Cookie}': the wire format's version,
 %% the table, the sending node, the message and the table instance (Mnesia's creation
-%% cookie: a table deleted and created again under the same name is another instance). A node
-%% opens only envelopes of its own version; anything else is dropped and logged (a node of a
-%% release with another format, or a foreign message), never applied.
+%% cookie: a table deleted and created again under the same name is another instance).
+%%
+%% <h3>Versions, and nodes of two releases side by side</h3>
+%% A release reads two wire versions: its own ({@link version/0}) and the one before it
+%% (the oldest it accepts, {@link versions/0}); an envelope of any other version, and a
+%% foreign message, is dropped and logged, never applied. A message of the older version is
+%% brought to this version's shapes when opened ({@link upgrade/2}), and one sent to a
+%% cluster that still runs the older release is written in its shapes
+%% ({@link downgrade/2}). Which version a node sends is negotiated as Riak negotiates its
+%% capabilities: each node announces the versions it reads, and every node sends at the
+%% newest version that every member it reaches reads ({@link negotiate/2}, pure; {@link
+%% hm_ec_versions} asks the members and keeps the answer). So during a rolling upgrade the
+%% cluster speaks the old version until the last old node is gone, then the new one; a
+%% member of a release two versions back (that reads neither) is logged, and the others
+%% keep their own version with the rest. Version 1 is the first: its older version is none.
 %%
 %% Messages (`Msg') between copies of a table, as {@link hm_ec_table} sends and accepts them:
 %% <ul>
@@ -28,31 +40,84 @@
 %% {@link disc_version/0}; a copy whose log carries another version is not restored from it.
 -module(hm_ec_wire).
 
--export([version/0, disc_version/0, envelope/4, open/1, is_op_message/1, is_op_shape/1, is_ack/1,
-         is_snapshot/1, is_merge/1, is_state_transfer/1]).
+-export([version/0, versions/0, disc_version/0, envelope/4, envelope/5, open/1, upgrade/2,
+         downgrade/2, negotiate/2, sending_version/0, set_sending_version/1]).
+-export([is_op_message/1, is_op_shape/1, is_ack/1, is_snapshot/1, is_merge/1,
+         is_state_transfer/1]).
+-export_type([versions/0]).
 
+%% This release's wire version, and the oldest it reads and writes (the previous release's).
 -define(VERSION, 1).
+-define(OLDEST, 1).
 -define(DISC_VERSION, 1).
 
-%% @doc The wire format's version.
+%% `{Oldest, Newest}': the wire versions a node reads and writes.
+-type versions() :: {pos_integer(), pos_integer()}.
+
+%% @doc The wire format's version (this release's, the newest it reads).
 -spec version() -> pos_integer().
 version() -> ?VERSION.
+
+%% @doc The wire versions this release reads and can send: `{Oldest, Newest}'.
+-spec versions() -> versions().
+versions() -> {?OLDEST, ?VERSION}.
+
+%% @doc The version this node sends at: the one negotiated with the members it reaches
+%% ({@link set_sending_version/1}), this release's until then.
+-spec sending_version() -> pos_integer().
+sending_version() -> persistent_term:get({?MODULE, sending}, ?VERSION).
+
+%% @doc Send at version `V' from now on (one this release reads); {@link hm_ec_versions}
+%% calls it when the members' versions change.
+-spec set_sending_version(pos_integer()) -> ok.
+set_sending_version(V) when V >= ?OLDEST, V =< ?VERSION ->
+    case sending_version() of
+        V -> ok;
+        _ -> persistent_term:put({?MODULE, sending}, V)
+    end.
+
+%% @doc The version to send at, given this node's versions (`Own') and its peers': the
+%% newest that this node and every peer read, and the peers none of whose versions this
+%% node reads (left out: they cannot take part either way).
+-spec negotiate(versions(), [{node(), versions()}]) -> {pos_integer(), [node()]}.
+negotiate({Oldest, Newest}, Peers) ->
+    Apart = lists:sort([N || {N, {O, W}} <- Peers, W < Oldest orelse O > Newest]),
+    Common = [W || {N, {_, W}} <- Peers, not lists:member(N, Apart)],
+    {lists:min([Newest | Common]), Apart}.
 
 %% @doc The version of the disc log's format.
 -spec disc_version() -> pos_integer().
 disc_version() -> ?DISC_VERSION.
 
-%% @doc `Msg' of table `Tab' (instance `Cookie') from node `From', in its envelope.
+%% @doc `Msg' of table `Tab' (instance `Cookie') from node `From', in its envelope, at the
+%% version this node sends at ({@link sending_version/0}).
 -spec envelope(atom(), node(), term(), term()) -> tuple().
-envelope(Tab, From, Msg, Cookie) -> {hm_ec, ?VERSION, Tab, From, Msg, Cookie}.
+envelope(Tab, From, Msg, Cookie) -> envelope(sending_version(), Tab, From, Msg, Cookie).
 
-%% @doc Open an envelope: its table, sender, message and table instance, or why it is not
-%% one this node reads.
+%% @doc {@link envelope/4} at version `V' (one this release reads), `Msg' in its shapes.
+-spec envelope(pos_integer(), atom(), node(), term(), term()) -> tuple().
+envelope(V, Tab, From, Msg, Cookie) when V >= ?OLDEST, V =< ?VERSION ->
+    {hm_ec, V, Tab, From, downgrade(V, Msg), Cookie}.
+
+%% @doc Open an envelope of a version this release reads: its table, sender, message (in
+%% this version's shapes) and table instance, or why it is not one this node reads.
 -spec open(term()) -> {ok, atom(), node(), term(), term()} | {error, term()}.
-open({hm_ec, ?VERSION, Tab, From, Msg, Cookie}) when is_atom(Tab), is_atom(From) ->
-    {ok, Tab, From, Msg, Cookie};
-open({hm_ec, V, _, _, _, _}) when V =/= ?VERSION -> {error, {unsupported_version, V}};
+open({hm_ec, V, Tab, From, Msg, Cookie})
+  when is_integer(V), V >= ?OLDEST, V =< ?VERSION, is_atom(Tab), is_atom(From) ->
+    {ok, Tab, From, upgrade(V, Msg), Cookie};
+open({hm_ec, V, _, _, _, _}) when not is_integer(V); V < ?OLDEST; V > ?VERSION ->
+    {error, {unsupported_version, V}};
 open(_) -> {error, not_an_envelope}.
+
+%% @doc A message of wire version `V' in this version's shapes. Each version that changes a
+%% message's shape adds its clause here (and the reverse in {@link downgrade/2}); no shape
+%% has changed since version 1.
+-spec upgrade(pos_integer(), term()) -> term().
+upgrade(?VERSION, Msg) -> Msg.
+
+%% @doc A message of this version in the shapes of version `V' (see {@link upgrade/2}).
+-spec downgrade(pos_integer(), term()) -> term().
+downgrade(?VERSION, Msg) -> Msg.
 
 %% @doc Whether a message carries a copy's state (a snapshot, or a state to join): its
 %% sender waits for room on a busy connection rather than drop it.
