@@ -79,6 +79,7 @@
           modules => [module()],
           args => [string()],
           node_args => fun((id()) -> [string()]),
+          ebin => fun((id()) -> file:filename() | default),
           app_env => [{atom(), term()}],
           hypermnesia => boolean(),
           log_filter => {logger:filter_id(), logger:filter()},
@@ -94,6 +95,8 @@
 %% <li>`args': more command-line arguments for every node (default none).</li>
 %% <li>`node_args': a fun giving node `I' more command-line arguments of its own, after
 %% `args' (default none), for example its own TLS certificate.</li>
+%% <li>`ebin': a fun giving the directory of the `hypermnesia' application's beams node `I'
+%% runs, or `default' (the caller's), for example another release's build.</li>
 %% <li>`app_env': `hypermnesia' application environment set before it starts (default
 %% `[{max_backoff_ms, 500}]': a healed node is pinged again within half a second).</li>
 %% <li>`hypermnesia': start Hypermnesia (default `true'); `false' starts Mnesia only, and then
@@ -129,11 +132,23 @@ start(Opts) ->
                  false -> list_to_atom("hm_cluster_" ++ os:getpid())
              end,
     Prefix = maps:get(prefix, Opts, "hm"),
-    Paths = lists:append([["-pa", filename:absname(filename:dirname(code:which(M)))]
-                          || M <- lists:usort([hypermnesia | maps:get(modules, Opts, [])])]),
+    Ebin = filename:absname(filename:dirname(code:which(hypermnesia))),
+    Paths = lists:append([["-pa", D]
+                          || D <- lists:usort([filename:absname(filename:dirname(code:which(M)))
+                                                 || M <- maps:get(modules, Opts, [])]),
+                             D =/= Ebin]),
+    EbinOf = maps:get(ebin, Opts, fun(_) -> default end),
     S0 = #{dir => Dir, owned => Owned, cookie => Cookie, prefix => Prefix,
-           args => Paths ++ ["-setcookie", atom_to_list(Cookie)] ++ maps:get(args, Opts, []),
-           node_args => maps:get(node_args, Opts, fun(_) -> [] end),
+           args => ["-setcookie", atom_to_list(Cookie)] ++ maps:get(args, Opts, []),
+           node_args => fun(I) ->
+                                NodeEbin = case EbinOf(I) of
+                                               default -> Ebin;
+                                               E -> filename:absname(E)
+                                           end,
+                                %% of several -pa, the last comes first in the path
+                                Paths ++ ["-pa", NodeEbin]
+                                    ++ (maps:get(node_args, Opts, fun(_) -> [] end))(I)
+                        end,
            app_env => maps:get(app_env, Opts, [{max_backoff_ms, 500}]),
            hypermnesia => maps:get(hypermnesia, Opts, true),
            log_filter => maps:get(log_filter, Opts, none),
