@@ -292,17 +292,25 @@ http_get(Url, Headers) ->
 %% node knows of its last partition and heal is the same before and after.
 status_page_started_and_stopped_at_run_time(Config) ->
     C = ?config(cluster, Config),
+    Cut = erlang:system_time(millisecond),
     ok = hm_cluster:cut(C, [3], [1, 2]),
     write(Config, 1, runtime_page, 1),
     ok = hm_cluster:heal(C),
     wait_converged(Config),
     N3 = node_n(Config, 3),
+    View = fun() -> call(Config, 3, hypermnesia, cluster_info, [?TAB, #{timeout => 2000}]) end,
     Kept = fun() ->
-                   #{nodes := #{N3 := V}} =
-                       call(Config, 3, hypermnesia, cluster_info, [all, #{timeout => 2000}]),
+                   #{nodes := #{N3 := V}} = View(),
                    {maps:with([partitions_seen, last_partition, mnesia_rejoins], V),
                     maps:get(last_heal, V)}
            end,
+    %% node 3's copy has finished its catch-ups of this heal: its last heal is recorded
+    wait_until(fun() ->
+                       #{nodes := #{N3 := #{last_heal := #{time := T}}},
+                         tables := #{?TAB := #{copies := #{N3 := #{catching_up := []}}}}} =
+                           View(),
+                       T >= Cut
+               end),
     Before = {#{last_partition := #{}}, #{}} = Kept(),
     Page = fun() -> {ok, U} = call(Config, 3, hypermnesia, http_status_url, []), U end,
     Url = Page(),
