@@ -64,7 +64,7 @@ start(Prefix, Args) ->
                            args => Args}),
     Nodes = hm_cluster:nodes(C),
     {atomic, ok} = hm_cluster:call(C, 1, hypermnesia, create_table,
-                                   [t, [{type, pawset}, {attributes, [k, v]},
+                                   [t, [{ec, pawset}, {attributes, [k, v]},
                                         {ram_copies, Nodes}]]),
     [ok = hm_cluster:call(C, I, mnesia, wait_for_tables, [[t], 30000]) || I <- [1, 2, 3]],
     C.

@@ -43,7 +43,8 @@ old_and_new_nodes_replicate(Config) ->
     Old = ?config(previous, Config),
     Old = filename:dirname(hm_cluster:call(C, 3, code, which, [hypermnesia])),
     Nodes = hm_cluster:nodes(C),
-    %% one table created on a new node, one on the old node
+    %% one table created on a new node, one on the old node (`{type, pawset}': the form
+    %% both releases take)
     {atomic, ok} = hm_cluster:call(C, 1, hypermnesia, create_table,
                                    [by_new, [{type, pawset}, {attributes, [k, v]},
                                              {ram_copies, Nodes}]]),
