@@ -134,8 +134,9 @@ bench-crdt: bootstrap
 ## make sim SEEDS=N: the deterministic simulator on seeds 1..N, every fault and workload: each
 ## seed runs EC-table schedules (sim/hm_sim.erl: faults; copies added and removed; full load
 ## with a partition and saturated links; the same with every partition silent: no nodedown,
-## what is sent across waits in the connection's buffers or is dropped when they are full),
-## one CRDT schedule (sim/hm_sim_crdt.erl: a type x
+## what is sent across waits in the connection's buffers or is dropped when they are full;
+## for one seed in five, one copy cut off for most of the run with the log bounded,
+## sim/hm_sim_long.erl), one CRDT schedule (sim/hm_sim_crdt.erl: a type x
 ## flavor), one CRDT-table schedule (sim/hm_sim_crdt_table.erl: copies of a CRDT table of a
 ## type x flavor on the runtime's table core, with churn), one partitioned-table schedule
 ## (sim/hm_sim_frag.erl: fragments on a ring, writes
@@ -143,7 +144,7 @@ bench-crdt: bootstrap
 ## session order of a node's writes) and one DottedDB replica-group
 ## schedule (sim/hm_sim_dotted.erl: churn, loss, partitions, crashes); prints failures (seed,
 ## minimised trace), `sim tables: ...', `sim membership: ...', `sim load: ...',
-## `sim slow receivers: ...', `sim silent partitions: ...',
+## `sim slow receivers: ...', `sim silent partitions: ...', `sim long partition: ...',
 ## `sim crdt: ...', `sim crdt-table: ...', `sim frag: ...', `sim frag crdt: ...' (partitioned
 ## CRDT tables), `sim dotted: ...' and `sim: P passed, F failed'
 ## Then the sessions family (sim/hm_sim_mrdt.erl: sessions over mergeable types on 3-5

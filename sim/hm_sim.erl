@@ -486,6 +486,12 @@ main(["seeds", N]) ->
                maps:get(dropped_busy, QTot, 0) + maps:get(dropped_busy, WTot, 0),
                maps:get(silent_noticed, QTot, 0) + maps:get(silent_noticed, WTot, 0)]),
     io:format("sim silent partitions: ~p passed, ~p failed~n", [QP + WP, QF + WF]),
+    {GP, GF, GBad} = hm_sim_long:check_seeds(1, max(1, Count div 5)),
+    [io:format("FAILED long-partition seed ~p: ~p~n", [Seed, Fs]) || {Seed, Fs} <- GBad],
+    io:format("~p table schedules with one copy cut off for 18 simulated s under steady "
+              "load, the log bounded: the log and the metadata stay within their bounds~n",
+              [GP + GF]),
+    io:format("sim long partition: ~p passed, ~p failed~n", [GP, GF]),
     {CP, CF, CTot, CBad} = hm_sim_crdt:check_seeds({1, Count}, #{}),
     [hm_sim_crdt:print_failure(Seed, Res) || {Seed, Res} <- CBad],
     io:format("~p CRDT schedules (type x flavor x ram/disc), ~p client ops, ~p messages, "
@@ -508,9 +514,9 @@ main(["seeds", N]) ->
     [hm_sim_dotted:print_failure(Seed, Res) || {Seed, Res} <- DBad],
     io:format("~s", [hm_sim_dotted:summary_line(DP, DF, DTot)]),
     io:format("sim: ~p passed, ~p failed~n",
-              [P + MP + LP + SP + QP + WP + CP + TP + FP + XP + DP,
-               F + MF + LF + SF + QF + WF + CF + TF + FF + XF + DF]),
-    halt(case F + MF + LF + SF + QF + WF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
+              [P + MP + LP + SP + QP + WP + GP + CP + TP + FP + XP + DP,
+               F + MF + LF + SF + QF + WF + GF + CF + TF + FF + XF + DF]),
+    halt(case F + MF + LF + SF + QF + WF + GF + CF + TF + FF + XF + DF of 0 -> 0; _ -> 1 end);
 main(["seed", S]) ->
     Seed = list_to_integer(S),
     {Cfg, Trace} = gen(Seed, #{}),
