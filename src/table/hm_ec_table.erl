@@ -418,7 +418,8 @@ remote(From, Msg = {merge, _}, T0 = #t{tab = Tab, merge_req = Req}) ->
         false -> {T0#t{merge_req = none}, [{drop, {bad_message, Tab, From, Msg}}]};
         true ->
             case Req of
-                {From, _} -> hm_ec_table_catch_up:merge(From, Msg, T0#t{merge_req = none});
+                {From, AskedAt} ->
+                    hm_ec_table_catch_up:merge_asked(From, AskedAt, Msg, T0#t{merge_req = none});
                 _ -> hm_ec_table_catch_up:merge_unasked(From, Msg, T0)
             end
     end;

@@ -11,7 +11,7 @@
 -include("hm_ec_table.hrl").
 
 -export([merge_request/2, merge_request_now/2, merge_request_back/3, also_behind/3,
-         merge_state/2, merge/3, merge_unasked/3]).
+         merge_state/2, merge/3, merge_asked/4, merge_unasked/3]).
 
 %% asked again after this many ticks without an answer; no state taken again within as many
 -define(MERGE_RETRY_TICKS, 8).
@@ -155,6 +155,21 @@ also_behind(_, _, _) -> [].
 %% A state this copy did not ask for (also_behind/3 at the member that built it, or the
 %% late answer to a request since given up): joined only when this copy lacks enough of it
 %% to take a state now (far_enough/2; not within ?MERGE_RETRY_TICKS of its last join).
+%% The answer to this copy's request of tick `AskedAt': joined, unless this copy joined
+%% another state since it asked (after a long cut a copy may be sent one by a member that
+%% let go of operations it lacks, hm_ec_table_give_up): then only when it still lacks enough
+%% of it to take a state now (what it lacks arrives as operations; a state of a large table
+%% costs seconds to join).
+-spec merge_asked(node(), non_neg_integer(), {merge, map()}, #t{}) -> {#t{}, effects()}.
+merge_asked(From, AskedAt, Msg = {merge, #{delivered := VP}}, T = #t{merged_at = At})
+  when At =/= none, At >= AskedAt ->
+    case takes_state(T) andalso
+        worth_a_state(hm_vv:missing(VP, hm_tcsb:delivered(T#t.tcsb)), T) of
+        true -> merge(From, Msg, T);
+        false -> {T, []}
+    end;
+merge_asked(From, _, Msg, T) -> merge(From, Msg, T).
+
 %% A state its sender pushed because this copy lacks operations that left its log unstable
 %% (hm_ec_table_give_up) is joined whenever this copy can take one: it has no other way to
 %% catch up.
