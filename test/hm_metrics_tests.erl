@@ -10,8 +10,9 @@ local() ->
                       partitions_seen => 3, mnesia_rejoins => 1},
       tables => #{t => #{status => ready, size => 10, unstable_ops => 4, unstable_keys => 2,
                          buffered_ops => 0, sync_waiting => 0, conflicts => 5,
-                         duplicates => 1, state_catch_ups => 0, metadata_words => 100},
-                  u => #{status => syncing, size => 0}}}.
+                         duplicates => 1, state_catch_ups => 0, metadata_words => 100,
+                         given_up_keys => 6},
+                  u => #{status => syncing, size => 0, given_up_keys => all}}}.
 
 cluster() ->
     #{tables => #{t => #{converged => false,
@@ -33,6 +34,12 @@ node_and_table_samples_test() ->
     Has("hypermnesia_table_ready{node=\"a@h\",table=\"t\"} 1"),
     Has("hypermnesia_table_ready{node=\"a@h\",table=\"u\"} 0"),
     Has("hypermnesia_table_unstable_ops{node=\"a@h\",table=\"t\"} 4"),
+    Has("hypermnesia_table_given_up_keys{node=\"a@h\",table=\"t\"} 6"),
+    %% `all' (after a clear) is not a number: no sample
+    ?assertNot(lists:any(fun(Line) ->
+                                 lists:prefix("hypermnesia_table_given_up_keys{node=\"a@h\",table=\"u\"}",
+                                              Line)
+                         end, L)),
     Has("hypermnesia_table_conflicts_total{node=\"a@h\",table=\"t\"} 5"),
     Has("hypermnesia_table_metadata_bytes{node=\"a@h\",table=\"t\"} "
         ++ integer_to_list(100 * erlang:system_info(wordsize))),

@@ -9,8 +9,8 @@
 %% `mnesia_rejoins_total', `hints' (writes kept for tables none of whose holders is
 %% reachable);</li>
 %% <li>per table, this node's copy ({@link hypermnesia:info/0}): `table_ready' (1 once caught
-%% up), `table_rows', `table_unstable_ops', `table_unstable_keys', `table_buffered_ops',
-%% `table_metadata_bytes', `table_sync_waiting', `table_conflicts_total',
+%% up), `table_rows', `table_unstable_ops', `table_unstable_keys', `table_given_up_keys',
+%% `table_buffered_ops', `table_metadata_bytes', `table_sync_waiting', `table_conflicts_total',
 %% `table_duplicates_total', `table_state_catch_ups_total';</li>
 %% <li>per table, as this node sees the cluster ({@link hm_status:cluster_info/2}, every member
 %% asked, 2 s at most): `table_converged' (1 when every copy has delivered the same and shows
@@ -37,6 +37,8 @@
          {table_rows, gauge, "Rows this node's copy shows."},
          {table_unstable_ops, gauge, "Operations kept until every member has them."},
          {table_unstable_keys, gauge, "Keys with metadata (operations not stable yet)."},
+         {table_given_up_keys, gauge, "Keys of operations the log let go before every member "
+                                      "had them (past its bound)."},
          {table_buffered_ops, gauge, "Operations received, waiting for their causes."},
          {table_metadata_bytes, gauge, "Memory of the copy's metadata, in bytes."},
          {table_sync_waiting, gauge, "sync_ec writes waiting for the other copies."},
@@ -97,6 +99,7 @@ own(I) ->
         ++ [{Name, V} || {Name, Key} <- [{table_rows, size},
                                          {table_unstable_ops, unstable_ops},
                                          {table_unstable_keys, unstable_keys},
+                                         {table_given_up_keys, given_up_keys},
                                          {table_buffered_ops, buffered_ops},
                                          {table_sync_waiting, sync_waiting},
                                          {table_conflicts_total, conflicts},
