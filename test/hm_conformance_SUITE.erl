@@ -36,6 +36,7 @@
          write_wrong_record/1, delete_object_match_variables/1, delete_object_wrong_record/1,
          transactions_refused/1, siblings_bag/1, ordered_set/1, ec_type_options/1,
          ordered_set_no_local_copy/1, dirty_writes_replicate/1, dirty_write_without_copy/1,
+         dirty_writes_replicate_on_disc/1,
          dirty_update_counter/1, read_modify_write_under_partition/1,
          remote_writes/1, no_local_copy/1, ec_transaction_answers_as_transaction/1,
          activity_with_access_module/1]).
@@ -60,7 +61,7 @@ cases() ->
      match_variables_written, bad_arguments, write_wrong_record, delete_object_match_variables,
      delete_object_wrong_record, transactions_refused, siblings_bag, ordered_set, ec_type_options,
      ec_transaction_answers_as_transaction, activity_with_access_module, dirty_writes_replicate,
-     dirty_update_counter].
+     dirty_writes_replicate_on_disc, dirty_update_counter].
 
 suite() -> [{timetrap, {minutes, 3}}].
 
@@ -903,6 +904,35 @@ dirty_writes_replicate(Config) ->
     converge(Config),
     ok = call(C, 1, hypermnesia, wait_converged, [Ec, ?WAIT_MS]),
     %% and the EC table goes on: an async_ec delete of a key written dirty reaches every copy
+    ok = change(Config, fun(T) -> mnesia:delete({T, 1}) end),
+    {ok, []} = same(Config, fun(T) -> mnesia:read(T, 1) end),
+    ok.
+
+%% The same on `disc_copies' tables (the table process writes them through Mnesia, where
+%% the dirty calls' changes are told apart from its own): dirty writes, deletes and a
+%% delete_object on the writer reach every copy, as the plain table's do, and the EC table
+%% goes on after them.
+dirty_writes_replicate_on_disc(Config) ->
+    C = ?config(cluster, Config),
+    Ec = ?config(ec, Config),
+    Pl = ?config(pl, Config),
+    W = writer(Config),
+    Opts = [{attributes, [id, name, year]}, {disc_copies, nodes(Config)}],
+    {atomic, ok} = call(C, 1, hypermnesia, create_table, [Ec, [{ec, pawset} | Opts]]),
+    {atomic, ok} = call(C, 1, mnesia, create_table, [Pl, Opts]),
+    ok = change(Config, fun(T) -> lists:foreach(fun(K) -> ok = mnesia:write(rec(T, K)) end,
+                                                lists:seq(1, 6)) end),
+    converge(Config),
+    [begin
+         {E, P} = dirty_both(Config, W, F),
+         E =:= P orelse ct:fail({ec_differs_from_mnesia, #{ec => E, mnesia => P}}),
+         converge(Config)
+     end || F <- [fun(T) -> mnesia:dirty_write({T, 1, dirty, 0}) end,
+                  fun(T) -> mnesia:dirty_write({T, 7, new, 1}) end,
+                  fun(T) -> mnesia:dirty_delete({T, 2}) end,
+                  fun(T) -> mnesia:dirty_delete_object(rec(T, 3)) end,
+                  fun(T) -> mnesia:async_dirty(fun() -> mnesia:write({T, 4, ad, 2}) end) end]],
+    ok = call(C, 1, hypermnesia, wait_converged, [Ec, ?WAIT_MS]),
     ok = change(Config, fun(T) -> mnesia:delete({T, 1}) end),
     {ok, []} = same(Config, fun(T) -> mnesia:read(T, 1) end),
     ok.
