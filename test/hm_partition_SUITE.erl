@@ -10,7 +10,7 @@
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([placement/1, access_from_every_node/1, partition_both_sides/1,
-         dead_node_forgotten_and_replaced/1,
+         dead_node_forgotten_and_replaced/1, dirty_writes_reach_their_fragment/1,
          add_and_remove_under_load/1, bad_options/1, key_value_api/1, foreign_key/1,
          info_and_status_of_the_whole_table/1]).
 -export([writer/2, keys_written/1, failed_writes/1, rows_digest/1]).
@@ -23,7 +23,8 @@ suite() -> [{timetrap, {minutes, 3}}].
 
 all() -> [bad_options, placement, access_from_every_node, info_and_status_of_the_whole_table,
           key_value_api, foreign_key,
-          partition_both_sides, add_and_remove_under_load, dead_node_forgotten_and_replaced].
+          partition_both_sides, add_and_remove_under_load, dirty_writes_reach_their_fragment,
+          dead_node_forgotten_and_replaced].
 
 init_per_suite(Config) ->
     C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "partk",
@@ -407,6 +408,27 @@ dead_node_forgotten_and_replaced(Config) ->
     ok = ec(3, Config, fun() -> [mnesia:write({Tab, K, c, x}) || K <- Keys], ok end),
     Rows2 = lists:sort([{Tab, K, c, x} || K <- Keys]),
     converged(Config, Tab, Rows2).
+
+%% Mnesia's dirty calls on a partitioned EC table, as code written for a plain table makes
+%% them (on the table's name, which is its first fragment): each record ends in the
+%% fragment its key hashes to, on every holder of it, and every node reads it; a dirty
+%% delete removes it everywhere.
+dirty_writes_reach_their_fragment(Config) ->
+    Tab = create(Config, []),
+    Keys = lists:seq(1, 60),
+    Holder = hd([I || I <- ids(Config),
+                      lists:member(hm_cluster:node(?config(cluster, Config), I),
+                                   call(1, Config, hm_ec_registry, copy_nodes, [Tab]))]),
+    [ok = call(Holder, Config, mnesia, dirty_write, [{Tab, K, dirty, x}]) || K <- Keys],
+    converged(Config, Tab, lists:sort([{Tab, K, dirty, x} || K <- Keys])),
+    %% no stray copy left in the first fragment of a key that hashes elsewhere
+    Mine = [K || K <- Keys, call(1, Config, hm_ec_frag, fragment_table, [Tab, K]) =:= Tab],
+    wait_until(fun() ->
+                       lists:sort(call(Holder, Config, mnesia, dirty_all_keys, [Tab]))
+                           =:= lists:sort(Mine)
+               end),
+    [ok = call(Holder, Config, mnesia, dirty_delete, [{Tab, K}]) || K <- Mine],
+    converged(Config, Tab, lists:sort([{Tab, K, dirty, x} || K <- Keys -- Mine])).
 
 add_and_remove_under_load(Config) ->
     Tab = create(Config, []),
