@@ -98,7 +98,7 @@ rejoin(S = #{rejoined := J}) ->
         true ->
             case try_connect(Split) of
                 {ok, _} ->
-                    hm_ec_server:refresh_async(),
+                    %% the EC server, subscribed to it, takes up the tables again at once
                     ok = hm_events:notify(mnesia_rejoin, #{peers => Split}),
                     S#{rejoined := J + 1};
                 Other -> logger:notice("hypermnesia: mnesia rejoin of ~0p: ~0p", [Split, Other]), S

@@ -18,7 +18,7 @@
 -behaviour(gen_server).
 
 -export([to_holders/4]).
--export([start_link/0, submit/3, info/0, info/1, refresh/0, refresh_async/0, tick_ms/0,
+-export([start_link/0, submit/3, info/0, info/1, refresh/0, tick_ms/0,
          table_pids/0, copy_holders/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
@@ -168,10 +168,6 @@ handoff(Tab, New, Mode) ->
         _ -> ok
     end.
 
-%% @doc {@link refresh/0} without waiting (for callers that must not block on a busy server).
--spec refresh_async() -> ok.
-refresh_async() -> gen_server:cast(?MODULE, refresh).
-
 %% @doc Node-wide status: EC tables and, per table, what {@link info/1} gives;
 %% `queued_ops' sums the members' operations waiting in the tables' queues.
 -spec info() -> map().
@@ -208,7 +204,7 @@ init([]) ->
     Ref = make_ref(),
     erlang:send_after(?REFRESH_MS, self(), {tick, Ref}),
     S = adopt(#{tables => #{}, ticks => 0, tick_ref => Ref, mnesia => undefined,
-                drops => #{}}),
+                drops => #{}, rejoins => undefined}),
     {ok, refresh_tables(S)}.
 
 %% Table processes that outlived a previous server (it is restarted by the supervisor) are
@@ -264,8 +260,6 @@ handle_call(Req, _From, S) ->
     {reply, {error, {unknown_request, Req}}, S}.
 
 -spec handle_cast(term(), map()) -> {noreply, map()}.
-handle_cast(refresh, S) ->
-    {noreply, refresh_tables(S)};
 handle_cast(Msg, S) ->
     {noreply, drop({unknown_cast, Msg}, S)}.
 
@@ -284,7 +278,12 @@ handle_info({tick, Ref}, S = #{tick_ref := Ref, ticks := N}) ->
     erlang:send_after(?REFRESH_MS, self(), {tick, Ref}),
     handoff(),
     ok = hm_ec_versions:refresh(),
-    {noreply, refresh_tables(S#{ticks := N + 1})};
+    {noreply, refresh_tables(subscribe_rejoins(S#{ticks := N + 1}))};
+handle_info({hypermnesia_event, mnesia_rejoin, _}, S) ->
+    %% Mnesia runs with members again after a partition: their copies are members again
+    {noreply, refresh_tables(S)};
+handle_info({'DOWN', Ref, process, _, _}, S = #{rejoins := Ref}) ->
+    {noreply, S#{rejoins := undefined}};
 handle_info({'DOWN', _, process, Pid, _}, S = #{mnesia := {Pid, _}}) ->
     {noreply, mnesia_gone(S)};
 handle_info({'DOWN', Ref, process, _, _}, S = #{tables := Ts}) ->
@@ -292,6 +291,22 @@ handle_info({'DOWN', Ref, process, _, _}, S = #{tables := Ts}) ->
     {noreply, S#{tables := maps:filter(fun(_, {_, R, _}) -> R =/= Ref end, Ts)}};
 handle_info(Msg, S) ->
     {noreply, drop({unknown_message, Msg}, S)}.
+
+%% Subscribe to the membership layer's `mnesia_rejoin' events (hm_events, started after
+%% this server: tried at every tick until it runs, and again once it restarted), so that
+%% the tables are taken up again as soon as Mnesia runs with the members it was split from,
+%% not at the next tick.
+subscribe_rejoins(S = #{rejoins := undefined}) ->
+    case whereis(hm_events) of
+        undefined -> S;
+        Pid ->
+            Ref = monitor(process, Pid),
+            case hm_events:subscribe(mnesia_rejoin) of
+                ok -> S#{rejoins := Ref};
+                _ -> demonitor(Ref, [flush]), S
+            end
+    end;
+subscribe_rejoins(S) -> S.
 
 drop(What, S = #{drops := D}) -> S#{drops := hm_ec_table_server:log_drop(What, D)}.
 
