@@ -87,7 +87,7 @@
 
 -export([main/1, gen/2, run/2, run_seed/2, minimise/3, check_seeds/2, slow_load/0]).
 %% the helpers of every family's schedules
--export([nodes_of/1, draws/2, pick/2, gen_faults/4]).
+-export([nodes_of/1, draws/2, pick/2, gen_faults/4, gen_ops/6]).
 -export_type([cfg/0, action/0, result/0]).
 
 -import(hm_sim_engine, [silent_action/3, uniform/2, schedule/3, schedule_at/3, run_until/2,
@@ -259,19 +259,27 @@ gen_membership(Seed, Nodes, Dur) ->
 -spec slow_load() -> map().
 slow_load() -> #{load => true, faults => 8, storage => disc, service => 1000}.
 
-gen_ops(0, _, _, _, R) -> {[], R};
-gen_ops(K, Nodes, Dur, Keys, R) ->
+gen_ops(K, Nodes, Dur, Keys, R) -> gen_ops(K, Nodes, Dur, Keys, {100, 55, 75, 97}, R).
+
+%% @doc `K' client operations over `Keys' at random times of the first `Dur' ms, on random
+%% nodes of `Nodes': of every `Of' drawn, up to `W' are writes, up to `D' deletes, up to
+%% `DO' delete_objects (of 3 values), the rest clears.
+-spec gen_ops(non_neg_integer(), [node()], pos_integer(), [term()],
+              {pos_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer()},
+              rand:state()) -> {[action()], rand:state()}.
+gen_ops(0, _, _, _, _, R) -> {[], R};
+gen_ops(K, Nodes, Dur, Keys, Mix = {Of, W, D, DO}, R) ->
     {T, R1} = rand:uniform_s(Dur, R),
     {Nd, R2} = pick(Nodes, R1),
     {Key, R3} = pick(Keys, R2),
     {V, R4} = pick(?VALUES, R3),
-    {X, R5} = rand:uniform_s(100, R4),
-    Op = if X =< 55 -> {write, V};
-            X =< 75 -> delete;
-            X =< 97 -> {delete_object, V};
+    {X, R5} = rand:uniform_s(Of, R4),
+    Op = if X =< W -> {write, V};
+            X =< D -> delete;
+            X =< DO -> {delete_object, V};
             true -> clear
          end,
-    {Rest, R6} = gen_ops(K - 1, Nodes, Dur, Keys, R5),
+    {Rest, R6} = gen_ops(K - 1, Nodes, Dur, Keys, Mix, R5),
     {[{T, {op, Nd, Key, Op}} | Rest], R6}.
 
 %%% ================================================================ faults and helpers of every family's schedules

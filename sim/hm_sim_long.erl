@@ -30,7 +30,6 @@
 -define(HEAL_MS, 20000).
 %% a copy is looked at this often
 -define(CHECK_EVERY_MS, 100).
--define(VALUES, [a, b, c]).
 
 %% @doc The configuration and trace of seed `Seed': 3 or 4 copies, 20 to 60 keys, 4,000 to
 %% 8,000 client operations over 24 simulated seconds, one copy cut off from the 2nd to the
@@ -52,7 +51,8 @@ gen(Seed) ->
             seed => Seed,
             keys => Keys, window => Win, catch_up => catch_up(Seed), log_limit => Limit,
             skew => maps:from_list([{Nd, 0} || Nd <- Nodes])},
-    {Ops, _} = ops(NOps, Nodes, Dur, Keys, R1),
+    %% writes mostly, deletes, and rarely a clear
+    {Ops, _} = hm_sim:gen_ops(NOps, Nodes, Dur, Keys, {1000, 700, 850, 998}, R1),
     X = lists:nth(1 + (Victim - 1) rem N, Nodes),
     Cut = [{?CUT_MS, {partition, isolated, [[X], Nodes -- [X]]}}, {?HEAL_MS, heal}],
     {Cfg, lists:keysort(1, Ops ++ Cut)}.
@@ -62,22 +62,6 @@ gen(Seed) ->
 %% when catching up by state is on.
 catch_up(Seed) when Seed rem 2 =:= 1 -> 100;
 catch_up(_) -> 1000000.
-
-%% Client operations at random times, nodes and keys: writes mostly, deletes, and rarely a
-%% clear.
-ops(0, _, _, _, R) -> {[], R};
-ops(K, Nodes, Dur, Keys, R) ->
-    {[T, X], R1} = hm_sim:draws([{int, 1, Dur - 1}, {int, 1, 1000}], R),
-    {Nd, R2} = hm_sim:pick(Nodes, R1),
-    {Key, R3} = hm_sim:pick(Keys, R2),
-    {V, R4} = hm_sim:pick(?VALUES, R3),
-    Op = if X =< 700 -> {write, V};
-            X =< 850 -> delete;
-            X =< 998 -> {delete_object, V};
-            true -> clear
-         end,
-    {Rest, R5} = ops(K - 1, Nodes, Dur, Keys, R4),
-    {[{T, {op, Nd, Key, Op}} | Rest], R5}.
 
 %% @doc Run seed `Seed' and check it: {@link hm_sim}'s checkers, and the bounds above.
 -spec run_seed(integer()) -> hm_sim:result().

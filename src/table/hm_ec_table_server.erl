@@ -396,11 +396,7 @@ work(N, S = #{work := Q}) ->
 %% 5000), read when the table's process starts. Any other value logs a warning and counts
 %% as the default.
 -spec flow_limit() -> pos_integer() | infinity.
-flow_limit() ->
-    case limit_env(flow_limit, ?FLOW_LIMIT) of
-        {bad, Bad} -> bad_limit(flow_limit, Bad, ?FLOW_LIMIT);
-        Limit -> Limit
-    end.
+flow_limit() -> limit_or_default(flow_limit, ?FLOW_LIMIT).
 
 %% @doc The bound on a table copy's log (option `log_limit' of {@link hm_ec_table}): the
 %% application environment's `log_limit' (operations, or `infinity': off; default 100000),
@@ -408,9 +404,12 @@ flow_limit() ->
 %% catches up by state when it returns. Any other value logs a warning and counts as the
 %% default.
 -spec log_limit() -> pos_integer() | infinity.
-log_limit() ->
-    case limit_env(log_limit, ?LOG_LIMIT) of
-        {bad, Bad} -> bad_limit(log_limit, Bad, ?LOG_LIMIT);
+log_limit() -> limit_or_default(log_limit, ?LOG_LIMIT).
+
+%% An application variable that is a positive integer or `infinity', or (logged) `Default'.
+limit_or_default(Key, Default) ->
+    case limit_env(Key, Default) of
+        {bad, Bad} -> bad_limit(Key, Bad, Default);
         Limit -> Limit
     end.
 
