@@ -90,12 +90,9 @@
 -export([nodes_of/1, draws/2, pick/2, gen_faults/4, gen_ops/6]).
 -export_type([cfg/0, action/0, result/0]).
 
--import(hm_sim_engine, [silent_action/3, uniform/2, schedule/3, schedule_at/3, run_until/2,
-                        final_heal/1, quiesce/2, minimise_with/3, print_minimised/8, totals/2,
+-import(hm_sim_engine, [silent_action/3, minimise_with/3, print_minimised/8, totals/2,
                         fault_line/1]).
 
-%% a copy's tick: the runtime's schedule
--define(TICK, hm_ec_table_schedule:tick_ms()).
 %% the load family's flow-control limit (hm_ec_table option `flow'), small enough that its
 %% bursts reach it
 -define(LOAD_FLOW, 32).
@@ -359,7 +356,7 @@ run_seed(Seed, Opts) ->
 
 %% @doc Run a configuration and trace to quiescence, then check.
 -spec run(cfg(), [action()]) -> result().
-run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
+run(Cfg = #{n := N, seed := Seed}, Trace) ->
     Universe = nodes_of(N),
     %% `nodes' are the members (copy holders) now; a node that joins later starts without
     Nodes = Universe -- [Nd || {_, {add, Nd}} <- Trace],
@@ -370,22 +367,14 @@ run(Cfg = #{n := N, seed := Seed, duration := Dur}, Trace) ->
            groups => all, epochs => #{}, applied => #{}, ops => #{}, failures => [],
            faults => true,
            stats => #{}, samples => []},
-    try
-        S1 = lists:foldl(fun(Nd, Acc) -> hm_sim_ec:start_node(Nd, Acc) end,
-                         S0#{reps := maps:from_list([{Nd, out} || Nd <- Universe])}, Nodes),
-        S2 = lists:foldl(fun(Nd, Acc) ->
-                                 {Off, Acc1} = uniform(?TICK, Acc),
-                                 schedule(Off, {tick, Nd}, Acc1)
-                         end, S1, Universe),
-        S3 = lists:foldl(fun({T, A}, Acc) -> schedule_at(T, {action, A}, Acc) end, S2,
-                         [{T, A} || {T, A} <- Trace, T < Dur]),
-        S4 = run_until(Dur, S3),
-        S5 = final_heal(S4),
-        S6 = quiesce(Dur, S5),
-        case Cfg of
-            #{crdt := _} -> hm_sim_crdt_table:finish(S6);
-            _ -> hm_sim_ec_check:finish(S6)
-        end
+    Finish = case Cfg of
+                 #{crdt := _} -> fun hm_sim_crdt_table:finish/1;
+                 _ -> fun hm_sim_ec_check:finish/1
+             end,
+    try lists:foldl(fun(Nd, Acc) -> hm_sim_ec:start_node(Nd, Acc) end,
+                    S0#{reps := maps:from_list([{Nd, out} || Nd <- Universe])}, Nodes) of
+        %% every node of the universe ticks, those that join later too
+        S1 -> hm_sim_engine:drive(S1, Universe, Trace, Finish)
     catch Class:Reason:Stack ->
             #{ok => false, failures => [{exception, Class, Reason, lists:sublist(Stack, 6)}],
               stats => #{}}

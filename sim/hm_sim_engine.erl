@@ -18,7 +18,7 @@
 %% silent partitions in a schedule
 -export([silent_action/3]).
 %% the scheduler and a driver's run
--export([drive/3, uniform/2, coin/2, schedule/3, schedule_at/3, bump/2, bump/3, run_until/2,
+-export([drive/3, drive/4, uniform/2, coin/2, schedule/3, schedule_at/3, bump/2, bump/3, run_until/2,
          final_heal/1, quiesce/2]).
 %% the network
 -export([up/2, connected/3, reachable/2, deliverable/4, deliver/6, silent_event/2,
@@ -71,7 +71,12 @@ silent_action(A, _, {Acc, Cut, R}) ->
 %% node, the trace's actions within the work phase, the work phase, the final heal,
 %% quiescence, then `Finish'; an exception is a failure.
 -spec drive(map(), [action()], fun((map()) -> result())) -> result().
-drive(S1 = #{nodes := Nodes, cfg := #{duration := Dur}}, Trace, Finish) ->
+drive(S1 = #{nodes := Nodes}, Trace, Finish) -> drive(S1, Nodes, Trace, Finish).
+
+%% @doc {@link drive/3} with a tick chain for each of `TickNodes' (the EC driver's: every
+%% node of its universe, those that join later too).
+-spec drive(map(), [node()], [action()], fun((map()) -> result())) -> result().
+drive(S1 = #{cfg := #{duration := Dur}}, Nodes, Trace, Finish) ->
     try
         S2 = lists:foldl(fun(Nd, Acc) ->
                                  {Off, Acc1} = uniform(?TICK, Acc),
