@@ -11,7 +11,7 @@
 -include("hm_ec_table.hrl").
 
 -export([merge_request/2, merge_request_now/2, merge_request_back/3, also_behind/3,
-         merge_state/2, merge/3, merge_asked/4, merge_unasked/3]).
+         merge_state/2, merge/3, merge_asked/4, merge_unasked/3, can_join/1, takes_state/1]).
 
 %% asked again after this many ticks without an answer; no state taken again within as many
 -define(MERGE_RETRY_TICKS, 8).
@@ -198,10 +198,15 @@ ask_state(M, T = #t{tcsb = B, ticks = N}) ->
 can_merge(#t{status = ready, crdt = none}) -> true;
 can_merge(_) -> false.
 
-%% Whether this copy may take a member's state: as a sender can, and a ram copy with
-%% `catch_up' on.
-takes_state(T = #t{catch_up = Lag, store = St}) ->
-    Lag =/= infinity andalso can_merge(T) andalso not hm_ec_store:is_disc(St).
+%% @doc Whether this copy can join a member's state at all: a ready `ram_copies' copy of a
+%% table of records (a disc copy would have to log the join for a restart).
+-spec can_join(#t{}) -> boolean().
+can_join(T = #t{disc = Disc}) -> can_merge(T) andalso not Disc.
+
+%% @doc Whether this copy may take a member's state it asked for: it can join one, and
+%% `catch_up' is on.
+-spec takes_state(#t{}) -> boolean().
+takes_state(T = #t{catch_up = Lag}) -> Lag =/= infinity andalso can_join(T).
 
 %% What a member joins into its state: the metadata of the unstable keys, the rows of the
 %% other keys (an unstable key's metadata holds every version its rows show), the delivered

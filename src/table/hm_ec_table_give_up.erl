@@ -49,10 +49,8 @@ give_up(T = #t{log_limit = Limit, tcsb = B, given_up_keys = Keys}) ->
 
 %% Only a copy whose members can all take a state: a ready `ram_copies' copy of a table of
 %% records with catching up by state on (the server turns it off when any copy is on disc).
-gives_up(#t{log_limit = infinity}) -> false;
-gives_up(#t{catch_up = infinity}) -> false;
-gives_up(#t{status = ready, crdt = none, disc = false}) -> true;
-gives_up(_) -> false.
+gives_up(T = #t{log_limit = Limit}) ->
+    Limit =/= infinity andalso hm_ec_table_catch_up:takes_state(T).
 
 keys_of(_, all) -> all;
 keys_of([], Keys) -> Keys;
@@ -123,6 +121,6 @@ is_pushed(_) -> false.
 %% have brought them all), whatever its own `catch_up' option, as long as it is a ready
 %% `ram_copies' copy of a table of records.
 -spec takes_pushed(map(), #t{}) -> boolean().
-takes_pushed(#{given_up := G}, #t{status = ready, crdt = none, disc = false, tcsb = B}) ->
-    not hm_vv:leq(G, hm_tcsb:delivered(B));
+takes_pushed(#{given_up := G}, T = #t{tcsb = B}) ->
+    hm_ec_table_catch_up:can_join(T) andalso not hm_vv:leq(G, hm_tcsb:delivered(B));
 takes_pushed(_, _) -> false.
