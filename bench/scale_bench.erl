@@ -19,7 +19,7 @@
 -export([main/1]).
 %% run on the nodes
 -export([fill/3, writer_start/3, writer_count/0, writer_stop/0, sampler_start/0,
-         sampler_peak/0, digest/1, memory_profile/0]).
+         sampler_peak/0, digest/1, memory_profile/0, table_probe/2]).
 
 -define(VALUE_BYTES, 100).
 -define(AFTER_HEAL_S, 10).
@@ -70,7 +70,8 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
         Profile = [hm_cluster:call(C, I, ?MODULE, memory_profile, []) || I <- [1, 2, 3, I4]],
         HealT0 = erlang:monotonic_time(millisecond),
         ok = hm_cluster:heal(C),
-        RateHeal = rate(C, ?AFTER_HEAL_S * 1000),
+        Timeline = [second(C, Ctx, Tab, [1, 2, 3, I4]) || _ <- lists:seq(1, ?AFTER_HEAL_S)],
+        RateHeal = lists:sum([W1 || {W1, _} <- Timeline]) div ?AFTER_HEAL_S,
         ok = hm_cluster:call(C, 2, ?MODULE, writer_stop, []),
         StopT0 = erlang:monotonic_time(millisecond),
         Converged = case Ctx of
@@ -86,7 +87,7 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
               rate_cut => RateCut, rate_heal => RateHeal, converged_ms => Converged,
               converged_after_stop_ms => AfterStop,
               peak_mb => [mb(M) || M <- Peaks], cut_end_mb => [mb(M) || M <- MemCut],
-              cut_end_profile => Profile},
+              cut_end_profile => Profile, heal_timeline => Timeline},
         io:format("~p: ~p~n", [Ctx, R]),
         R#{params => P}
     after
@@ -109,6 +110,32 @@ rate(C, Ms) ->
     timer:sleep(Ms),
     N1 = hm_cluster:call(C, 2, ?MODULE, writer_count, []),
     (N1 - N0) * 1000 div Ms.
+
+%% One second after the heal: the writers' writes in it and, for the EC table, per node at
+%% its end, the table process's message queue and memory (MB), how many states it has
+%% caught up with, and the operations it keeps waiting in its causal buffer.
+second(C, Ctx, Tab, Ids) ->
+    N0 = hm_cluster:call(C, 2, ?MODULE, writer_count, []),
+    timer:sleep(1000),
+    N1 = hm_cluster:call(C, 2, ?MODULE, writer_count, []),
+    {N1 - N0, [hm_cluster:call(C, I, ?MODULE, table_probe, [Ctx, Tab]) || I <- Ids]}.
+
+%% @doc This node's EC table process: message queue, memory (MB), states caught up with,
+%% operations waiting in the causal buffer (`none' for a plain table).
+-spec table_probe(plain | ec, atom()) -> none | {integer(), integer(), integer(), integer()}.
+table_probe(plain, _) -> none;
+table_probe(ec, Tab) ->
+    {Q, M} = case whereis(hm_ec_table_server:name(Tab)) of
+                 undefined -> {-1, 0};
+                 P -> [{message_queue_len, Q0}, {memory, M0}] =
+                          process_info(P, [message_queue_len, memory]),
+                      {Q0, M0}
+             end,
+    %% -1: the table's copy is not running here at that moment
+    case hypermnesia:info(Tab) of
+        #{state_catch_ups := S, buffered_ops := B} -> {Q, mb(M), S, B};
+        _ -> {Q, mb(M), -1, -1}
+    end.
 
 add_copy(C, plain, Tab, N4, I4, Rows) ->
     {atomic, ok} = hm_cluster:call(C, 1, mnesia, add_table_copy, [Tab, N4, ram_copies],
@@ -258,7 +285,13 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
       "Memory per node (nodes 1, 2, 3, 4), peak: plain ~w, EC ~w; at the end of the cut: "
       "plain ~w, EC ~w.~n~n"
       "Where the memory is at the end of the cut (MB per node: processes, ETS, binaries, and "
-      "the process holding most, with its message queue): plain ~s; EC ~s.~n",
+      "the process holding most, with its message queue): plain ~s; EC ~s.~n~n"
+      "The ~b s after the heal, second by second: the writes of the plain table's writers, "
+      "and of the EC table's with, per node (1, 2, 3, 4), its table process's message "
+      "queue and memory (MB), the states it caught up with so far and the operations "
+      "waiting in its causal buffer:~n~n"
+      "| s | plain writes | EC writes | EC nodes: queue, MB, states, waiting |~n"
+      "|---|---|---|---|~n~s",
       [Rows, ?VALUE_BYTES, W, CutS,
        maps:get(fill_ms, Pl), maps:get(fill_ms, Ec), Ratio(fill_ms),
        maps:get(rate_before, Pl), maps:get(rate_before, Ec), Ratio(rate_before),
@@ -270,7 +303,14 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
        ?AFTER_HEAL_S, maps:get(converged_ms, Ec), maps:get(converged_after_stop_ms, Ec),
        maps:get(peak_mb, Pl), maps:get(peak_mb, Ec),
        maps:get(cut_end_mb, Pl), maps:get(cut_end_mb, Ec),
-       profile(maps:get(cut_end_profile, Pl)), profile(maps:get(cut_end_profile, Ec))]).
+       profile(maps:get(cut_end_profile, Pl)), profile(maps:get(cut_end_profile, Ec)),
+       ?AFTER_HEAL_S, timeline(maps:get(heal_timeline, Pl), maps:get(heal_timeline, Ec))]).
+
+timeline(Pl, Ec) ->
+    [io_lib:format("| ~b | ~b | ~b | ~s |~n",
+                   [S, P, E, lists:join(" / ", [io_lib:format("~b, ~b, ~b, ~b", tuple_to_list(N))
+                                                || N <- Nodes])])
+     || {S, {P, _}, {E, Nodes}} <- lists:zip3(lists:seq(1, length(Ec)), Pl, Ec)].
 
 profile(Nodes) ->
     lists:join(" / ",

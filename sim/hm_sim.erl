@@ -107,6 +107,7 @@
                  duration := pos_integer(), seed := integer(), skew := #{node() => integer()},
                  keys => [term()], drop_replicate => float(), flow => pos_integer() | infinity,
                  catch_up => pos_integer() | infinity, log_limit => pos_integer() | infinity,
+                 part_keys => pos_integer() | infinity,
                  probe => {fun((non_neg_integer(), node(), [hm_ec_table:effect()],
                                 hm_ec_table:state(), term()) -> term()), term()}}.
 -type action() :: hm_sim_engine:action().
@@ -174,8 +175,12 @@ gen(Seed, Opts) ->
 %% Catching up by state (hm_ec_table option `catch_up'): the copies of odd seeds with every
 %% copy in ram take a member's state once `Lag' operations behind it (the table's few keys
 %% are always fewer), as the runtime's copies of a table without a copy on disc do; the
-%% others only catch up by operations. An option `catch_up' given is kept.
+%% others only catch up by operations. One seed in four of those sends its states in parts
+%% of `Lag' div 20 keys at most (option `part_keys'), so that a state of the table's few keys
+%% goes in several (hm_ec_table_stream). An option `catch_up' given is kept.
 with_catch_up(_, _, Cfg = #{catch_up := _}) -> Cfg;
+with_catch_up(Seed, Lag, Cfg = #{storage := ram}) when Seed rem 4 =:= 1 ->
+    maps:merge(#{part_keys => max(1, Lag div 20)}, Cfg#{catch_up => Lag});
 with_catch_up(Seed, Lag, Cfg = #{storage := ram}) when Seed rem 2 =:= 1 -> Cfg#{catch_up => Lag};
 with_catch_up(_, _, Cfg) -> Cfg#{catch_up => infinity}.
 

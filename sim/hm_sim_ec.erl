@@ -41,7 +41,7 @@ new_replica(Nd, Inc, Members, Durable, S) ->
                 St -> St
             end,
     Cfg = maps:get(cfg, S),
-    Flow = maps:with([flow, catch_up, log_limit], Cfg),
+    Flow = maps:with([flow, catch_up, log_limit, part_keys], Cfg),
     hm_ec_table:new(maps:merge(#{tab => sim, type => Type, policy => Policy, record => {r, 3},
                                  cookie => sim, node => Nd, incarnation => Inc,
                                  members => Members, store => Store, events => true,
@@ -85,13 +85,15 @@ lose_replicate(Out, S = #{cfg := #{drop_replicate := P}, faults := true}) ->
 lose_replicate(Out, S) -> {Out, S}.
 
 %% A CRDT table's timers (the broadcast epoch) go off on the copy that set them, unless it
-%% went down meanwhile; a table of records sets none the simulator needs.
-timers(Nd, Effs, S = #{cfg := #{crdt := _}, inc := Incs}) ->
-    lists:foldl(fun({timer, Ms, Msg}, Acc) ->
-                        schedule(Ms, {timer, Nd, maps:get(Nd, Incs, 0), Msg}, Acc);
+%% went down meanwhile; a table of records sets none the simulator needs. Work a copy cut
+%% into steps (`continue') goes on a millisecond later, on every table.
+timers(Nd, Effs, S = #{cfg := Cfg, inc := Incs}) ->
+    Inc = maps:get(Nd, Incs, 0),
+    lists:foldl(fun({timer, Ms, Msg}, Acc) when is_map_key(crdt, Cfg) ->
+                        schedule(Ms, {timer, Nd, Inc, Msg}, Acc);
+                   ({continue, Msg}, Acc) -> schedule(1, {timer, Nd, Inc, Msg}, Acc);
                    (_, Acc) -> Acc
-                end, S, Effs);
-timers(_, _, S) -> S.
+                end, S, Effs).
 
 %% @doc A copy's rows, as reads show them, by key.
 -spec rows(hm_ec_table:state()) -> map().

@@ -17,7 +17,8 @@
 %% Half the seeds drop and duplicate 2 % of the messages each.
 %% The copies are `ram_copies' (only copies that can take a state give up operations).
 %% Odd seeds catch up by state when far behind; even seeds only when sent a state, as a
-%% table with more rows than the cut's operations does.
+%% table with more rows than the cut's operations does. Half the seeds send states in parts,
+%% and one in three cuts the copy off again while they are on their way.
 -module(hm_sim_long).
 
 -export([gen/1, run_seed/1, run_seed/2, check_seeds/2]).
@@ -50,12 +51,26 @@ gen(Seed) ->
             drop => Lossy * 0.02, dup => Lossy * 0.02, delay => Delay, duration => Dur,
             seed => Seed,
             keys => Keys, window => Win, catch_up => catch_up(Seed), log_limit => Limit,
-            skew => maps:from_list([{Nd, 0} || Nd <- Nodes])},
+            part_keys => part_keys(Seed), skew => maps:from_list([{Nd, 0} || Nd <- Nodes])},
     %% writes mostly, deletes, and rarely a clear
     {Ops, _} = hm_sim:gen_ops(NOps, Nodes, Dur, Keys, {1000, 700, 850, 998}, R1),
     X = lists:nth(1 + (Victim - 1) rem N, Nodes),
     Cut = [{?CUT_MS, {partition, isolated, [[X], Nodes -- [X]]}}, {?HEAL_MS, heal}],
-    {Cfg, lists:keysort(1, Ops ++ Cut)}.
+    {Cfg, lists:keysort(1, Ops ++ Cut ++ recut(Seed, X, Nodes))}.
+
+%% States in parts of 4 keys (hm_ec_table_stream) in half the seeds, one message in the
+%% others.
+part_keys(Seed) when Seed rem 4 < 2 -> 4;
+part_keys(_) -> infinity.
+
+%% One seed in three cuts the copy off again soon after the heal, for 0.5 to 2.5 s, while
+%% the states it is sent are on their way: a transfer cut in the middle.
+recut(Seed, X, Nodes) when Seed rem 3 =:= 0 ->
+    R0 = rand:seed_s(exsss, {Seed, 16#7ec, 16#c07}),
+    {[Gap, Len], _} = hm_sim:draws([{int, 50, 600}, {int, 500, 2500}], R0),
+    [{?HEAL_MS + Gap, {partition, isolated, [[X], Nodes -- [X]]}},
+     {?HEAL_MS + Gap + Len, heal}];
+recut(_, _, _) -> [].
 
 %% Catching up by state when far behind (odd seeds), or, as on a table with more rows than
 %% a cut's operations, only when sent a state (even seeds): a copy gives up operations only

@@ -8,6 +8,8 @@
 %% <li>`{send, Node, Msg}': a message to the table's process on `Node';</li>
 %% <li>`{reply, From, Reply}': the answer to a caller of {@link submit/5};</li>
 %% <li>`{timer, Ms, Msg}': give `Msg' back to {@link timeout/2} in `Ms' ms;</li>
+%% <li>`{continue, Msg}': give `Msg' back to {@link timeout/2} after what is waiting now
+%% (work cut into steps, so that writers and members' messages go between them);</li>
 %% <li>`{drop, What}': a message was dropped (log it);</li>
 %% <li>`{info, Format, Args}': something worth a log line;</li>
 %% <li>`{event, Event}' (only with option `events'): what the simulator's checkers look at:
@@ -27,6 +29,7 @@
 %% <li>{@link hm_ec_table_stabilize}: causal stability;</li>
 %% <li>{@link hm_ec_table_flow}: flow control between copies;</li>
 %% <li>{@link hm_ec_table_catch_up}: catching up by state;</li>
+%% <li>{@link hm_ec_table_stream}: a state sent, received and joined in parts;</li>
 %% <li>{@link hm_ec_table_transfer}: state transfer to a copy without state;</li>
 %% <li>{@link hm_ec_table_restore}: a disc copy's restart from its log;</li>
 %% <li>{@link hm_ec_table_write_behind}: CRDT tables' rows and broadcast epochs.</li>
@@ -54,7 +57,9 @@
 %% up (or after 2 ticks); see {@link held/1}.</li>
 %% <li>Catching up by state: a copy far behind a member (option `catch_up') takes the
 %% member's state and joins it into its own key by key ({@link hm_ec_key:join/2}) instead of
-%% applying the member's operations one by one; see {@link hm_ec_table_catch_up}.</li>
+%% applying the member's operations one by one; see {@link hm_ec_table_catch_up}. A state
+%% of more keys than the option `part_keys' (default `infinity') goes in parts, joined one at
+%% a time between the copy's other work; see {@link hm_ec_table_stream}.</li>
 %% <li>A bound on the log (option `log_limit'): past it, what the reachable members have
 %% leaves the log, and a member that stayed unreachable catches up by state when it returns;
 %% see {@link hm_ec_table_give_up}.</li>
@@ -101,7 +106,7 @@
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1,
          cookie/1]).
 -export([read/2, rows/1, crdt_value/2, crdt_value_parts/2]).
--export([sync_timeout_ms/0, held/1, set_catch_up/2]).
+-export([sync_timeout_ms/0, held/1, set_catch_up/2, set_part_keys/2]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -include("hm_ec_table.hrl").
@@ -116,7 +121,7 @@
 -type event() :: {applied, hm_tcsb:message()} | {installed, hm_vv:vv()}
                | {stabilized, [hm_vv:dot()]}.
 -type effect() :: {send, node(), term()} | {reply, term(), term()}
-                | {timer, pos_integer(), term()} | {drop, term()}
+                | {timer, pos_integer(), term()} | {continue, term()} | {drop, term()}
                 | {info, string(), list()} | {event, event()}.
 -type opts() :: #{tab := atom(), type := hm_ec_key:ec_type(), policy := hm_ec_key:policy(),
                   record := {atom(), pos_integer()}, cookie := term(), node := node(),
@@ -124,7 +129,7 @@
                   events => boolean(), tcsb => hm_tcsb:opts(),
                   crdt => none | hm_ec_crdt:spec(), epoch => pos_integer(),
                   flow => pos_integer() | infinity, catch_up => pos_integer() | infinity,
-                  log_limit => pos_integer() | infinity}.
+                  log_limit => pos_integer() | infinity, part_keys => pos_integer() | infinity}.
 
 -opaque state() :: #t{}.
 
@@ -143,7 +148,8 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
             crdt = maps:get(crdt, O, none), epoch = maps:get(epoch, O, 100),
             flow = maps:get(flow, O, ?FLOW_LIMIT),
             catch_up = maps:get(catch_up, O, infinity),
-            log_limit = maps:get(log_limit, O, infinity)},
+            log_limit = maps:get(log_limit, O, infinity),
+            part_keys = maps:get(part_keys, O, infinity)},
     Log = hm_ec_store:log_read(St),
     case hm_ec_table_restore:restorable(Log) of
         {state, OldDelivered} ->
@@ -319,6 +325,8 @@ timeout(crdt_epoch, T = #t{status = ready}) ->
     {T1, Effs} = flush(T),
     {hm_ec_table_write_behind:write_unwritten(T1#t{epoch_set = false}), Effs};
 timeout(crdt_epoch, T = #t{epoch = Ms}) -> {T, [{timer, Ms, crdt_epoch}]};   % not caught up yet
+timeout({join_part, Id}, T) ->
+    hm_ec_table_stream:join_next(Id, T);
 timeout(_, T) -> {T, []}.
 
 %% @doc The copy here stops (its table or fragment leaves this node, or the application
@@ -361,6 +369,10 @@ remote(From, {op, Msg}, T = #t{status = {syncing, Raw, Empty}, tab = Tab}) ->
         false -> {T, [{drop, {bad_op_message, Tab, From}}]};
         true -> {T#t{status = {syncing, [Msg | Raw], Empty}}, []}
     end;
+remote(From, {snapshot_req}, T = #t{status = ready, ahead = Ahead}) when Ahead =/= none ->
+    %% keys joined ahead of what this copy has delivered (hm_ec_table_stream): a copy that
+    %% installed them would hold their operations twice
+    {T, [{send, From, {snapshot_none}}]};
 remote(From, {snapshot_req}, T = #t{status = ready, ticks = N, snapshots_sent = Sent})
   when is_map_key(From, Sent), N - map_get(From, Sent) < ?SNAPSHOT_RETRY_TICKS ->
     %% one sent lately may still be on its way or being installed: a snapshot carries every
@@ -409,9 +421,10 @@ remote(From, Msg = {merge_req, V}, T0 = #t{tab = Tab}) ->
                     {merge, #{rows := {left_out, _, _}}} -> T1#t.partial_states + 1;
                     _ -> T1#t.partial_states
                 end,
-            {T1#t{partial_states = N},
-             Ask ++ [{send, M, State}
-                     || M <- [From | hm_ec_table_catch_up:also_behind(From, State, T)]]}
+            {T2, Sends} = hm_ec_table_stream:send_state(
+                            [From | hm_ec_table_catch_up:also_behind(From, State, T)], State,
+                            T1#t{partial_states = N}),
+            {T2, Ask ++ Sends}
     end;
 remote(From, Msg = {merge, _}, T0 = #t{tab = Tab, merge_req = Req}) ->
     case hm_ec_wire:is_merge(Msg) of
@@ -425,6 +438,12 @@ remote(From, Msg = {merge, _}, T0 = #t{tab = Tab, merge_req = Req}) ->
     end;
 remote(_From, {merge_none}, T) ->
     {T#t{merge_req = none}, []};
+remote(From, {merge_part, Id, I, Bin}, T) when is_integer(I) ->
+    hm_ec_table_stream:part(From, {Id, I, Bin}, T);
+remote(From, {merge_part_ack, Id, I}, T) when is_integer(I), I >= 1 ->
+    hm_ec_table_stream:acked(From, Id, I, T);
+remote(From, {merge_part_gone, Id}, T) ->
+    hm_ec_table_stream:gone(From, Id, T);
 remote(From, {op, Msg}, T) ->
     hm_ec_table_receive:receive_ops(From, [Msg], T);
 remote(From, Ack = {ack, Replica, V, Newest}, T = #t{tcsb = B, tab = Tab}) ->
@@ -503,7 +522,9 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
     Snap = [{send, M, {snapshot_req}} || syncing(T), M <- Reach],
     {Tm0, Merge} = hm_ec_table_catch_up:merge_request(Reach, T#t{tcsb = B}),
     %% the bound on the log, and the states of members that lack what left it
-    {Tm, Pushed} = hm_ec_table_give_up:push_states(Reach, hm_ec_table_give_up:give_up(Tm0)),
+    {Tm1, Pushed} = hm_ec_table_give_up:push_states(Reach, hm_ec_table_give_up:give_up(Tm0)),
+    %% states in parts: what stalled is asked for again, what was abandoned forgotten
+    {Tm, Parts} = hm_ec_table_stream:tick(Tm1),
     %% every ?FULL_SCAN_TICKS ticks every key is looked at, as a safety net
     {T1, Evs} = hm_ec_table_stabilize:stabilize(Tm, N rem ?FULL_SCAN_TICKS =:= 0),
     {T2, Replies} = release_waiters(Up, T1),
@@ -511,7 +532,8 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
     {T3, Released} = hm_ec_table_flow:flow_release(T2#t{up = Up}),
     {T4, Old} = hm_ec_table_flow:release_held(old, T3),
     {hm_ec_table_flow:flow_changed(T4#t{tcsb = hm_tcsb:tick(T4#t.tcsb), ticks = N + 1}),
-     Acks ++ lists:reverse(Resends) ++ Snap ++ Merge ++ Pushed ++ Evs ++ Replies ++ Released
+     Acks ++ lists:reverse(Resends) ++ Snap ++ Merge ++ Pushed ++ Parts ++ Evs ++ Replies
+     ++ Released
      ++ Old}.
 
 %% @doc The stability step, run between ticks while the table is busy (every few ms at run
@@ -572,6 +594,11 @@ acks_due(Up, T = #t{acks_sent = Sent, ticks = N, tcsb = B}, When) ->
 -spec set_catch_up(pos_integer() | infinity, state()) -> state().
 set_catch_up(Lag, T) -> T#t{catch_up = Lag}.
 
+%% @doc Set how many keys a part of a state sent in parts holds (option `part_keys';
+%% `infinity': states go as one message).
+-spec set_part_keys(pos_integer() | infinity, state()) -> state().
+set_part_keys(P, T) -> T#t{part_keys = P}.
+
 %% @doc How many answers to this copy's writers are held back (flow control: a member
 %% lags on its operations).
 -spec held(state()) -> non_neg_integer().
@@ -598,7 +625,11 @@ info(Up, T = #t{tab = Tab, type = Type, policy = Policy, tcsb = B, waiters = W, 
       given_up_keys => case T#t.given_up_keys of
                            all -> all;
                            Keys -> map_size(Keys)
-                       end}.
+                       end,
+      keys_ahead => case T#t.ahead of
+                        none -> 0;
+                        {_, Ahead} -> map_size(Ahead)
+                    end}.
 
 %% @doc What reads show for `Key' on this copy: for a CRDT table, the key's updates its row
 %% does not have yet included (`[{Name, Key, Crdt}]', or `[]').

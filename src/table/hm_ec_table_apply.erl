@@ -70,8 +70,15 @@ effect(T = #t{store = St, type = Type, clears = Cs}, {Origin, Ts, {_Mode, _Key, 
                            Cs);
         pawset -> T1
     end;
-effect(T = #t{clears = []}, {Origin, Ts, {_Mode, Key, Op}}) ->
+effect(T = #t{clears = [], ahead = none}, {Origin, Ts, {_Mode, Key, Op}}) ->
     apply_key(T, Origin, Ts, Key, Op);
+effect(T = #t{clears = []}, {Origin, Ts, {_Mode, Key, Op}}) ->
+    %% a key joined from a state this copy has not delivered yet holds the operation already
+    %% when that state held it (hm_ec_table_stream)
+    case hm_ec_table_stream:skips(Key, {Origin, maps:get(Origin, Ts)}, T) of
+        true -> T;
+        false -> apply_key(T, Origin, Ts, Key, Op)
+    end;
 effect(T = #t{clears = Cs}, {Origin, Ts, {_Mode, Key, Op}}) ->
     %% first, every unstable clear that has not touched the key yet leaves on it the delete it
     %% would have left had the key been here when the clear arrived (same dot and vector),

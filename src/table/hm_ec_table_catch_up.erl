@@ -11,7 +11,8 @@
 -include("hm_ec_table.hrl").
 
 -export([merge_request/2, merge_request_now/2, merge_request_back/3, also_behind/3,
-         merge_state/2, merge/3, merge_asked/4, merge_unasked/3, can_join/1, takes_state/1]).
+         merge_state/2, merge/3, merge_asked/4, merge_unasked/3, can_join/1, takes_state/1,
+         join_part/4, joined/4, key_rows/2]).
 
 %% asked again after this many ticks without an answer; no state taken again within as many
 -define(MERGE_RETRY_TICKS, 8).
@@ -192,6 +193,8 @@ merge_asked_for(From, Msg, VP, T) ->
 
 %% Ask member `M' for its state, telling what this copy has delivered; the request is
 %% asked again after ?MERGE_RETRY_TICKS ticks without an answer (merge_request/2).
+ask_state(_, T = #t{incoming = In}) when In =/= none ->
+    {T, []};                                    % a state is on its way, in parts
 ask_state(M, T = #t{tcsb = B, ticks = N}) ->
     {T#t{merge_req = {M, N}}, [{send, M, {merge_req, hm_tcsb:delivered(B)}}]}.
 
@@ -228,46 +231,82 @@ takes_state(T = #t{catch_up = Lag}) -> Lag =/= infinity andalso can_join(T).
 %% keys written since the cut, not the whole table.
 -spec merge_state(#t{}, hm_vv:vv()) -> {merge, map()} | {merge_none}.
 merge_state(T = #t{store = St, tcsb = B, clears = Cs}, Delivered) ->
-    case can_merge(T) of
+    %% not while it holds keys ahead of its delivered vector (hm_ec_table_stream)
+    case can_merge(T) andalso not hm_ec_table_stream:is_ahead(T) of
         true ->
-            MetaRows = hm_ec_store:meta_rows(St),
-            Unstable = maps:from_list(MetaRows),
-            Rows = case changed_keys(T, Delivered) of
-                       {ok, Keys} ->
-                           {left_out, T#t.folded,
-                            [{K, hm_ec_store:read(K, St)}
-                             || K <- Keys, not is_map_key(K, Unstable)]};
-                       full when MetaRows =:= [] -> hm_ec_store:rows(St);
-                       full -> [R || R <- hm_ec_store:rows(St),
-                                     not is_map_key(element(2, R), Unstable)]
-                   end,
-            {merge, #{rows => Rows, meta => MetaRows, delivered => hm_tcsb:delivered(B),
-                      clears => Cs}};
+            State = #{delivered => hm_tcsb:delivered(B), clears => Cs},
+            case {changed_keys(T, Delivered), hm_ec_table_stream:in_parts(T)} of
+                {{ok, Keys}, true} ->
+                    %% the keys only: their rows and metadata are read as the state is cut
+                    %% into parts (hm_ec_table_stream:send_state/3)
+                    All = lists:foldl(fun(K, Acc) -> Acc#{K => true} end, Keys,
+                                      hm_ec_store:meta_keys(St)),
+                    {merge, State#{rows => {left_out, T#t.folded, {keys, maps:keys(All)}},
+                                   meta => []}};
+                {{ok, Keys}, false} ->
+                    MetaRows = hm_ec_store:meta_rows(St),
+                    {merge, State#{rows => {left_out, T#t.folded,
+                                            [{K, hm_ec_store:read(K, St)}
+                                             || K <- maps:keys(Keys),
+                                                hm_ec_store:meta_get(K, St) =:= none]},
+                                   meta => MetaRows}};
+                {full, _} ->
+                    MetaRows = hm_ec_store:meta_rows(St),
+                    Unstable = maps:from_list(MetaRows),
+                    Rows = case MetaRows of
+                               [] -> hm_ec_store:rows(St);
+                               _ -> [R || R <- hm_ec_store:rows(St),
+                                          not is_map_key(element(2, R), Unstable)]
+                           end,
+                    {merge, State#{rows => Rows, meta => MetaRows}}
+            end;
         false -> {merge_none}
     end.
 
+%% @doc The keys `Keys' of a state as it goes (merge_state/2): `{KeyRows, MetaRows}', each
+%% key with its metadata when it has some, otherwise with its rows (`[]' for a key deleted).
+-spec key_rows([term()], #t{}) -> {[{term(), [tuple()]}], [{term(), hm_ec_key:key_state()}]}.
+key_rows(Keys, #t{store = St}) ->
+    lists:foldr(fun(K, {KR, MR}) ->
+                        case hm_ec_store:meta_get(K, St) of
+                            {ok, KS} -> {KR, [{K, KS} | MR]};
+                            none -> {[{K, hm_ec_store:read(K, St)} | KR], MR}
+                        end
+                end, {[], []}, Keys).
+
 %% The keys of this copy's unstable operations, each once, when a state may leave out the
 %% others for a member that has delivered `Delivered' (merge_state/2); `full' otherwise.
-%% Not when they are half the table's rows or more: then the whole state costs less to build.
+%% Not when they are half the table's rows or more: then the whole state costs less to build
+%% (unless it goes in parts: only the keys it lists are read, part by part).
 %% The keys of the operations that left the log unstable (hm_ec_table_give_up) are among
 %% them.
-changed_keys(#t{fold_after = none, clears = [], folded = Folded, tcsb = B, store = St,
-                given_up_keys = GivenUp}, Delivered) when is_map(GivenUp) ->
+changed_keys(T = #t{fold_after = none, clears = [], folded = Folded, tcsb = B, store = St,
+                    given_up_keys = GivenUp}, Delivered) when is_map(GivenUp) ->
     case hm_vv:leq(Folded, Delivered) of
         true ->
-            Most = hm_ec_store:size(St) div 2,
+            Most = case hm_ec_table_stream:in_parts(T) of
+                       true -> infinity;
+                       false -> hm_ec_store:size(St) div 2
+                   end,
             %% the unstable keys are among them: as many are enough to say no
-            case hm_ec_store:meta_size(St) < Most andalso map_size(GivenUp) < Most andalso
-                hm_tcsb:fold_logged(fun(Msg, Keys) -> logged_key(Msg, Keys, Most) end, GivenUp,
-                                    B) of
-                Keys when is_map(Keys), map_size(Keys) < Most -> {ok, maps:keys(Keys)};
+            case below(hm_ec_store:meta_size(St), Most) andalso below(map_size(GivenUp), Most)
+                andalso hm_tcsb:fold_logged(fun(Msg, Keys) -> logged_key(Msg, Keys, Most) end,
+                                            GivenUp, B) of
+                Keys when is_map(Keys) ->
+                    case below(map_size(Keys), Most) of
+                        true -> {ok, Keys};
+                        false -> full
+                    end;
                 _ -> full
             end;
         false -> full
     end;
 changed_keys(_, _) -> full.
 
-logged_key(_, Keys, Most) when map_size(Keys) >= Most -> {stop, full};
+below(_, infinity) -> true;
+below(N, Most) -> N < Most.
+
+logged_key(_, Keys, Most) when is_integer(Most), map_size(Keys) >= Most -> {stop, full};
 logged_key({_, _, {_, _, clear}}, _, _) -> {stop, full};
 logged_key({_, _, {_, Key, _}}, Keys, _) -> Keys#{Key => true}.
 
@@ -285,81 +324,113 @@ merge(From, Msg, T) ->
         false -> {T, []}
     end.
 
-join(From, {merge, #{rows := Rows, meta := MetaRows, delivered := VP, clears := CsP}},
-     T = #t{tcsb = B, store = St0, tab = Tab, events = Ev, type = Type, clears = CsR,
-            policy = Policy}) ->
+join(From, {merge, State = #{rows := Rows, delivered := VP, clears := CsP}},
+     T = #t{tcsb = B, clears = CsR}) ->
     VR = hm_tcsb:delivered(B),
     Usable = case Rows of
                  {left_out, Folded, _} -> hm_vv:leq(Folded, VR);
                  _ -> true
              end,
-    case not hm_vv:leq(VP, VR) andalso Usable of
+    case not hm_vv:leq(VP, VR) andalso Usable
+        andalso not hm_ec_table_stream:receiving_other(From, T) of
         false -> {T, []};
         true ->
-            Meta = maps:from_list(MetaRows),
-            %% the member's rows by key (a set: one each)
-            Theirs = case Rows of
-                         {left_out, _, KeyRows} -> maps:from_list(KeyRows);
-                         _ when Policy =:= siblings ->
-                             lists:foldl(fun(R, Acc) ->
-                                                 K = element(2, R),
-                                                 Acc#{K => [R | maps:get(K, Acc, [])]}
-                                         end, #{}, Rows);
-                         _ -> maps:from_list([{element(2, R), [R]} || R <- Rows])
-                     end,
-            %% every key either side holds, each once; only the member's when it left out
-            %% the others, unless this copy's clears are to settle on its own
-            LeftOut = is_tuple(Rows),
-            Own = case LeftOut andalso CsR =:= [] of
-                      true -> #{};
-                      false -> maps:from_keys(hm_ec_store:all_keys(St0)
-                                              ++ hm_ec_store:meta_keys(St0), [])
-                  end,
-            Keys = maps:keys(maps:merge(maps:merge(Theirs, Meta), Own)),
-            {St, Hlc} =
-                lists:foldl(
-                  fun(K, {Acc, H}) ->
-                          %% each side's unstable prwset clears leave their delete on the
-                          %% key first, where they have not yet (see hm_ec_table_apply:effect/2)
-                          {Here, Shown} = hm_ec_table_apply:key_state(K, Acc),
-                          Mine = unhandled_clears(Type, K, CsR, Here),
-                          Other = case Meta of
-                                      #{K := KSP} -> unhandled_clears(Type, K, CsP, KSP);
-                                      %% left out: as this copy holds it
-                                      _ when LeftOut, not is_map_key(K, Theirs) -> Mine;
-                                      _ -> unhandled_clears(Type, K, CsP,
-                                                            hm_ec_key:new(maps:get(K, Theirs, [])))
-                                  end,
-                          case Mine of
-                              Other -> {Acc, H};
-                              _ -> KS = hm_ec_key:join({VR, Mine}, {VP, Other}),
-                                   St1 = hm_ec_table_apply:show(T, K, KS, Shown, Acc),
-                                   {hm_ec_table_apply:store_meta(T, K, KS, St1),
-                                    joined_hlc(Policy, H, KS)}
-                          end
-                  end, {St0, T#t.hlc}, Keys),
-            {Ready, B1} = hm_tcsb:merge(VP, B),
-            FA = case T#t.fold_after of
-                     none -> VP;
-                     FA0 -> hm_vv:join(FA0, VP)
-                 end,
-            %% both sides' clears, each now settled on every key
-            Clears = case CsR ++ CsP of
-                         [] -> [];
-                         _ ->
-                             All = maps:from_list([{K, true} || K <- Keys]),
-                             [{D, Ts, All} || {D, Ts, _} <- CsR]
-                                 ++ [{D, Ts, All} || {D, Ts, _} <- CsP,
-                                                     not lists:keymember(D, 1, CsR)]
-                     end,
-            T1 = hm_ec_table_flow:flow_changed(
-                   T#t{store = St, tcsb = B1, hlc = Hlc, merges = T#t.merges + 1, behind = #{},
-                       fold_after = FA, clears = Clears, merged_at = T#t.ticks}),
-            {T2, Evs} = hm_ec_table_apply:apply_ready(T1, Ready, hm_vv:join(VR, VP)),
-            {T2, [{info, "hypermnesia: ~p caught up by state from ~p (~p keys)",
-                   [Tab, From, length(Keys)]}
-                  | [{event, {merged, VP}} || Ev] ++ Evs]}
+            %% a transfer in parts from the same member begun anew, or one that stalled, is
+            %% given up
+            case State of
+                #{parts := {Id, Count}, rows := {left_out, _, KeyRows}, meta := MetaRows}
+                  when Count > 1 ->
+                    hm_ec_table_stream:begin_parts(From, {Id, Count}, VP, {KeyRows, MetaRows},
+                                                   T#t{incoming = none});
+                _ ->
+                    {T1, Keys} = join_keys(State, T#t{incoming = none}),
+                    %% both sides' clears, each now settled on every key
+                    Clears = case CsR ++ CsP of
+                                 [] -> [];
+                                 _ ->
+                                     All = maps:from_list([{K, true} || K <- Keys]),
+                                     [{D, Ts, All} || {D, Ts, _} <- CsR]
+                                         ++ [{D, Ts, All} || {D, Ts, _} <- CsP,
+                                                             not lists:keymember(D, 1, CsR)]
+                             end,
+                    joined(From, VP, {keys, length(Keys)}, T1#t{clears = Clears})
+            end
     end.
+
+%% @doc Join the keys of a part of a member's state (hm_ec_table_stream) whose delivered
+%% vector is `VP': those of `KeyRows' (`{Key, Rows}') and `Meta' (`{Key, KeyState}') only.
+-spec join_part([{term(), [tuple()]}], [{term(), hm_ec_key:key_state()}], hm_vv:vv(), #t{}) ->
+          {#t{}, [term()]}.
+join_part(KeyRows, Meta, VP, T) ->
+    join_keys(#{rows => {left_out, #{}, KeyRows}, meta => Meta, delivered => VP, clears => []},
+              T).
+
+%% Join a member's state into this copy's, key by key; the keys joined.
+join_keys(#{rows := Rows, meta := MetaRows, delivered := VP, clears := CsP},
+          T = #t{tcsb = B, store = St0, type = Type, clears = CsR, policy = Policy}) ->
+    VR = hm_tcsb:delivered(B),
+    Meta = maps:from_list(MetaRows),
+    %% the member's rows by key (a set: one each)
+    Theirs = case Rows of
+                 {left_out, _, KeyRows} -> maps:from_list(KeyRows);
+                 _ when Policy =:= siblings ->
+                     lists:foldl(fun(R, Acc) ->
+                                         K = element(2, R),
+                                         Acc#{K => [R | maps:get(K, Acc, [])]}
+                                 end, #{}, Rows);
+                 _ -> maps:from_list([{element(2, R), [R]} || R <- Rows])
+             end,
+    %% every key either side holds, each once; only the member's when it left out the
+    %% others, unless this copy's clears are to settle on its own
+    LeftOut = is_tuple(Rows),
+    Own = case LeftOut andalso CsR =:= [] of
+              true -> #{};
+              false -> maps:from_keys(hm_ec_store:all_keys(St0)
+                                      ++ hm_ec_store:meta_keys(St0), [])
+          end,
+    Keys = maps:keys(maps:merge(maps:merge(Theirs, Meta), Own)),
+    {St, Hlc} =
+        lists:foldl(
+          fun(K, {Acc, H}) ->
+                  %% each side's unstable prwset clears leave their delete on the key first,
+                  %% where they have not yet (see hm_ec_table_apply:effect/2)
+                  {Here, Shown} = hm_ec_table_apply:key_state(K, Acc),
+                  Mine = unhandled_clears(Type, K, CsR, Here),
+                  Other = case Meta of
+                              #{K := KSP} -> unhandled_clears(Type, K, CsP, KSP);
+                              %% left out: as this copy holds it
+                              _ when LeftOut, not is_map_key(K, Theirs) -> Mine;
+                              _ -> unhandled_clears(Type, K, CsP,
+                                                    hm_ec_key:new(maps:get(K, Theirs, [])))
+                          end,
+                  case Mine of
+                      Other -> {Acc, H};
+                      _ ->
+                          KS = hm_ec_key:join({VR, Mine}, {VP, Other}),
+                          St1 = hm_ec_table_apply:show(T, K, KS, Shown, Acc),
+                          {hm_ec_table_apply:store_meta(T, K, KS, St1), joined_hlc(Policy, H, KS)}
+                  end
+          end, {St0, T#t.hlc}, Keys),
+    {T#t{store = St, hlc = Hlc}, Keys}.
+
+%% @doc Count member `From''s delivered vector `VP' as delivered, once every key of its state
+%% is joined (`Size': how many keys, or parts), then deliver what that made deliverable among
+%% the operations waiting here.
+-spec joined(node(), hm_vv:vv(), {keys | parts, non_neg_integer()}, #t{}) -> {#t{}, effects()}.
+joined(From, VP, {Unit, N}, T = #t{tcsb = B, tab = Tab, events = Ev}) ->
+    VR = hm_tcsb:delivered(B),
+    {Ready, B1} = hm_tcsb:merge(VP, B),
+    FA = case T#t.fold_after of
+             none -> VP;
+             FA0 -> hm_vv:join(FA0, VP)
+         end,
+    T1 = hm_ec_table_flow:flow_changed(
+           T#t{tcsb = B1, merges = T#t.merges + 1, behind = #{}, fold_after = FA,
+               merged_at = T#t.ticks}),
+    {T2, Evs} = hm_ec_table_apply:apply_ready(T1, Ready, hm_vv:join(VR, VP)),
+    {T2,
+     [{info, "hypermnesia: ~p caught up by state from ~p (~p ~p)", [Tab, From, N, Unit]}
+      | [{event, {merged, VP}} || Ev] ++ Evs]}.
 
 %% A key's state with the delete of every unstable clear of `Cs' that has not settled on the
 %% key yet, oldest clear first (as hm_ec_table_apply:effect/2 leaves them before an operation on the

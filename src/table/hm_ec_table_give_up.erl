@@ -66,30 +66,38 @@ keys_of([{_, _, {_, Key, _}} | Rest], Keys) -> keys_of(Rest, Keys#{Key => true})
 %% sends it at once and each next one ?PUSH_STAGGER_TICKS later, when the member still
 %% lacks what that copy gave up.
 -spec push_states([node()], #t{}) -> {#t{}, effects()}.
-push_states(Reach, T = #t{tcsb = B, ticks = N, pushed = Pushed0}) ->
+push_states(Reach, T = #t{tcsb = B}) ->
     case hm_tcsb:given_up(B) of
         G when map_size(G) =:= 0 -> {T, []};
         G ->
-            Self = ?NODE_OF(B),
-            Lacking = [M || M <- Reach, hm_tcsb:lacks_given_up(M, B),
-                            hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B)],
-            %% per member lacking: the tick since which it is, and of the last state sent
-            Pushed = maps:from_list([{M, maps:get(M, Pushed0, {N, none})} || M <- Lacking]),
-            %% the copies that could send the same: reachable, with everything this one
-            %% gave up
-            Peers = [X || X <- Reach, hm_vv:leq(G, hm_tcsb:reported(X, B))],
-            Due = [M || M <- Lacking, due(maps:get(M, Pushed), rank(Self, M, Peers), N)],
-            lists:foldl(fun(M, {Tx = #t{pushed = P}, Effs}) ->
-                                case hm_ec_table_catch_up:merge_state(
-                                       Tx, hm_tcsb:reported(M, B)) of
-                                    {merge, State} ->
-                                        {Tx#t{pushed = P#{M := {element(1, maps:get(M, P)), N}}},
-                                         [{send, M, {merge, State#{given_up => G}}}
-                                          | Effs]};
-                                    {merge_none} -> {Tx, Effs}
-                                end
-                        end, {T#t{pushed = Pushed}, []}, Due)
+            case hm_ec_table_stream:is_ahead(T) of
+                true -> {T, []};        % keys ahead of its delivered vector: no state built
+                false -> push_states(Reach, G, T)
+            end
     end.
+
+push_states(Reach, G, T = #t{tcsb = B, ticks = N, pushed = Pushed0}) ->
+    Self = ?NODE_OF(B),
+    Lacking = [M || M <- Reach, hm_tcsb:lacks_given_up(M, B),
+                    hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B)],
+    %% per member lacking: the tick since which it is, and of the last state sent
+    Pushed = maps:from_list([{M, maps:get(M, Pushed0, {N, none})} || M <- Lacking]),
+    %% the copies that could send the same: reachable, with everything this one
+    %% gave up
+    Peers = [X || X <- Reach, hm_vv:leq(G, hm_tcsb:reported(X, B))],
+    Due = [M || M <- Lacking, due(maps:get(M, Pushed), rank(Self, M, Peers), N)],
+    lists:foldl(fun(M, {Tx = #t{pushed = P}, Effs}) ->
+                        case hm_ec_table_catch_up:merge_state(
+                               Tx, hm_tcsb:reported(M, B)) of
+                            {merge, State} ->
+                                Since = element(1, maps:get(M, P)),
+                                {Ty, Sends} = hm_ec_table_stream:send_state(
+                                                [M], {merge, State#{given_up => G}},
+                                                Tx#t{pushed = P#{M := {Since, N}}}),
+                                {Ty, Sends ++ Effs};
+                            {merge_none} -> {Tx, Effs}
+                        end
+                end, {T#t{pushed = Pushed}, []}, Due).
 
 due({Since, none}, Rank, N) -> N - Since >= Rank * ?PUSH_STAGGER_TICKS;
 due({_, Last}, _, N) -> N - Last >= ?PUSH_RETRY_TICKS.

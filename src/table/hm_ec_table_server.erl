@@ -41,6 +41,9 @@
 -define(FLOW_LIMIT, 5000).
 -define(CATCH_UP_LAG, 10000).
 -define(LOG_LIMIT, 100000).
+%% keys per part of a state sent in parts (hm_ec_table_stream): about 1 MB of 100-byte
+%% rows, joined in a few tens of milliseconds
+-define(PART_KEYS, 5000).
 %% how long an async operation waits in the outbox for others bound for the same member
 -define(OUTBOX_MS, 1).
 %% how many slow steps the diagnostic keeps (slow_limit/0)
@@ -131,7 +134,8 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
              store => hm_ec_store_mnesia:new(Tab, Meta, Log, Storage),
              crdt => maps:get(crdt, EcOpts, none),
              epoch => maps:get(crdt_epoch, EcOpts, 100),
-             flow => flow_limit(), catch_up => catch_up_lag(Tab), log_limit => log_limit()},
+             flow => flow_limit(), catch_up => catch_up_lag(Tab), log_limit => log_limit(),
+             part_keys => part_keys()},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     {T, Effs} = hm_ec_table:new(Opts),
     Ref = make_ref(),
@@ -214,10 +218,12 @@ handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
               0 -> catch_up_lag(Tab);
               _ -> keep
           end,
-    step(tick, fun(T) -> hm_ec_table:tick(Up, case Lag of
-                                                  keep -> T;
-                                                  _ -> hm_ec_table:set_catch_up(Lag, T)
-                                              end)
+    step(tick, fun(T0) ->
+                       T = hm_ec_table:set_part_keys(part_keys(), T0),
+                       hm_ec_table:tick(Up, case Lag of
+                                                keep -> T;
+                                                _ -> hm_ec_table:set_catch_up(Lag, T)
+                                            end)
                end, S#{ticks := N + 1});
 handle_info({hm_timer, Msg}, S) ->
     step(timer, fun(T) -> hm_ec_table:timeout(Msg, T) end, S);
@@ -274,13 +280,23 @@ submit({submit_after, After, KeyOp, Mode}, From, S = #{t := T}) ->
 %% its state.
 step(Step, S = #{t := T}) ->
     try Step(T) of
-        {T1, Effs} -> {noreply, watch(run(Effs, S#{t := T1}))}
+        {T1, Effs} ->
+            S1 = watch(run(Effs, S#{t := T1})),
+            %% a step that built a state for a member grew the heap with the whole of it;
+            %% it is garbage once sent, and would otherwise stay until the next collection,
+            %% which a quiet table may not run for long
+            _ = [erlang:garbage_collect() || lists:any(fun built_state/1, Effs)],
+            {noreply, S1}
     catch Class:Reason:Stack ->
             case failed(S, Class, Reason, Stack) of
                 {stop, S1} -> {stop, normal, S1};
                 S1 -> {noreply, S1}
             end
     end.
+
+built_state({send, _, {merge, _}}) -> true;
+built_state({send, _, {snapshot, _}}) -> true;
+built_state(_) -> false.
 
 %% A step of the core of kind `Kind' (timed/3).
 step(Kind, Step, S) -> timed(Kind, fun() -> step(Step, S) end, S).
@@ -406,6 +422,14 @@ flow_limit() -> limit_or_default(flow_limit, ?FLOW_LIMIT).
 -spec log_limit() -> pos_integer() | infinity.
 log_limit() -> limit_or_default(log_limit, ?LOG_LIMIT).
 
+%% Keys per part of a state sent in parts (option `part_keys' of {@link hm_ec_table}):
+%% none while the cluster speaks a wire version without them (a rolling upgrade).
+part_keys() ->
+    case hm_ec_wire:sending_version() >= 2 of
+        true -> ?PART_KEYS;
+        false -> infinity
+    end.
+
 %% An application variable that is a positive integer or `infinity', or (logged) `Default'.
 limit_or_default(Key, Default) ->
     case limit_env(Key, Default) of
@@ -487,6 +511,7 @@ effect({send, Node, Msg}, S = #{outbox := Box}) ->
     end;
 effect({reply, From, Reply}, S) -> gen_server:reply(From, Reply), S;
 effect({timer, Ms, Msg}, S) -> erlang:send_after(Ms, self(), {hm_timer, Msg}), S;
+effect({continue, Msg}, S) -> self() ! {hm_timer, Msg}, S;
 effect({drop, What}, S) -> drop(What, S);
 effect({info, Format, Args}, S) -> logger:info(Format, Args), S;
 effect({event, _}, S) -> S.

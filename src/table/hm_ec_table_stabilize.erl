@@ -18,6 +18,11 @@
 %% are forgotten. Only when the stable vector moved: otherwise there is nothing to fold.
 %% `Full': every key is looked at, not only those of the operations that just became stable.
 -spec stabilize(#t{}, boolean()) -> {#t{}, effects()}.
+stabilize(T = #t{incoming = In}, _) when In =/= none ->
+    %% not while a state in parts is on its way or being joined: the join of a key takes
+    %% what this copy holds stable to be in the state too (hm_ec_key:join/2), and that state
+    %% was built before what its sender acknowledged since (hm_ec_table_stream)
+    {T, []};
 stabilize(T = #t{tcsb = B, stable_seen = Seen, fold_after = FA}, Full) ->
     case hm_tcsb:stable(B) of
         Seen -> {T, []};

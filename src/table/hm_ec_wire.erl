@@ -18,7 +18,8 @@
 %% hm_ec_versions} asks the members and keeps the answer). So during a rolling upgrade the
 %% cluster speaks the old version until the last old node is gone, then the new one; a
 %% member of a release two versions back (that reads neither) is logged, and the others
-%% keep their own version with the rest. Version 1 is the first: its older version is none.
+%% keep their own version with the rest. Version 2 adds states in parts (`merge_part'
+%% messages, and `parts' in a state); version 1 has none.
 %%
 %% Messages (`Msg') between copies of a table, as {@link hm_ec_table} sends and accepts them:
 %% <ul>
@@ -29,7 +30,9 @@
 %% <li>`{snapshot_req}', `{snapshot, Snapshot}', `{snapshot_empty}', `{snapshot_none}':
 %% state transfer.</li>
 %% <li>`{merge_req, Delivered}', `{merge, State}', `{merge_none}': catching up by state
-%% (see {@link is_merge/1}).</li>
+%% (see {@link is_merge/1}); `{merge_part, Id, I, Part}', `{merge_part_ack, Id, I}',
+%% `{merge_part_gone, Id}': the parts after the first of a state in parts
+%% (see {@link hm_ec_table_stream}; version 2).</li>
 %% </ul>
 %% Every message may be lost: a busy connection drops what is sent on it (the sender does
 %% not wait), and retransmission and acknowledgements repair the loss. A state
@@ -43,11 +46,11 @@
 -export([version/0, versions/0, disc_version/0, envelope/4, envelope/5, open/1, upgrade/2,
          downgrade/2, negotiate/2, sending_version/0, set_sending_version/1]).
 -export([is_op_message/1, is_op_shape/1, is_ack/1, is_snapshot/1, is_merge/1,
-         is_state_transfer/1]).
+         is_merge_part/2, is_state_transfer/1]).
 -export_type([versions/0]).
 
 %% This release's wire version, and the oldest it reads and writes (the previous release's).
--define(VERSION, 1).
+-define(VERSION, 2).
 -define(OLDEST, 1).
 -define(DISC_VERSION, 1).
 
@@ -110,20 +113,25 @@ open({hm_ec, V, _, _, _, _}) when not is_integer(V); V < ?OLDEST; V > ?VERSION -
 open(_) -> {error, not_an_envelope}.
 
 %% @doc A message of wire version `V' in this version's shapes. Each version that changes a
-%% message's shape adds its clause here (and the reverse in {@link downgrade/2}); no shape
-%% has changed since version 1.
+%% message's shape adds its clause here (and the reverse in {@link downgrade/2}); every
+%% message of version 1 is one of version 2.
 -spec upgrade(pos_integer(), term()) -> term().
-upgrade(?VERSION, Msg) -> Msg.
+upgrade(_, Msg) -> Msg.
 
 %% @doc A message of this version in the shapes of version `V' (see {@link upgrade/2}).
+%% Version 1 has no state in parts: the first part of one is no state there (a copy of that
+%% release would take it for the whole state), and the table core sends none while the
+%% cluster speaks version 1 (hm_ec_table_server).
 -spec downgrade(pos_integer(), term()) -> term().
-downgrade(?VERSION, Msg) -> Msg.
+downgrade(1, {merge, #{parts := {_, Count}}}) when Count > 1 -> {merge_none};
+downgrade(_, Msg) -> Msg.
 
 %% @doc Whether a message carries a copy's state (a snapshot, or a state to join): its
 %% sender waits for room on a busy connection rather than drop it.
 -spec is_state_transfer(term()) -> boolean().
 is_state_transfer({snapshot, _}) -> true;
 is_state_transfer({merge, _}) -> true;
+is_state_transfer({merge_part, _, _, _}) -> true;
 is_state_transfer(_) -> false.
 
 %% @doc Whether a term is an operation message: an origin `{Node, Incarnation}', a version
@@ -170,6 +178,11 @@ is_snapshot(_) -> false.
 -spec is_merge(term()) -> boolean().
 is_merge({merge, State = #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) ->
     is_vv(maps:get(given_up, State, #{}), 1)
+        andalso case State of
+                    #{parts := {_, Count}} -> is_integer(Count) andalso Count >= 1;
+                    #{parts := _} -> false;
+                    _ -> true
+                end
         andalso is_merge_rows(Rows)
         andalso is_list(Meta)
         andalso lists:all(fun(M) -> is_tuple(M) andalso tuple_size(M) =:= 2 end, Meta)
@@ -179,6 +192,14 @@ is_merge({merge, State = #{rows := Rows, meta := Meta, delivered := V, clears :=
                              (_) -> false
                           end, Cs);
 is_merge(_) -> false.
+
+%% @doc Whether the keys of a part of a state in parts are as a state's (see {@link
+%% is_merge/1}): `{Key, Rows}' each, and metadata rows `{Key, KeyState}'.
+-spec is_merge_part(term(), term()) -> boolean().
+is_merge_part(KeyRows, Meta) ->
+    is_merge_rows({left_out, #{}, KeyRows})
+        andalso is_list(Meta)
+        andalso lists:all(fun(M) -> is_tuple(M) andalso tuple_size(M) =:= 2 end, Meta).
 
 is_merge_rows({left_out, Folded, KeyRows}) ->
     is_vv(Folded, 0)
