@@ -70,8 +70,7 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
         Profile = [hm_cluster:call(C, I, ?MODULE, memory_profile, []) || I <- [1, 2, 3, I4]],
         HealT0 = erlang:monotonic_time(millisecond),
         ok = hm_cluster:heal(C),
-        Timeline = [second(C, Ctx, Tab, [1, 2, 3, I4]) || _ <- lists:seq(1, ?AFTER_HEAL_S)],
-        RateHeal = lists:sum([W1 || {W1, _} <- Timeline]) div ?AFTER_HEAL_S,
+        {RateHeal, Timeline} = after_heal(C, Ctx, Tab, [1, 2, 3, I4]),
         ok = hm_cluster:call(C, 2, ?MODULE, writer_stop, []),
         StopT0 = erlang:monotonic_time(millisecond),
         Converged = case Ctx of
@@ -111,14 +110,32 @@ rate(C, Ms) ->
     N1 = hm_cluster:call(C, 2, ?MODULE, writer_count, []),
     (N1 - N0) * 1000 div Ms.
 
-%% One second after the heal: the writers' writes in it and, for the EC table, per node at
-%% its end, the table process's message queue and memory (MB), how many states it has
-%% caught up with, and the operations it keeps waiting in its causal buffer.
-second(C, Ctx, Tab, Ids) ->
+%% The ?AFTER_HEAL_S seconds after the heal: the writers' rate over all of them, and second
+%% by second their writes and, for the EC table, per node at the second's start, its table
+%% process's message queue and memory (MB), how many states it has caught up with, and the
+%% operations it keeps waiting in its causal buffer (`busy' when the node did not answer
+%% within 300 ms: the probes go in parallel and never stretch a second).
+after_heal(C, Ctx, Tab, Ids) ->
+    T0 = erlang:monotonic_time(millisecond),
     N0 = hm_cluster:call(C, 2, ?MODULE, writer_count, []),
-    timer:sleep(1000),
-    N1 = hm_cluster:call(C, 2, ?MODULE, writer_count, []),
-    {N1 - N0, [hm_cluster:call(C, I, ?MODULE, table_probe, [Ctx, Tab]) || I <- Ids]}.
+    {NEnd, Rows} =
+        lists:foldl(
+          fun(S, {N, Acc}) ->
+                  Self = self(),
+                  Probes = [spawn(fun() ->
+                                          Self ! {self(), try hm_cluster:call(
+                                                                C, I, ?MODULE, table_probe,
+                                                                [Ctx, Tab], 300)
+                                                          catch _:_ -> busy
+                                                          end}
+                                  end) || I <- Ids],
+                  timer:sleep(max(0, T0 + S * 1000 - erlang:monotonic_time(millisecond))),
+                  N1 = hm_cluster:call(C, 2, ?MODULE, writer_count, []),
+                  Got = [receive {P, R} -> R after 1000 -> busy end || P <- Probes],
+                  {N1, Acc ++ [{N1 - N, Got}]}
+          end, {N0, []}, lists:seq(1, ?AFTER_HEAL_S)),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    {(NEnd - N0) * 1000 div Ms, Rows}.
 
 %% @doc This node's EC table process: message queue, memory (MB), states caught up with,
 %% operations waiting in the causal buffer (`none' for a plain table).
@@ -287,9 +304,9 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
       "Where the memory is at the end of the cut (MB per node: processes, ETS, binaries, and "
       "the process holding most, with its message queue): plain ~s; EC ~s.~n~n"
       "The ~b s after the heal, second by second: the writes of the plain table's writers, "
-      "and of the EC table's with, per node (1, 2, 3, 4), its table process's message "
-      "queue and memory (MB), the states it caught up with so far and the operations "
-      "waiting in its causal buffer:~n~n"
+      "and of the EC table's with, per node (1, 2, 3, 4) at the second's start, its table "
+      "process's message queue and memory (MB), the states it caught up with so far and "
+      "the operations waiting in its causal buffer (`busy': no answer within 300 ms):~n~n"
       "| s | plain writes | EC writes | EC nodes: queue, MB, states, waiting |~n"
       "|---|---|---|---|~n~s",
       [Rows, ?VALUE_BYTES, W, CutS,
@@ -308,9 +325,11 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
 
 timeline(Pl, Ec) ->
     [io_lib:format("| ~b | ~b | ~b | ~s |~n",
-                   [S, P, E, lists:join(" / ", [io_lib:format("~b, ~b, ~b, ~b", tuple_to_list(N))
-                                                || N <- Nodes])])
+                   [S, P, E, lists:join(" / ", [probe(N) || N <- Nodes])])
      || {S, {P, _}, {E, Nodes}} <- lists:zip3(lists:seq(1, length(Ec)), Pl, Ec)].
+
+probe({Q, M, St, W}) -> io_lib:format("~b, ~b, ~b, ~b", [Q, M, St, W]);
+probe(busy) -> "busy".
 
 profile(Nodes) ->
     lists:join(" / ",

@@ -9,6 +9,8 @@
 %% shapes, crashes and restarts, copies added and removed) and of full load with crashes,
 %% on `ram_copies' with a bound of a few operations: every checker passes though nearly
 %% every operation leaves the log before it is stable.</li>
+%% <li>With states in parts of one key, the same: every state a copy catches up with goes
+%% in parts, and some are cut off in the middle.</li>
 %% <li>Without the bound, the same schedules keep every operation for the copy cut off:
 %% the check of the log fails (it can fail).</li>
 %% </ul>
@@ -44,7 +46,19 @@ a_tiny_bound_keeps_every_guarantee_test_() ->
               #{membership => true, storage => ram, log_limit => 5, catch_up => 1000000}},
              {"full load with crashes, a bound of 50 operations", 1,
               #{load => true, faults => 8, storage => ram, log_limit => 50,
-                catch_up => 1000000}}]].
+                catch_up => 1000000}},
+             {"every fault, a bound of 5 operations, states in parts of one key", 300001,
+              #{storage => ram, log_limit => 5, catch_up => 1000000, part_keys => 1}}]].
+
+%% The runs above do send states in parts, cut off in the middle too: the path is taken.
+states_go_in_parts_test_() ->
+    {timeout, 120,
+     ?_test(begin
+                Parts = [maps:get({msg, merge_part}, St, 0)
+                         || Seed <- lists:seq(1, 12),
+                            #{stats := St} <- [hm_sim_long:run_seed(Seed)]],
+                ?assert(length([P || P <- Parts, P > 0]) >= 2)
+            end)}.
 
 without_the_bound_the_log_grows_with_the_cut_test_() ->
     {timeout, 60,

@@ -126,12 +126,14 @@ upgrade(_, Msg) -> Msg.
 downgrade(1, {merge, #{parts := {_, Count}}}) when Count > 1 -> {merge_none};
 downgrade(_, Msg) -> Msg.
 
-%% @doc Whether a message carries a copy's state (a snapshot, or a state to join): its
-%% sender waits for room on a busy connection rather than drop it.
+%% @doc Whether a message carries a copy's state (a snapshot, a state to join, a part of one
+%% or its acknowledgement): its sender waits for room on a busy connection rather than drop
+%% it.
 -spec is_state_transfer(term()) -> boolean().
 is_state_transfer({snapshot, _}) -> true;
 is_state_transfer({merge, _}) -> true;
 is_state_transfer({merge_part, _, _, _}) -> true;
+is_state_transfer({merge_part_ack, _, _}) -> true;   % the next parts wait for it
 is_state_transfer(_) -> false.
 
 %% @doc Whether a term is an operation message: an origin `{Node, Incarnation}', a version
