@@ -187,3 +187,12 @@ a_write_made_while_parts_are_on_their_way_survives_the_join_test() ->
     {N2h, []} = continue(Later, N2g),
     ?assertEqual([{t, 5, mine}], proplists:get_value(5, rows(N1e))),
     ?assertEqual(rows(N1e), rows(N2h)).
+
+%% A part of another shape is dropped on arrival, not kept: the transfer waits for it
+%% again, and the copy's state is as before.
+a_part_of_another_shape_is_dropped_test() ->
+    {Id, _, N2, _, _} = twelve_keys_and_a_state_in_three_parts(),
+    {N2a, Effs} = hm_ec_table:handle(n1, c, {merge_part, Id, 2, <<"not a part">>}, N2),
+    ?assertMatch([{drop, {bad_message, t, n1, {merge_part, Id, 2}}}], Effs),
+    {_, Again} = ticks(9, N2a),
+    ?assertEqual([{merge_part_ack, Id, 1}], Again).

@@ -416,13 +416,7 @@ remote(From, Msg = {merge_req, V}, T0 = #t{tab = Tab}) ->
             %% what the member joins is on disc here first, as for a snapshot
             T = hm_ec_table_apply:sync_store(T0),
             {T1, Ask} = hm_ec_table_catch_up:merge_request_back(From, V, T),
-            %% a member that lacks operations this copy let go is pushed its state in turn
-            %% (hm_ec_table_give_up): a state built for each of its requests as well would
-            %% cost this copy's writers the table again and again
-            State = case hm_ec_table_give_up:will_push(V, T) of
-                        true -> {merge_none};
-                        false -> hm_ec_table_catch_up:merge_state(T, V)
-                    end,
+            State = hm_ec_table_catch_up:merge_state(T, V),
             N = case State of
                     {merge, #{rows := {left_out, _, _}}} -> T1#t.partial_states + 1;
                     _ -> T1#t.partial_states

@@ -24,7 +24,7 @@
 -module(hm_ec_table_give_up).
 -include("hm_ec_table.hrl").
 
--export([give_up/1, push_states/2, will_push/2, settled/2, is_pushed/1, takes_pushed/2]).
+-export([give_up/1, push_states/2, settled/2, is_pushed/1, takes_pushed/2]).
 
 %% a member that lacks what this copy gave up is sent its state at most this often (a state
 %% of a large table takes seconds to build, send and join: the member says it has it only
@@ -98,14 +98,6 @@ push_states(Reach, G, T = #t{tcsb = B, ticks = N, pushed = Pushed0}) ->
                             {merge_none} -> {Tx, Effs}
                         end
                 end, {T#t{pushed = Pushed}, []}, Due).
-
-%% @doc Whether a member that has delivered `V' lacks an operation this copy let go: it is
-%% then pushed this copy's state (push_states/2), or another's, and needs none built for its
-%% request.
--spec will_push(hm_vv:vv(), #t{}) -> boolean().
-will_push(V, #t{tcsb = B}) ->
-    G = hm_tcsb:given_up(B),
-    map_size(G) > 0 andalso not hm_vv:leq(G, V).
 
 due({Since, none}, Rank, N) -> N - Since >= Rank * ?PUSH_STAGGER_TICKS;
 due({_, Last}, _, N) -> N - Last >= ?PUSH_RETRY_TICKS.

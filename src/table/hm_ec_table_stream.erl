@@ -93,12 +93,14 @@ send_state(Ms, Msg, T) -> {T, [{send, M, Msg} || M <- Ms]}.
 -spec in_parts(#t{}) -> boolean().
 in_parts(#t{part_keys = P, type = Type}) -> is_integer(P) andalso Type =:= pawset.
 
-chunks([], _) -> [[]];
-chunks(L, P) -> chunks1(L, P).
+%% `L' cut into lists of `P' elements, in order (the last may hold fewer; `[[]]' for none).
+chunks(L, P) -> chunks(L, P, P, [], []).
 
-chunks1([], _) -> [];
-chunks1(L, P) when length(L) =< P -> [L];
-chunks1(L, P) -> {C, Rest} = lists:split(P, L), [C | chunks1(Rest, P)].
+chunks([], _, _, [], []) -> [[]];
+chunks([], _, _, [], Acc) -> lists:reverse(Acc);
+chunks([], _, _, C, Acc) -> lists:reverse(Acc, [lists:reverse(C)]);
+chunks(L, P, 0, C, Acc) -> chunks(L, P, P, [], [lists:reverse(C) | Acc]);
+chunks([X | L], P, Left, C, Acc) -> chunks(L, P, Left - 1, [X | C], Acc).
 
 %% @doc Member `M' has every part of transfer `Id' up to `I': the parts up to ?WINDOW past it
 %% go (again from `I' on when it said `I' before: what followed was lost); the last one ends
@@ -138,8 +140,26 @@ begin_parts(From, {Id, Count}, VP, First, T = #t{ticks = N}) ->
 %% @doc Part `I' of transfer `Id' from `From': kept when it is the next one or within
 %% ?WINDOW after it; once every part is here, the first is joined.
 -spec part(node(), {term(), pos_integer(), term()}, #t{}) -> {#t{}, effects()}.
-part(From, {Id, I, Bin}, T = #t{incoming = {receiving, From, Id, Next, Count, VP, _, Parts}})
-  when is_binary(Bin), I >= Next, I =< Next + ?WINDOW, I =< Count ->
+part(From, {Id, I, Bin}, T = #t{incoming = {receiving, From, Id, Next, Count, _, _, _}})
+  when I >= Next, I =< Next + ?WINDOW, I =< Count ->
+    case is_part(Bin) of
+        true -> keep_part(From, {Id, I, Bin}, T);
+        false -> {T, [{drop, {bad_message, T#t.tab, From, {merge_part, Id, I}}}]}
+    end;
+part(_, _, T) -> {T, []}.
+
+%% Whether a part holds keys as a state does (checked once, on arrival: one joined later is
+%% known good, and a copy half through joining a state cannot stop).
+is_part(Bin) when is_binary(Bin) ->
+    try binary_to_term(Bin) of
+        {KeyRows, Meta} -> hm_ec_wire:is_merge_part(KeyRows, Meta);
+        _ -> false
+    catch
+        error:badarg -> false
+    end;
+is_part(_) -> false.
+
+keep_part(From, {Id, I, Bin}, T = #t{incoming = {receiving, From, Id, Next, Count, VP, _, Parts}}) ->
     Parts1 = Parts#{I => Bin},
     Next1 = next_missing(Next, Parts1),
     Ack = [{send, From, {merge_part_ack, Id, Next1 - 1}} || Next1 > Next],
@@ -149,8 +169,7 @@ part(From, {Id, I, Bin}, T = #t{incoming = {receiving, From, Id, Next, Count, VP
              Ack ++ [{continue, {join_part, Id}}]};
         false ->
             {T#t{incoming = {receiving, From, Id, Next1, Count, VP, T#t.ticks, Parts1}}, Ack}
-    end;
-part(_, _, T) -> {T, []}.
+    end.
 
 next_missing(I, Parts) when is_map_key(I, Parts) -> next_missing(I + 1, Parts);
 next_missing(I, _) -> I.
@@ -166,21 +185,16 @@ gone(_, _, T) -> {T, []}.
 %% the sender's delivered vector counts as delivered.
 -spec join_next(term(), #t{}) -> {#t{}, effects()}.
 join_next(Id, T = #t{incoming = {joining, From, Id, I, Count, VP, Parts}}) ->
-    {KeyRows, Meta} = binary_to_term(maps:get(I, Parts)),
-    case hm_ec_wire:is_merge_part(KeyRows, Meta) of
-        false ->
-            {T#t{incoming = none}, [{drop, {bad_message, T#t.tab, From, {merge_part, Id, I}}}]};
+    {KeyRows, Meta} = binary_to_term(maps:get(I, Parts)),         % checked on arrival
+    {T1, Keys} = hm_ec_table_catch_up:join_part(KeyRows, Meta, VP, T),
+    case I =:= Count of
         true ->
-            {T1, Keys} = hm_ec_table_catch_up:join_part(KeyRows, Meta, VP, T),
-            case I =:= Count of
-                true ->
-                    hm_ec_table_catch_up:joined(From, VP, {parts, Count},
-                                                T1#t{incoming = none, ahead = none});
-                false ->
-                    {mark_ahead(Keys, VP, T1#t{incoming = {joining, From, Id, I + 1, Count, VP,
-                                                           maps:remove(I, Parts)}}),
-                     [{continue, {join_part, Id}}]}
-            end
+            hm_ec_table_catch_up:joined(From, VP, {parts, Count},
+                                        T1#t{incoming = none, ahead = none});
+        false ->
+            {mark_ahead(Keys, VP, T1#t{incoming = {joining, From, Id, I + 1, Count, VP,
+                                                   maps:remove(I, Parts)}}),
+             [{continue, {join_part, Id}}]}
     end;
 join_next(_, T) -> {T, []}.
 

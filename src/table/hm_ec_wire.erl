@@ -181,7 +181,9 @@ is_snapshot(_) -> false.
 is_merge({merge, State = #{rows := Rows, meta := Meta, delivered := V, clears := Cs}}) ->
     is_vv(maps:get(given_up, State, #{}), 1)
         andalso case State of
-                    #{parts := {_, Count}} -> is_integer(Count) andalso Count >= 1;
+                    %% the first part of a state in parts lists its keys
+                    #{parts := {_, Count}} -> is_integer(Count) andalso Count >= 1
+                                                  andalso is_tuple(Rows);
                     #{parts := _} -> false;
                     _ -> true
                 end
