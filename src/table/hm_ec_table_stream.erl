@@ -227,7 +227,8 @@ mark_ahead(Keys, VP, T = #t{ahead = Ahead}) ->
              none -> #{};
              {_, Ks0} -> Ks0
          end,
-    T#t{ahead = {VP, maps:merge(Ks, maps:from_keys(Keys, true))}}.
+    %% one part's keys into the map of all of them (a merge would walk the whole map)
+    T#t{ahead = {VP, lists:foldl(fun(K, Acc) -> Acc#{K => true} end, Ks, Keys)}}.
 
 %% @doc Whether this copy is joining a state in parts: it holds keys ahead of its delivered
 %% vector, and builds no state or snapshot for others.
