@@ -235,22 +235,23 @@ merge_state(T = #t{store = St, tcsb = B, clears = Cs}, Delivered) ->
     case can_merge(T) andalso not hm_ec_table_stream:is_ahead(T) of
         true ->
             State = #{delivered => hm_tcsb:delivered(B), clears => Cs},
-            case {changed_keys(T, Delivered), hm_ec_table_stream:in_parts(T)} of
-                {{ok, Keys}, true} ->
-                    %% the keys only: their rows and metadata are read as the state is cut
-                    %% into parts (hm_ec_table_stream:send_state/3)
-                    All = lists:foldl(fun(K, Acc) -> Acc#{K => true} end, Keys,
-                                      hm_ec_store:meta_keys(St)),
-                    {merge, State#{rows => {left_out, T#t.folded, {keys, maps:keys(All)}},
-                                   meta => []}};
-                {{ok, Keys}, false} ->
-                    MetaRows = hm_ec_store:meta_rows(St),
-                    {merge, State#{rows => {left_out, T#t.folded,
-                                            [{K, hm_ec_store:read(K, St)}
-                                             || K <- maps:keys(Keys),
-                                                hm_ec_store:meta_get(K, St) =:= none]},
-                                   meta => MetaRows}};
-                {full, _} ->
+            case changed_keys(T, Delivered) of
+                {ok, Keys} ->
+                    %% those keys, and every unstable one with its metadata
+                    All = maps:keys(lists:foldl(fun(K, Acc) -> Acc#{K => true} end, Keys,
+                                                hm_ec_store:meta_keys(St))),
+                    case hm_ec_table_stream:in_parts(T) of
+                        true ->
+                            %% the keys only: their rows and metadata are read as the state
+                            %% is cut into parts (hm_ec_table_stream:send_state/3)
+                            {merge, State#{rows => {left_out, T#t.folded, {keys, All}},
+                                           meta => []}};
+                        false ->
+                            {KeyRows, MetaRows} = key_rows(All, T),
+                            {merge, State#{rows => {left_out, T#t.folded, KeyRows},
+                                           meta => MetaRows}}
+                    end;
+                full ->
                     MetaRows = hm_ec_store:meta_rows(St),
                     Unstable = maps:from_list(MetaRows),
                     Rows = case MetaRows of
