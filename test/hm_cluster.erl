@@ -61,7 +61,7 @@
 
 -export([start/1, stop/1, nodes/1, node/2, ids/1, status/2, call/5, call/6, eval/3, cut/3,
          heal/1, heal/2, stop_mnesia/2, start_mnesia/2, restart/2, restart/3, kill/2,
-         add_node/1, wait_until/2, netsplit_filter/2, netns_available/0, netns_address/1]).
+         add_node/1, add_node/2, wait_until/2, netsplit_filter/2, netns_available/0, netns_address/1]).
 -export_type([cluster/0, options/0, id/0, status/0]).
 
 -compile({no_auto_import, [nodes/1]}).
@@ -368,12 +368,19 @@ restart_peer(C, I) ->
 %% yet: add them with `hypermnesia:add_table_copy/3'. A node that is cut from every other
 %% cannot join.
 -spec add_node(cluster()) -> id().
-add_node(C) ->
+add_node(C) -> add_node(C, #{}).
+
+%% @doc {@link add_node/1}, with `#{schema => ram_copies}' for a node whose schema stays in
+%% RAM (`disc_copies', the default, puts it on disc).
+-spec add_node(cluster(), #{schema => ram_copies | disc_copies}) -> id().
+add_node(C, Opts) ->
     {I, J, S} = with_lock(C, fun() -> add_peer(C) end),
     ok = pcall(S, I, mnesia, start, [], ?START_MS),
     Node = node_of(S, I),
     {ok, [Node]} = pcall(S, J, mnesia, change_config, [extra_db_nodes, [Node]]),
-    {atomic, ok} = pcall(S, J, mnesia, change_table_copy_type, [schema, Node, disc_copies]),
+    _ = maps:get(schema, Opts, disc_copies) =:= disc_copies andalso
+        ({atomic, ok} = pcall(S, J, mnesia, change_table_copy_type,
+                              [schema, Node, disc_copies])),
     ok = case S of
              #{hypermnesia := true} -> start_node_apps(S, I);
              _ -> ok

@@ -13,7 +13,7 @@
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([catch_up_by_state/1, catch_up_by_partial_state/1, step_diagnostic/1,
-         dead_node_leaves_a_table/1]).
+         dead_node_leaves_a_table/1, dead_node_with_its_schema_in_ram_leaves_a_table/1]).
 -export([write_everywhere_read_everywhere/1, queries/1, partition_add_wins/1,
          partition_remove_wins/1, quiescent_metadata/1, conflict_policies/1, sync_ec/1,
          bad_input/1, non_ec_tables_untouched/1, new_copy_and_restart/1, disc_kill_restart/1,
@@ -37,7 +37,8 @@ all() -> [write_everywhere_read_everywhere, queries, table_events, partition_add
           restore_backup,
           non_ec_tables_untouched,
           clear_remove_wins, transient_reorder,
-          new_copy_and_restart, dead_node_leaves_a_table, disc_kill_restart,
+          new_copy_and_restart, dead_node_leaves_a_table,
+          dead_node_with_its_schema_in_ram_leaves_a_table, disc_kill_restart,
           partition_under_full_load,
           mnesia_restart_ram_copy, step_diagnostic].
 
@@ -562,6 +563,37 @@ dead_node_leaves_a_table(Config) ->
     wait_until(fun() -> lists:all(Quiet, [1, 2, 3]) end),
     Expected = converged(Config, Tab),
     false = lists:member(N4, call(1, Config, mnesia, system_info, [db_nodes])),
+    ok.
+
+%% A node whose schema is in RAM dies: its copy is removed table by table while it is down
+%% (hypermnesia:del_table_copy/2, as Mnesia allows for such a node), and the others stop
+%% waiting for it and converge.
+dead_node_with_its_schema_in_ram_leaves_a_table(Config) ->
+    C = ?config(cluster, Config),
+    Tab = create(Config, [{type, pawset}]),
+    I4 = hm_cluster:add_node(C, #{schema => ram_copies}),
+    N4 = node_n(I4, Config),
+    {atomic, ok} = call(1, Config, hypermnesia, add_table_copy, [Tab, N4, ram_copies]),
+    Keys = lists:seq(1, 50),
+    ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, a, K}) || K <- Keys], ok end),
+    wait_until(fun() -> length(contents(I4, Config, Tab)) =:= 50 end),
+    ok = hm_cluster:kill(C, I4),
+    ok = ec(2, Config, fun() -> [mnesia:write({Tab, K, b, K}) || K <- Keys], ok end),
+    Expected = [{Tab, K, b, K} || K <- Keys],
+    wait_until(fun() -> contents(3, Config, Tab) =:= Expected end),
+    #{unstable_ops := Held, members := Members} = call(1, Config, hypermnesia, info, [Tab]),
+    true = Held > 0 andalso lists:member(N4, Members),
+    {atomic, ok} = call(1, Config, hypermnesia, del_table_copy, [Tab, N4]),
+    Quiet = fun(I) ->
+                    case call(I, Config, hypermnesia, info, [Tab]) of
+                        #{unstable_ops := 0, unstable_keys := 0, members := Ms} ->
+                            not lists:member(N4, Ms);
+                        _ -> false
+                    end
+            end,
+    wait_until(fun() -> lists:all(Quiet, [1, 2, 3]) end),
+    Expected = converged(Config, Tab),
+    {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, N4]),
     ok.
 
 %% Node I leaves the cluster for good: its copy of Tab, then the node and its schema copy.

@@ -11,6 +11,7 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([placement/1, access_from_every_node/1, partition_both_sides/1,
          dead_node_forgotten_and_replaced/1, dirty_writes_reach_their_fragment/1,
+         dead_node_with_its_schema_in_ram_leaves_the_pool/1,
          add_and_remove_under_load/1, bad_options/1, key_value_api/1, foreign_key/1,
          info_and_status_of_the_whole_table/1]).
 -export([writer/2, keys_written/1, failed_writes/1, rows_digest/1]).
@@ -24,7 +25,7 @@ suite() -> [{timetrap, {minutes, 3}}].
 all() -> [bad_options, placement, access_from_every_node, info_and_status_of_the_whole_table,
           key_value_api, foreign_key,
           partition_both_sides, add_and_remove_under_load, dirty_writes_reach_their_fragment,
-          dead_node_forgotten_and_replaced].
+          dead_node_with_its_schema_in_ram_leaves_the_pool, dead_node_forgotten_and_replaced].
 
 init_per_suite(Config) ->
     C = hm_cluster:start(#{nodes => ?NODES, dir => ?config(priv_dir, Config), prefix => "partk",
@@ -377,9 +378,53 @@ partition_both_sides(Config) ->
                                                                    [])) || I <- ids(Config)])
                end).
 
+%% A node whose schema is in RAM dies: it leaves the pool by change_table_frag/2 while down
+%% (Mnesia lets a copy on such a node go), each fragment it held gets its third copy back
+%% on the nodes that are up, from what they hold, nothing written before or meanwhile is
+%% missing, and the fragments' copies stop waiting for it (nothing stays unstable).
+dead_node_with_its_schema_in_ram_leaves_the_pool(Config) ->
+    C = ?config(cluster, Config),
+    I = hm_cluster:add_node(C, #{schema => ram_copies}),
+    Dead = hm_cluster:node(C, I),
+    Tab = create(Config, []),
+    Keys = lists:seq(1, 100),
+    ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, a, x}) || K <- Keys], ok end),
+    converged(Config, Tab, lists:sort([{Tab, K, a, x} || K <- Keys])),
+    Held = [K || K <- lists:seq(1, ?F),
+                 lists:member(Dead, call(1, Config, hm_ec_registry, copy_nodes, [frag(Tab, K)]))],
+    true = Held =/= [],
+    ok = hm_cluster:kill(C, I),
+    ok = ec(2, Config, fun() -> [mnesia:write({Tab, K, b, x}) || K <- Keys], ok end),
+    Rows = lists:sort([{Tab, K, b, x} || K <- Keys]),
+    converged(Config, Tab, Rows),
+    {atomic, ok} = call(1, Config, hypermnesia, change_table_frag, [Tab, {del_node, Dead}]),
+    Up = pool(Config),
+    false = lists:member(Dead, Up),
+    {ok, #{pool := Up}} = call(1, Config, hm_partition, properties, [Tab]),
+    [{3, []}] = lists:usort([begin
+                                 Holders = call(1, Config, hm_ec_registry, copy_nodes,
+                                                [frag(Tab, K)]),
+                                 {length(Holders), Holders -- Up}
+                             end || K <- lists:seq(1, ?F)]),
+    converged(Config, Tab, Rows),
+    ok = ec(3, Config, fun() -> [mnesia:write({Tab, K, c, x}) || K <- Keys], ok end),
+    converged(Config, Tab, lists:sort([{Tab, K, c, x} || K <- Keys])),
+    Quiet = fun(J) ->
+                    #{fragments := ByFrag} = call(J, Config, hypermnesia, info,
+                                                  [Tab, #{fragments => true}]),
+                    lists:all(fun(#{unstable_keys := 0, members := Ms}) ->
+                                      not lists:member(Dead, Ms);
+                                 (_) -> false
+                              end, maps:values(ByFrag))
+            end,
+    wait_until(fun() -> lists:all(Quiet, ids(Config)) end),
+    %% it leaves the cluster too, as a dead node with its schema in RAM may
+    {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, Dead]).
+
 %% A node killed: every key stays readable and writable (two owners of three are up); it
-%% cannot leave the pool by change_table_frag/2 while down (Mnesia changes the copies of a
-%% table only while its holders run); taken for dead, it is forgotten
+%% cannot leave the pool by change_table_frag/2 while down (its schema is on disc, and
+%% Mnesia changes the copies of a table only while such holders run); taken for dead, it is
+%% forgotten
 %% (hypermnesia:forget_node/1): each fragment it held gets its third copy back on the nodes
 %% that are up, from what they hold, and nothing written before or meanwhile is missing.
 dead_node_forgotten_and_replaced(Config) ->

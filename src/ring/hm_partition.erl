@@ -352,14 +352,16 @@ properties(Tab) ->
 %% @doc Add a node to the pool of a partitioned table, or remove one: the fragments whose
 %% preference lists change move (a new copy is added and catches up by state transfer, then
 %% the old one is removed once the others hold every operation it accepted). Every holder of
-%% a fragment that moves must be up: Mnesia changes the copies of a table only then. A node
-%% that is down keeps its place (its fragments are served by their other holders) until it is
-%% back; `{del_node, Node}' on it is refused (a node gone for good leaves with
-%% {@link forget_node/1}). For a Mnesia fragmented table this is
+%% a fragment that moves must be up, but for the node that leaves: Mnesia changes the copies
+%% of a table only then. A node that is down leaves as Mnesia lets a copy on a down node go:
+%% when its schema is in RAM, its copies are removed first and each fragment it held gets a
+%% new copy from the holders that are up (what it had not sent is lost with it: only for a
+%% node gone for good); when its schema is on disc, `{del_node, Node}' is refused, and a node
+%% gone for good leaves with {@link forget_node/1}. For a Mnesia fragmented table this is
 %% `mnesia:change_table_frag/2'. The tables whose foreign key names `Tab' change with it;
 %% on such a table itself the change is refused (`{combine_error, Tab, "Op only allowed via
 %% foreign table", {foreign_key, FK}}', as Mnesia). Errors: `{not_active, Tab, Node}' (adding a node
-%% where Mnesia does not run, or removing one that is down),
+%% where Mnesia does not run, or removing one that is down with its schema on disc),
 %% `{already_exists, Tab, Node}', `{no_exists, Tab, Node}', `{combine_error, Tab, "Too few
 %% nodes in node_pool"}', `{not_ready, Fragment, Node}' (a new copy that did not catch up in
 %% 2 minutes: the old copies are kept, and the change can be made again).
@@ -386,7 +388,13 @@ change_table_frag(Tab, Change) ->
                 {false, _, _} -> {aborted, {no_exists, Tab, Node}};
                 {true, [], _} ->
                     {aborted, {combine_error, Tab, "Too few nodes in node_pool"}};
-                {true, _, false} -> {aborted, {not_active, Tab, Node}};
+                {true, Rest, false} ->
+                    %% a node that is down leaves as Mnesia lets its copies go: only when
+                    %% its schema is in RAM (one on disc would list them again at its start)
+                    case lists:member(Node, mnesia:table_info(schema, disc_copies)) of
+                        true -> {aborted, {not_active, Tab, Node}};
+                        false -> repartition(Tab, Props, Rest)
+                    end;
                 {true, Rest, true} -> repartition(Tab, Props, Rest)
             end;
         {{ok, _}, _} -> {aborted, {bad_ec_option, Tab, Change}}
