@@ -419,8 +419,9 @@ tcsb_log_missing_and_gc_test() ->
 
 %% The bound on the log: past it, what every member heard from lately reported leaves the
 %% log, though a silent member lacks it; stability does not move; the silent member is then
-%% owed a state (lacks_given_up/2) and sent no operation; once it reports them, it is
-%% retransmitted to again.
+%% owed a state (lacks_given_up/2) and sent no operation, and while it stays silent what
+%% the others report leaves the log under the bound too; once it reports them, it is
+%% retransmitted to again, and nothing leaves under the bound.
 tcsb_log_bound_gives_up_silent_member_test() ->
     A = {a, 1}, B = {b, 1}, C = {c, 1},
     B0 = lists:foldl(fun(I, Acc) -> {_, _, S} = hm_tcsb:broadcast(I, Acc), S end,
@@ -445,12 +446,24 @@ tcsb_log_bound_gives_up_silent_member_test() ->
     ?assert(hm_tcsb:lacks_given_up(c, B3)),
     ?assertNot(hm_tcsb:lacks_given_up(b, B3)),
     ?assertMatch({[], _}, hm_tcsb:resend_due(c, B3)),
+    %% c, still silent, is owed a state: what b reports leaves the log at once, under the
+    %% bound too
+    B3a = lists:foldl(fun(I, Acc) -> {_, _, S} = hm_tcsb:broadcast(I, Acc), S end, B3,
+                      [11, 12]),
+    B3b = hm_tcsb:receive_ack(B, #{A => 12}, #{}, B3a),
+    ?assertEqual(2, hm_tcsb:log_size(B3b)),
+    {Gone2, B3c} = hm_tcsb:give_up(5, 16, B3b),
+    ?assertEqual([11, 12], [maps:get(O, Ts) || {O, Ts, _} <- Gone2]),
+    ?assertEqual(#{A => 12}, hm_tcsb:given_up(B3c)),
+    ?assertEqual(0, hm_tcsb:log_size(B3c)),
     %% c joined a's state and says so: it lacks nothing, and new operations go to it
-    {_, _, B4} = hm_tcsb:broadcast(11, hm_tcsb:receive_ack(C, #{A => 10}, #{}, B3)),
+    {_, _, B4} = hm_tcsb:broadcast(13, hm_tcsb:receive_ack(C, #{A => 12}, #{}, B3c)),
+    %% nobody silent is owed a state: under the bound nothing leaves
+    ?assertEqual({[], B4}, hm_tcsb:give_up(5, 16, B4)),
     ?assertNot(hm_tcsb:lacks_given_up(c, B4)),
     {Sent, _} = hm_tcsb:resend_due(c, lists:foldl(fun(_, Acc) -> hm_tcsb:tick(Acc) end, B4,
                                                   lists:seq(1, 5))),
-    ?assertEqual([11], [maps:get(O, Ts) || {O, Ts, _} <- Sent]).
+    ?assertEqual([13], [maps:get(O, Ts) || {O, Ts, _} <- Sent]).
 
 %% gc forgets exactly the stable prefix of an origin's log, however long: a short prefix
 %% (walked), most of the log (split), the whole log (dropped at once); what stays keeps its

@@ -126,6 +126,24 @@ a_transfer_cut_off_leaves_the_state_as_it_was_test() ->
     {_, [Again = {merge, #{parts := {Id2, 3}}}]} = deliver(n2, [{merge_req, #{}}], N1),
     {_, [{merge_part_ack, Id2, 1}]} = deliver(n1, [Again], N2a).
 
+%% A state in parts that the receiver does not take (it is receiving another, from another
+%% member) is answered `merge_part_gone', and its sender drops the rest of it: an
+%% acknowledgement of it later brings no part.
+a_state_not_taken_is_dropped_by_its_sender_test() ->
+    {Id, N1, N2, _, _} = twelve_keys_and_a_state_in_three_parts(),
+    %% a second state from n1 (asked again): n2 is receiving the first, from n1 itself, so
+    %% it takes this one instead; from another member it would not take it
+    {N1t, _} = hm_ec_table:tick([n1, n2], N1),
+    {N1a, [Other = {merge, #{parts := {Id2, 3}}}]} = deliver(n2, [{merge_req, #{}}], N1t),
+    ?assertNotEqual(Id, Id2),
+    Busy = hm_ec_table:set_members([n1, n2, n3], N2),
+    {_, NotTaken} = hm_ec_table:handle(n3, c, Other, Busy),
+    ?assertEqual([{merge_part_gone, Id2}], [M || {send, n3, M} <- NotTaken]),
+    %% n1 told so drops it: an acknowledgement of it is answered that it is gone
+    {N1b, []} = deliver(n2, [{merge_part_gone, Id2}], N1a),
+    ?assertEqual([{merge_part_gone, Id2}],
+                 element(2, deliver(n2, [{merge_part_ack, Id2, 1}], N1b))).
+
 %% While it joins a state in parts, a copy builds no state and no snapshot for another.
 a_copy_midway_builds_no_state_test() ->
     {_, _, N2, P2, P3} = twelve_keys_and_a_state_in_three_parts(),

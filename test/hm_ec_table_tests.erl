@@ -610,3 +610,42 @@ member_silent_past_the_bound_gets_a_state_test() ->
     {_, E5} = lists:foldl(fun(_, {T, _}) -> hm_ec_table:tick([n1, n2, n3], T) end, {T4, []},
                           lists:seq(1, 6)),
     ?assertEqual([], [M || {send, n3, M = {merge, _}} <- E5]).
+
+%% A member owed a state gets one at a time: not a second one when it asked for one
+%% itself, nor when it was silent for a while (joining the state it was pushed) and is heard
+%% from again.
+member_owed_a_state_gets_one_at_a_time_test() ->
+    {Alone, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                                   record => {t, 3}, cookie => c, node => n1, incarnation => 1,
+                                   members => [n1], store => hm_ec_store_map:new(set, ram),
+                                   log_limit => 5, catch_up => 1000000}),
+    T0 = hm_ec_table:set_members([n1, n2, n3], Alone),
+    Ack = fun(N, V, T) -> element(1, hm_ec_table:handle(N, c, {ack, {N, 1}, V, #{}}, T)) end,
+    Tick = fun(Up, T) -> element(1, hm_ec_table:tick(Up, T)) end,
+    Write = fun(K, T) ->
+                    element(1, hm_ec_table:submit({K, {write, {t, K, K}}}, async, w,
+                                                  {K, [n2]}, T))
+            end,
+    States = fun(Effs) -> [M || {send, n3, M = {merge, _}} <- Effs] end,
+    T1 = Tick([n1, n2, n3], Ack(n3, #{}, Ack(n2, #{}, T0))),
+    T2 = lists:foldl(fun(K, T) ->
+                             Tw = Write(K, T),
+                             Tick([n1, n2], Ack(n2, hm_tcsb:delivered(hm_ec_table:tcsb(Tw)), Tw))
+                     end, T1, lists:seq(1, 20)),
+    %% n3 heard again, and 5 ticks with it acknowledging nothing new
+    Heard = fun(T, N) ->
+                    lists:foldl(fun(_, {Tx, Effs}) ->
+                                        {Ty, E} = hm_ec_table:tick([n1, n2, n3],
+                                                                   Ack(n3, #{}, Tx)),
+                                        {Ty, Effs ++ E}
+                                end, {T, []}, lists:seq(1, N))
+            end,
+    %% it asks for the state itself: answered, and no other pushed
+    {T3, E3} = hm_ec_table:handle(n3, c, {merge_req, #{}}, Ack(n3, #{}, T2)),
+    ?assertMatch([_], States(E3)),
+    ?assertEqual([], States(element(2, Heard(T3, 5)))),
+    %% it is pushed one, is silent for 30 ticks, then heard again: no second one
+    {T4, E4} = hm_ec_table:tick([n1, n2, n3], Ack(n3, #{}, T2)),
+    ?assertMatch([_], States(E4)),
+    T5 = lists:foldl(fun(_, T) -> Tick([n1, n2, n3], T) end, T4, lists:seq(1, 30)),
+    ?assertEqual([], States(element(2, Heard(T5, 5)))).

@@ -433,18 +433,25 @@ gc_ops(S = #tcsb{log = L}) ->
 %% the members that were silent longer have them (stable ones leave it anyway, {@link gc/1}).
 %% Returns the operations that left it. A member that lacks one of them catches up by
 %% state ({@link lacks_given_up/2}); stability is not changed. `infinity': no bound.
+%%
+%% Once every silent member lacks an operation that left the log, they leave it at every
+%% call, under the bound too: those members take a state anyway, and the log then holds only
+%% what the members heard from lack, not up to `Limit' operations that nobody will be sent
+%% (a long cut under load would otherwise fill it again and again, and each time empty it
+%% at once, which holds the replica's process for as long).
 -spec give_up(pos_integer() | infinity, non_neg_integer(), state()) -> {[message()], state()}.
 give_up(infinity, _, S) -> {[], S};
 give_up(Limit, Silent, S = #tcsb{self = {Node, _}, members = Ms, cb = CB, log = L,
                                  given_up = G}) ->
-    case hm_tcsb_log:count(L) > Limit of
+    %% a member never heard from since this replica started is not silent: nothing
+    %% is known of it, so what it has is known as nothing, and nothing leaves
+    {Heard, Quiet} = lists:partition(fun(M) -> not silent(M, Silent, S) end, Ms -- [Node]),
+    case hm_tcsb_log:count(L) > Limit orelse
+        (Quiet =/= [] andalso lists:all(fun(M) -> lacks_given_up(M, S) end, Quiet)) of
         false -> {[], S};
         true ->
-            %% a member never heard from since this replica started is not silent: nothing
-            %% is known of it, so what it has is known as nothing, and nothing leaves
             %% what a member reported, settled or not: the log is kept for retransmission,
             %% and a member has what it reported (stability waits for settled reports)
-            Heard = [M || M <- Ms, M =/= Node, not silent(M, Silent, S)],
             V = lists:foldl(fun(M, Acc) -> hm_vv:meet(Acc, reported(M, S)) end,
                             hm_causal_buffer:delivered(CB), Heard),
             case hm_tcsb_log:prune(V, L) of

@@ -421,20 +421,24 @@ remote(From, Msg = {merge_req, V}, T0 = #t{tab = Tab}) ->
                     {merge, #{rows := {left_out, _, _}}} -> T1#t.partial_states + 1;
                     _ -> T1#t.partial_states
                 end,
-            {T2, Sends} = hm_ec_table_stream:send_state(
-                            [From | hm_ec_table_catch_up:also_behind(From, State, T)], State,
-                            T1#t{partial_states = N}),
-            {T2, Ask ++ Sends}
+            To = [From | hm_ec_table_catch_up:also_behind(From, State, T)],
+            {T2, Sends} = hm_ec_table_stream:send_state(To, State, T1#t{partial_states = N}),
+            {case State of
+                 {merge, _} -> hm_ec_table_give_up:sent_state(To, T2);
+                 {merge_none} -> T2
+             end, Ask ++ Sends}
     end;
 remote(From, Msg = {merge, _}, T0 = #t{tab = Tab, merge_req = Req}) ->
     case hm_ec_wire:is_merge(Msg) of
         false -> {T0#t{merge_req = none}, [{drop, {bad_message, Tab, From, Msg}}]};
         true ->
-            case Req of
-                {From, AskedAt} ->
-                    hm_ec_table_catch_up:merge_asked(From, AskedAt, Msg, T0#t{merge_req = none});
-                _ -> hm_ec_table_catch_up:merge_unasked(From, Msg, T0)
-            end
+            {T, Effs} = case Req of
+                            {From, AskedAt} ->
+                                hm_ec_table_catch_up:merge_asked(From, AskedAt, Msg,
+                                                                 T0#t{merge_req = none});
+                            _ -> hm_ec_table_catch_up:merge_unasked(From, Msg, T0)
+                        end,
+            {T, Effs ++ hm_ec_table_stream:not_taken(From, Msg, T)}
     end;
 remote(_From, {merge_none}, T) ->
     {T#t{merge_req = none}, []};

@@ -24,7 +24,7 @@
 -module(hm_ec_table_give_up).
 -include("hm_ec_table.hrl").
 
--export([give_up/1, push_states/2, settled/2, is_pushed/1, takes_pushed/2]).
+-export([give_up/1, push_states/2, sent_state/2, settled/2, is_pushed/1, takes_pushed/2]).
 
 %% a member that lacks what this copy gave up is sent its state at most this often (a state
 %% of a large table takes seconds to build, send and join: the member says it has it only
@@ -60,11 +60,13 @@ keys_of([{_, _, {_, Key, _}} | Rest], Keys) -> keys_of(Rest, Keys#{Key => true})
 %% @doc At a tick: this copy's state to each reachable member (heard from within
 %% ?FLOW_SILENT_TICKS) that lacks an operation this copy gave up, with the keys of those
 %% operations ({@link hm_ec_table_catch_up:merge_state/2}), at most every ?PUSH_RETRY_TICKS
-%% ticks. After a heal every copy of the other side may owe it a state; one is enough (the
-%% member skips the others, see {@link takes_pushed/2}), so of the copies that could send
-%% the same (reachable, and holding everything this one gave up) the first in node order
-%% sends it at once and each next one ?PUSH_STAGGER_TICKS later, when the member still
-%% lacks what that copy gave up.
+%% ticks, and not while a state this copy sends it in parts is on its way. After a heal
+%% every copy of the other side may owe it a state; one is enough (the member skips the
+%% others, see {@link takes_pushed/2}), so of the copies that could send the same
+%% (reachable, and holding everything this one gave up) the first in node order sends it
+%% at once and each next one ?PUSH_STAGGER_TICKS later, when the member still lacks what
+%% that copy gave up. A member that is silent for a while (it is joining a large state)
+%% keeps its place: when it is heard from again the retry waits as before.
 -spec push_states([node()], #t{}) -> {#t{}, effects()}.
 push_states(Reach, T = #t{tcsb = B}) ->
     case hm_tcsb:given_up(B) of
@@ -76,16 +78,17 @@ push_states(Reach, T = #t{tcsb = B}) ->
             end
     end.
 
-push_states(Reach, G, T = #t{tcsb = B, ticks = N, pushed = Pushed0}) ->
+push_states(Reach, G, T = #t{tcsb = B, ticks = N, pushed = Pushed0, streams = Streams}) ->
     Self = ?NODE_OF(B),
-    Lacking = [M || M <- Reach, hm_tcsb:lacks_given_up(M, B),
-                    hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B)],
+    Lacking = [M || M <- hm_tcsb:members(B), M =/= Self, hm_tcsb:lacks_given_up(M, B)],
     %% per member lacking: the tick since which it is, and of the last state sent
     Pushed = maps:from_list([{M, maps:get(M, Pushed0, {N, none})} || M <- Lacking]),
     %% the copies that could send the same: reachable, with everything this one
     %% gave up
     Peers = [X || X <- Reach, hm_vv:leq(G, hm_tcsb:reported(X, B))],
-    Due = [M || M <- Lacking, due(maps:get(M, Pushed), rank(Self, M, Peers), N)],
+    Due = [M || M <- Lacking, lists:member(M, Reach), not is_map_key(M, Streams),
+                hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B),
+                due(maps:get(M, Pushed), rank(Self, M, Peers), N)],
     lists:foldl(fun(M, {Tx = #t{pushed = P}, Effs}) ->
                         case hm_ec_table_catch_up:merge_state(
                                Tx, hm_tcsb:reported(M, B)) of
@@ -98,6 +101,20 @@ push_states(Reach, G, T = #t{tcsb = B, ticks = N, pushed = Pushed0}) ->
                             {merge_none} -> {Tx, Effs}
                         end
                 end, {T#t{pushed = Pushed}, []}, Due).
+
+%% @doc This copy sent its state to the members `Ms' (they asked for it, or were as far
+%% behind as one that did): for those that lack what this copy gave up it counts as pushed,
+%% and no other goes to them for ?PUSH_RETRY_TICKS ticks.
+-spec sent_state([node()], #t{}) -> #t{}.
+sent_state(Ms, T = #t{tcsb = B, ticks = N, pushed = P}) ->
+    T#t{pushed = lists:foldl(fun(M, Acc) ->
+                                     case hm_tcsb:lacks_given_up(M, B) of
+                                         true ->
+                                             {Since, _} = maps:get(M, Acc, {N, none}),
+                                             Acc#{M => {Since, N}};
+                                         false -> Acc
+                                     end
+                             end, P, Ms)}.
 
 due({Since, none}, Rank, N) -> N - Since >= Rank * ?PUSH_STAGGER_TICKS;
 due({_, Last}, _, N) -> N - Last >= ?PUSH_RETRY_TICKS.

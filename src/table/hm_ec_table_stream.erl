@@ -33,7 +33,7 @@
 -include("hm_ec_table.hrl").
 
 -export([send_state/3, in_parts/1, acked/4, begin_parts/5, part/3, gone/3, join_next/2,
-         tick/1, skips/3, is_ahead/1, receiving_other/2]).
+         tick/1, skips/3, is_ahead/1, receiving_other/2, not_taken/3]).
 -export_type([stream/0, incoming/0]).
 
 %% parts sent ahead of the last one the receiver acknowledged
@@ -174,12 +174,30 @@ keep_part(From, {Id, I, Bin}, T = #t{incoming = {receiving, From, Id, Next, Coun
 next_missing(I, Parts) when is_map_key(I, Parts) -> next_missing(I + 1, Parts);
 next_missing(I, _) -> I.
 
-%% @doc The sender no longer has transfer `Id' (it forgot it, or restarted): this copy gives
-%% it up while it has not every part, and asks for a state again when it still lacks one.
+%% @doc The other end no longer wants transfer `Id': a sender that forgot it (or restarted),
+%% and this copy gives it up while it has not every part (and asks for a state again when
+%% it still lacks one); or a receiver that did not take it ({@link not_taken/3}), and this
+%% copy sends no more of it.
 -spec gone(node(), term(), #t{}) -> {#t{}, effects()}.
 gone(From, Id, T = #t{incoming = {receiving, From, Id, _, _, _, _, _}}) ->
     {T#t{incoming = none}, []};
-gone(_, _, T) -> {T, []}.
+gone(From, Id, T = #t{streams = S}) ->
+    case S of
+        #{From := {Id, _, _, _, _}} -> {T#t{streams = maps:remove(From, S)}, []};
+        _ -> {T, []}
+    end.
+
+%% @doc After the first part of a transfer from `From' was looked at (`T' is the state
+%% after): when this copy did not take it (it is receiving or joining another, or does not
+%% lack it), the sender is told, and drops the rest of it.
+-spec not_taken(node(), {merge, map()}, #t{}) -> effects().
+not_taken(From, {merge, #{parts := {Id, Count}}}, #t{incoming = In}) when Count > 1 ->
+    case In of
+        {receiving, From, Id, _, _, _, _, _} -> [];
+        {joining, From, Id, _, _, _, _} -> [];
+        _ -> [{send, From, {merge_part_gone, Id}}]
+    end;
+not_taken(_, _, _) -> [].
 
 %% @doc The next part of transfer `Id', every part of which is here, joined; with the last,
 %% the sender's delivered vector counts as delivered.
