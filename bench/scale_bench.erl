@@ -25,6 +25,8 @@
 -define(AFTER_HEAL_S, 10).
 -define(SAMPLE_MS, 500).
 -define(CONVERGE_TIMEOUT_MS, 1800000).
+%% a step of an EC table process this long or longer is listed
+-define(LONG_STEP_MS, 200).
 
 %% @doc `main([Rows, CutS, Writers, Out])' (strings).
 -spec main([string()]) -> no_return().
@@ -46,6 +48,10 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
         I4 = hm_cluster:add_node(C),
         Nodes3 = [hm_cluster:node(C, I) || I <- [1, 2, 3]],
         Tab = table(Ctx),
+        Ids = [1, 2, 3, I4],
+        %% the EC table processes time their steps (read when each starts)
+        _ = [ok = hm_cluster:call(C, I, application, set_env,
+                                  [hypermnesia, slow_step_ms, ?LONG_STEP_MS]) || I <- Ids],
         Opts = [{attributes, [k, v]}, {ram_copies, Nodes3}],
         {atomic, ok} = case Ctx of
                            plain -> hm_cluster:call(C, 1, mnesia, create_table, [Tab, Opts]);
@@ -64,13 +70,16 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
         {AddMs, ok} = timed(fun() -> add_copy(C, Ctx, Tab, N4, I4, Rows) end),
         io:format("~p: copy added in ~b ms~n", [Ctx, AddMs]),
         %% node 3 cut off
+        Steps0 = steps(C, Ctx, Tab, Ids),
         ok = hm_cluster:cut(C, [3], [1, 2, I4]),
         RateCut = rate(C, CutS * 1000),
         MemCut = [hm_cluster:call(C, I, erlang, memory, [total]) || I <- [1, 2, 3, I4]],
         Profile = [hm_cluster:call(C, I, ?MODULE, memory_profile, []) || I <- [1, 2, 3, I4]],
+        Steps1 = steps(C, Ctx, Tab, Ids),
         HealT0 = erlang:monotonic_time(millisecond),
         ok = hm_cluster:heal(C),
         {RateHeal, Timeline} = after_heal(C, Ctx, Tab, [1, 2, 3, I4]),
+        Steps2 = steps(C, Ctx, Tab, Ids),
         ok = hm_cluster:call(C, 2, ?MODULE, writer_stop, []),
         StopT0 = erlang:monotonic_time(millisecond),
         Converged = case Ctx of
@@ -86,7 +95,9 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
               rate_cut => RateCut, rate_heal => RateHeal, converged_ms => Converged,
               converged_after_stop_ms => AfterStop,
               peak_mb => [mb(M) || M <- Peaks], cut_end_mb => [mb(M) || M <- MemCut],
-              cut_end_profile => Profile, heal_timeline => Timeline},
+              cut_end_profile => Profile, heal_timeline => Timeline,
+              steps_cut => steps_between(Steps0, Steps1),
+              steps_heal => steps_between(Steps1, Steps2)},
         io:format("~p: ~p~n", [Ctx, R]),
         R#{params => P}
     after
@@ -136,6 +147,27 @@ after_heal(C, Ctx, Tab, Ids) ->
           end, {N0, []}, lists:seq(1, ?AFTER_HEAL_S)),
     Ms = erlang:monotonic_time(millisecond) - T0,
     {(NEnd - N0) * 1000 div Ms, Rows}.
+
+%% What the EC table process of each node spent its time on so far: per node, its step totals
+%% by kind (`{Steps, Microseconds, Reductions}') and its steps of ?LONG_STEP_MS or more
+%% (`{Kind, AtMs, TookMs, Reductions}'), from `hypermnesia:info/1' (`none' for a plain table).
+steps(_, plain, _, _) -> none;
+steps(C, ec, Tab, Ids) ->
+    [case catch hm_cluster:call(C, I, hypermnesia, info, [Tab]) of
+         #{step_totals := Totals, slow_steps := Long} -> {Totals, Long};
+         _ -> {#{}, []}
+     end || I <- Ids].
+
+%% Per node, what its table process spent between two readings of steps/4: the kinds that took
+%% the most time (`{Kind, Steps, Ms}', the longest first) and the long steps of that time.
+steps_between(none, _) -> none;
+steps_between(Before, After) ->
+    [begin
+         Spent = [{Kind, N - N0, (Us - Us0) div 1000}
+                  || {Kind, {N, Us, _}} <- maps:to_list(T1),
+                     {N0, Us0, _} <- [maps:get(Kind, T0, {0, 0, 0})], N > N0],
+         {lists:reverse(lists:keysort(3, Spent)), Long1 -- Long0}
+     end || {{T0, Long0}, {T1, Long1}} <- lists:zip(Before, After)].
 
 %% @doc This node's EC table process: message queue, memory (MB), states caught up with,
 %% operations waiting in the causal buffer (`none' for a plain table).
@@ -308,7 +340,11 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
       "process's message queue and memory (MB), the states it caught up with so far and "
       "the operations waiting in its causal buffer (`busy': no answer within 300 ms):~n~n"
       "| s | plain writes | EC writes | EC nodes: queue, MB, states, waiting |~n"
-      "|---|---|---|---|~n~s",
+      "|---|---|---|---|~n~s~n"
+      "What each node's EC table process spent its time on, during the cut and in the ~b s "
+      "after the heal: the kinds of step that took the most (ms in all, and how many steps), "
+      "and the steps of ~b ms or more (the longest first):~n~n"
+      "| node | during the cut | after the heal |~n|---|---|---|~n~s",
       [Rows, ?VALUE_BYTES, W, CutS,
        maps:get(fill_ms, Pl), maps:get(fill_ms, Ec), Ratio(fill_ms),
        maps:get(rate_before, Pl), maps:get(rate_before, Ec), Ratio(rate_before),
@@ -321,7 +357,25 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
        maps:get(peak_mb, Pl), maps:get(peak_mb, Ec),
        maps:get(cut_end_mb, Pl), maps:get(cut_end_mb, Ec),
        profile(maps:get(cut_end_profile, Pl)), profile(maps:get(cut_end_profile, Ec)),
-       ?AFTER_HEAL_S, timeline(maps:get(heal_timeline, Pl), maps:get(heal_timeline, Ec))]).
+       ?AFTER_HEAL_S, timeline(maps:get(heal_timeline, Pl), maps:get(heal_timeline, Ec)),
+       ?AFTER_HEAL_S, ?LONG_STEP_MS,
+       spent(maps:get(steps_cut, Ec), maps:get(steps_heal, Ec))]).
+
+spent(none, _) -> "";
+spent(Cut, Heal) ->
+    [io_lib:format("| ~b | ~s | ~s |~n", [I, spent(C), spent(H)])
+     || {I, C, H} <- lists:zip3(lists:seq(1, length(Cut)), Cut, Heal)].
+
+spent({Kinds, Long}) ->
+    Top = [io_lib:format("~s ~b ms (~b)", [K, Ms, N]) || {K, N, Ms} <- lists:sublist(Kinds, 4)],
+    Longest = lists:sublist(lists:reverse(lists:keysort(3, Long)), 6),
+    [lists:join(", ", Top),
+     case Long of
+         [] -> "";
+         _ -> io_lib:format("; ~b long: ~s", [length(Long),
+                                               lists:join(", ", [io_lib:format("~s ~b", [K, Ms])
+                                                                 || {K, _, Ms, _} <- Longest])])
+     end].
 
 timeline(Pl, Ec) ->
     [io_lib:format("| ~b | ~b | ~b | ~s |~n",
