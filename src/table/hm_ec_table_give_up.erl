@@ -33,6 +33,9 @@
 %% the members that gave up what a member lacks do not all send it their state at once:
 %% each waits this many ticks more than the one before it in node order
 -define(PUSH_STAGGER_TICKS, 40).
+%% ... and both wait this many ticks more per part of the state (a member joins a part in
+%% about a tick, and says it has the state only once it joined every part)
+-define(PUSH_TICKS_PER_PART, 2).
 
 %% @doc At a tick: past the bound, the operations every member heard from within
 %% ?HEARD_TICKS has delivered leave the log, and their keys are kept.
@@ -65,8 +68,10 @@ keys_of([{_, _, {_, Key, _}} | Rest], Keys) -> keys_of(Rest, Keys#{Key => true})
 %% others, see {@link takes_pushed/2}), so of the copies that could send the same
 %% (reachable, and holding everything this one gave up) the first in node order sends it
 %% at once and each next one ?PUSH_STAGGER_TICKS later, when the member still lacks what
-%% that copy gave up. A member that is silent for a while (it is joining a large state)
-%% keeps its place: when it is heard from again the retry waits as before.
+%% that copy gave up (both the stagger and the retry are longer by about the time the
+%% member takes to join a state in parts). A member that is silent for a while (it is
+%% joining a large state) keeps its place: when it is heard from again the retry waits as
+%% before.
 -spec push_states([node()], #t{}) -> {#t{}, effects()}.
 push_states(Reach, T = #t{tcsb = B}) ->
     case hm_tcsb:given_up(B) of
@@ -88,7 +93,7 @@ push_states(Reach, G, T = #t{tcsb = B, ticks = N, pushed = Pushed0, streams = St
     Peers = [X || X <- Reach, hm_vv:leq(G, hm_tcsb:reported(X, B))],
     Due = [M || M <- Lacking, lists:member(M, Reach), not is_map_key(M, Streams),
                 hm_tcsb:acked_within(M, ?FLOW_SILENT_TICKS, B),
-                due(maps:get(M, Pushed), rank(Self, M, Peers), N)],
+                due(maps:get(M, Pushed), rank(Self, M, Peers), N, join_ticks(T))],
     lists:foldl(fun(M, {Tx = #t{pushed = P}, Effs}) ->
                         case hm_ec_table_catch_up:merge_state(
                                Tx, hm_tcsb:reported(M, B)) of
@@ -116,8 +121,18 @@ sent_state(Ms, T = #t{tcsb = B, ticks = N, pushed = P}) ->
                                      end
                              end, P, Ms)}.
 
-due({Since, none}, Rank, N) -> N - Since >= Rank * ?PUSH_STAGGER_TICKS;
-due({_, Last}, _, N) -> N - Last >= ?PUSH_RETRY_TICKS.
+due({Since, none}, Rank, N, Join) -> N - Since >= Rank * (?PUSH_STAGGER_TICKS + Join);
+due({_, Last}, _, N, Join) -> N - Last >= ?PUSH_RETRY_TICKS + Join.
+
+%% About how many ticks a member takes to join the state this copy would send it: a state
+%% in parts is joined a part at a time, so the next copy's state (or this copy's again)
+%% waits that much longer before it is sent (a large state's join takes longer than the
+%% stagger and the retry alone).
+join_ticks(#t{part_keys = infinity}) -> 0;
+join_ticks(#t{part_keys = P, given_up_keys = all, store = St}) ->
+    ?PUSH_TICKS_PER_PART * (hm_ec_store:size(St) div P);
+join_ticks(#t{part_keys = P, given_up_keys = Keys}) ->
+    ?PUSH_TICKS_PER_PART * (map_size(Keys) div P).
 
 %% This copy's place, in node order, among `Peers' (the copies that could send member `M'
 %% the same state).
