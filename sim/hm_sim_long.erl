@@ -51,7 +51,7 @@ gen(Seed) ->
             drop => Lossy * 0.02, dup => Lossy * 0.02, delay => Delay, duration => Dur,
             seed => Seed,
             keys => Keys, window => Win, catch_up => catch_up(Seed), log_limit => Limit,
-            part_keys => part_keys(Seed), skew => maps:from_list([{Nd, 0} || Nd <- Nodes])},
+            part_keys => part_keys(Seed), fold_keys => fold_keys(Seed), skew => maps:from_list([{Nd, 0} || Nd <- Nodes])},
     %% writes mostly, deletes, and rarely a clear
     {Ops, _} = hm_sim:gen_ops(NOps, Nodes, Dur, Keys, {1000, 700, 850, 998}, R1),
     X = lists:nth(1 + (Victim - 1) rem N, Nodes),
@@ -62,6 +62,11 @@ gen(Seed) ->
 %% others.
 part_keys(Seed) when Seed rem 4 < 2 -> 4;
 part_keys(_) -> infinity.
+
+%% Stabilization in steps of 5 keys (hm_ec_table option `fold_keys') in one seed in three:
+%% the heal's keys become stable at once and are folded over many steps.
+fold_keys(Seed) when Seed rem 3 =:= 0 -> 5;
+fold_keys(_) -> infinity.
 
 %% One seed in three cuts the copy off again soon after the heal, for 0.5 to 2.5 s, while
 %% the states it is sent are on their way: a transfer cut in the middle.

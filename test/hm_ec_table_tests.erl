@@ -649,3 +649,75 @@ member_owed_a_state_gets_one_at_a_time_test() ->
     ?assertMatch([_], States(E4)),
     T5 = lists:foldl(fun(_, T) -> Tick([n1, n2, n3], T) end, T4, lists:seq(1, 30)),
     ?assertEqual([], States(element(2, Heard(T5, 5)))).
+
+%% Stabilization in steps: the keys that became stable together are folded `fold_keys' at a
+%% time, the rest by `fold' continuations (one on its way at a time), and reads show the
+%% same all along; in the end no key keeps metadata.
+stable_keys_fold_a_few_per_step_test() ->
+    {Alone, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                                   record => {t, 3}, cookie => c, node => n1, incarnation => 1,
+                                   members => [n1], store => hm_ec_store_map:new(set, ram),
+                                   fold_keys => 2}),
+    T0 = hm_ec_table:set_members([n1, n2], Alone),
+    Ack = fun(V, T) -> element(1, hm_ec_table:handle(n2, c, {ack, {n2, 1}, V, #{}}, T)) end,
+    {T1, _} = hm_ec_table:tick([n1, n2], Ack(#{}, T0)),
+    T2 = lists:foldl(fun(K, T) ->
+                             element(1, hm_ec_table:submit({K, {write, {t, K, K}}}, async, w,
+                                                           {K, [n2]}, T))
+                     end, T1, lists:seq(1, 7)),
+    Unstable = fun(T) -> maps:get(unstable_keys, hm_ec_table:info([n1, n2], T)) end,
+    Reads = fun(T) -> [hm_ec_table:read(K, T) || K <- lists:seq(1, 7)] end,
+    ?assertEqual(7, Unstable(T2)),
+    %% n2 has every write: all 7 keys are stable at once, 2 are folded in this step
+    {T3, E3} = hm_ec_table:acknowledge([n1, n2],
+                                       Ack(hm_tcsb:delivered(hm_ec_table:tcsb(T2)), T2)),
+    ?assertEqual(5, Unstable(T3)),
+    ?assertEqual([{continue, fold}], [C || C = {continue, _} <- E3]),
+    ?assertEqual(Reads(T2), Reads(T3)),
+    %% a tick in between folds 2 more and sends no second continuation
+    {T4, E4} = hm_ec_table:tick([n1, n2], T3),
+    ?assertEqual(3, Unstable(T4)),
+    ?assertEqual([], [C || C = {continue, _} <- E4]),
+    %% the continuation folds 2, and goes again for the last
+    {T5, E5} = hm_ec_table:timeout(fold, T4),
+    ?assertEqual(1, Unstable(T5)),
+    ?assertEqual([{continue, fold}], [C || C = {continue, _} <- E5]),
+    {T6, E6} = hm_ec_table:timeout(fold, T5),
+    ?assertEqual(0, Unstable(T6)),
+    ?assertEqual([], [C || C = {continue, _} <- E6]),
+    ?assertEqual(Reads(T2), Reads(T6)).
+
+%% The next copy in node order that could push a returning member its state waits longer
+%% when that state goes in many parts (the member takes about a tick per part to join it,
+%% and says it has it only once it joined them all): 40 ticks, plus 2 per part.
+next_pusher_waits_for_a_state_in_parts_test() ->
+    {Alone, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                                   record => {t, 3}, cookie => c, node => n1, incarnation => 1,
+                                   members => [n1], store => hm_ec_store_map:new(set, ram),
+                                   log_limit => 5, catch_up => 1000000, part_keys => 2}),
+    T0 = hm_ec_table:set_members([a0, n1, n2, n3], Alone),
+    Ack = fun(N, V, T) -> element(1, hm_ec_table:handle(N, c, {ack, {N, 1}, V, #{}}, T)) end,
+    Both = fun(V, T) -> Ack(a0, V, Ack(n2, V, T)) end,
+    Tick = fun(Up, T) -> element(1, hm_ec_table:tick(Up, T)) end,
+    T1 = Tick([a0, n1, n2, n3], Ack(n3, #{}, Both(#{}, T0))),
+    %% 20 keys written while n3 is silent, a0 and n2 have them all: a0 pushes first
+    T2 = lists:foldl(fun(K, T) ->
+                             {Tw, _} = hm_ec_table:submit({K, {write, {t, K, K}}}, async, w,
+                                                          {K, [n2]}, T),
+                             Tick([a0, n1, n2], Both(hm_tcsb:delivered(hm_ec_table:tcsb(Tw)), Tw))
+                     end, T1, lists:seq(1, 20)),
+    ?assert(maps:get(given_up_keys, hm_ec_table:info([a0, n1, n2], T2)) >= 15),
+    V = hm_tcsb:delivered(hm_ec_table:tcsb(T2)),
+    %% n3 is heard again: the tick at which n1 sends it a state
+    Pushed = fun Loop(T, I) when I > 100 -> {never, T};
+                 Loop(T, I) ->
+                     {T1x, E} = hm_ec_table:tick([a0, n1, n2, n3], Ack(n3, #{}, Both(V, T))),
+                     case [M || {send, n3, M = {merge, _}} <- E] of
+                         [] -> Loop(T1x, I + 1);
+                         _ -> {I, T1x}
+                     end
+             end,
+    {At, _} = Pushed(T2, 1),
+    ?assert(is_integer(At)),
+    ?assert(At > 40 + 2 * 7),
+    ?assert(At =< 40 + 2 * 10 + 2).

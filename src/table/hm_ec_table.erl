@@ -48,7 +48,9 @@
 %% stable (§4.7) lose their timestamps and, when storage alone says it all, their metadata.
 %% Only the keys of the operations that just became stable are looked at (a key's entries
 %% are stable once its last unstable operation is), so a tick costs what became stable, not
-%% the number of unstable keys.</li>
+%% the number of unstable keys. A table of records folds at most the option `fold_keys'
+%% keys (default `infinity') in one step and the rest in the steps after
+%% ({@link hm_ec_table_stabilize}).</li>
 %% <li>{@link acknowledge/2}: the acknowledgements and stabilization of a tick, run between
 %% ticks while the table is busy, so that stability follows the load closely.</li>
 %% <li>Flow control: the answer to an `async' write waits while a member that keeps up
@@ -129,7 +131,8 @@
                   events => boolean(), tcsb => hm_tcsb:opts(),
                   crdt => none | hm_ec_crdt:spec(), epoch => pos_integer(),
                   flow => pos_integer() | infinity, catch_up => pos_integer() | infinity,
-                  log_limit => pos_integer() | infinity, part_keys => pos_integer() | infinity}.
+                  log_limit => pos_integer() | infinity, part_keys => pos_integer() | infinity,
+                  fold_keys => pos_integer() | infinity}.
 
 -opaque state() :: #t{}.
 
@@ -149,7 +152,8 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
             flow = maps:get(flow, O, ?FLOW_LIMIT),
             catch_up = maps:get(catch_up, O, infinity),
             log_limit = maps:get(log_limit, O, infinity),
-            part_keys = maps:get(part_keys, O, infinity)},
+            part_keys = maps:get(part_keys, O, infinity),
+            fold_keys = maps:get(fold_keys, O, infinity)},
     Log = hm_ec_store:log_read(St),
     case hm_ec_table_restore:restorable(Log) of
         {state, OldDelivered} ->
@@ -327,6 +331,8 @@ timeout(crdt_epoch, T = #t{status = ready}) ->
 timeout(crdt_epoch, T = #t{epoch = Ms}) -> {T, [{timer, Ms, crdt_epoch}]};   % not caught up yet
 timeout({join_part, Id}, T) ->
     hm_ec_table_stream:join_next(Id, T);
+timeout(fold, T) ->
+    hm_ec_table_stabilize:fold_next(T);
 timeout(_, T) -> {T, []}.
 
 %% @doc The copy here stops (its table or fragment leaves this node, or the application

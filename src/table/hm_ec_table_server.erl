@@ -44,6 +44,9 @@
 %% keys per part of a state sent in parts (hm_ec_table_stream): about 1 MB of 100-byte
 %% rows, joined in a few tens of milliseconds
 -define(PART_KEYS, 5000).
+%% keys a step of stabilization folds at most (hm_ec_table_stabilize): a few tens of
+%% milliseconds of the table's process
+-define(FOLD_KEYS, 5000).
 %% how long an async operation waits in the outbox for others bound for the same member
 -define(OUTBOX_MS, 1).
 %% how many slow steps the diagnostic keeps (slow_limit/0)
@@ -135,7 +138,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
              crdt => maps:get(crdt, EcOpts, none),
              epoch => maps:get(crdt_epoch, EcOpts, 100),
              flow => flow_limit(), catch_up => catch_up_lag(Tab), log_limit => log_limit(),
-             part_keys => part_keys()},
+             part_keys => part_keys(), fold_keys => ?FOLD_KEYS},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     {T, Effs} = hm_ec_table:new(Opts),
     Ref = make_ref(),

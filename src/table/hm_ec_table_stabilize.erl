@@ -8,10 +8,20 @@
 %% operations that just became stable (every key on a full scan, after a clear, or once a
 %% state this copy caught up with is stable), so it costs what became stable; a disc CRDT
 %% table writes its rows before its log forgets operations.
+%%
+%% Folding in steps: after a long partition heals, the whole cut's keys become stable at
+%% once (hundreds of thousands on a large table), and folding them in one step would hold
+%% the copy's process, and its writers, for seconds. A table of records folds at most
+%% `fold_keys' of them in one step ({@link fold_next/1}) and keeps the others to fold in the
+%% steps after, its writers' and members' messages going in between. That is safe because
+%% folding is only ever late, never early: a key still to fold keeps its timestamps, which is
+%% what it had before it became stable, and is folded later against the stable vector of
+%% then, which covers the one of now. While a state in parts is on its way nothing is
+%% folded, as before.
 -module(hm_ec_table_stabilize).
 -include("hm_ec_table.hrl").
 
--export([stabilize/2]).
+-export([stabilize/2, fold_next/1]).
 
 %% Causal stability (§4.7): keys whose entries are all stable lose their timestamps, and
 %% their metadata row when storage alone says it all; stable logged operations and clears
@@ -25,7 +35,7 @@ stabilize(T = #t{incoming = In}, _) when In =/= none ->
     {T, []};
 stabilize(T = #t{tcsb = B, stable_seen = Seen, fold_after = FA}, Full) ->
     case hm_tcsb:stable(B) of
-        Seen -> {T, []};
+        Seen -> fold_more(T);
         V ->
             %% the keys a state this copy caught up with brought unstable entries to: their
             %% operations are not in this copy's log, so every key is looked at once they
@@ -61,7 +71,7 @@ stabilize(T0 = #t{tcsb = B, clears = Cs, events = Ev, disc = Disc}, V, Full) ->
                true -> all;
                false -> stable_keys(GoneOps, [])
            end,
-    {T1a = #t{store = St1}, Dots} = stabilize_keys(T, V, Keys, GoneOps),
+    {T1a = #t{store = St1}, Dots} = fold(T, V, Keys, GoneOps),
     Clears = [C || C = {D, _, _} <- Cs, not hm_vv:contains(D, V)],
     %% a ram copy logs no operation (hm_ec_table_apply:persist/3)
     St2 = case Disc of
@@ -69,12 +79,51 @@ stabilize(T0 = #t{tcsb = B, clears = Cs, events = Ev, disc = Disc}, V, Full) ->
               false -> St1
           end,
     T1 = hm_ec_table_apply:persist_clears(T1a#t{store = St2, tcsb = B1, clears = Clears}, Cs),
+    {T2, Next} = next_step(T1),
     case Ev of
         true ->
             Folded = lists:usort(Dots ++ Gone ++ [D || {D, _, _} <- Cs -- Clears]),
-            {T1, [{event, {stabilized, Folded}} || Folded =/= []]};
-        false -> {T1, []}
+            {T2, [{event, {stabilized, Folded}} || Folded =/= []] ++ Next};
+        false -> {T2, Next}
     end.
+
+%% @doc The `fold' continuation: the next `fold_keys' keys still to fold, against the stable
+%% vector of now; another continuation goes when keys remain. Nothing while a state in
+%% parts is on its way (the next tick after it goes on).
+-spec fold_next(#t{}) -> {#t{}, effects()}.
+fold_next(T = #t{incoming = In}) when In =/= none -> {T#t{fold_set = false}, []};
+fold_next(T) -> fold_more(T#t{fold_set = false}).
+
+%% Keys still to fold, when the stable vector did not move: the next of them.
+fold_more(T = #t{fold_todo = []}) -> {T, []};
+fold_more(T = #t{tcsb = B, events = Ev}) ->
+    {T1, Dots} = fold(T, hm_tcsb:stable(B), [], []),
+    {T2, Next} = next_step(T1),
+    {T2, [{event, {stabilized, lists:usort(Dots)}} || Ev, Dots =/= []] ++ Next}.
+
+%% A continuation when keys remain to fold and none is on its way.
+next_step(T = #t{fold_todo = [_ | _], fold_set = false}) ->
+    {T#t{fold_set = true}, [{continue, fold}]};
+next_step(T) -> {T, []}.
+
+%% Fold `Keys' (`all': every unstable key) against the stable vector `V', with the keys
+%% still to fold from earlier steps; a table of records folds `fold_keys' of them at most
+%% and keeps the others for the next step.
+fold(T = #t{crdt = none, fold_keys = Max, fold_todo = Todo0, store = St}, V, Keys, GoneOps)
+  when is_integer(Max) ->
+    Todo = case Keys of
+               %% every unstable key: those still to fold are among them
+               all -> hm_ec_store:meta_keys(St);
+               _ -> Keys ++ Todo0
+           end,
+    {Now, Later} = take(Max, Todo, []),
+    stabilize_keys(T#t{fold_todo = Later}, V, Now, GoneOps);
+fold(T, V, Keys, GoneOps) ->
+    stabilize_keys(T, V, Keys, GoneOps).
+
+take(0, Rest, Acc) -> {Acc, Rest};
+take(_, [], Acc) -> {Acc, []};
+take(N, [K | Rest], Acc) -> take(N - 1, Rest, [K | Acc]).
 
 %% A table of records that forgets more operations than it has unstable keys (the whole cut
 %% after a heal) looks at every unstable key: fewer steps than finding the operations' keys.
