@@ -22,7 +22,7 @@
 %% place and returns itself).
 -module(hm_ec_store).
 
--export([read/2, write/2, delete/2, all_keys/1, rows/1, size/1,
+-export([read/2, write/2, write_all/2, delete/2, all_keys/1, rows/1, size/1,
          meta_get/2, meta_put/3, meta_del/2, meta_keys/1, meta_rows/1, meta_size/1,
          meta_words/1, log_put/3, log_del/2, log_read/1, log_clear/1, is_disc/1, sync/1,
          unwritten_put/2, unwritten_del/2]).
@@ -32,6 +32,7 @@
 
 -callback read(term(), St) -> [tuple()] when St :: term().
 -callback write(tuple(), St) -> St when St :: term().
+-callback write_all([tuple()], St) -> St when St :: term().
 -callback delete(term(), St) -> St when St :: term().
 -callback all_keys(term()) -> [term()].
 -callback rows(term()) -> [tuple()].
@@ -59,6 +60,10 @@ read(Key, {M, S}) -> M:read(Key, S).
 %% @doc Store a record (a `set' replaces the key's record, a `bag' adds a sibling).
 -spec write(tuple(), store()) -> store().
 write(Rec, {M, S}) -> {M, M:write(Rec, S)}.
+
+%% @doc Store records, as {@link write/2} of each in turn does (a state installed whole).
+-spec write_all([tuple()], store()) -> store().
+write_all(Recs, {M, S}) -> {M, M:write_all(Recs, S)}.
 
 %% @doc Remove every record of `Key'.
 -spec delete(term(), store()) -> store().

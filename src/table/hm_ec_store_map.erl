@@ -14,7 +14,7 @@
 -behaviour(hm_ec_store).
 
 -export([new/2, durable/2, unsynced/1, rows_map/1, meta_map/1, unwritten/1]).
--export([read/2, write/2, delete/2, all_keys/1, rows/1, size/1,
+-export([read/2, write/2, write_all/2, delete/2, all_keys/1, rows/1, size/1,
          meta_get/2, meta_put/3, meta_del/2, meta_keys/1, meta_rows/1, meta_size/1,
          meta_words/1, log_put/3, log_del/2, log_read/1, log_clear/1, is_disc/1, sync/1,
          unwritten_put/2, unwritten_del/2]).
@@ -91,6 +91,9 @@ write(Rec, S = #{type := bag, rows := R}) ->
     K = element(2, Rec),
     Old = maps:get(K, R, []),
     logged({write, Rec}, S#{rows := R#{K => (Old -- [Rec]) ++ [Rec]}}).
+
+-spec write_all([tuple()], state()) -> state().
+write_all(Recs, S) -> lists:foldl(fun write/2, S, Recs).
 
 -spec delete(term(), state()) -> state().
 delete(Key, S = #{rows := R}) -> logged({delete, Key}, S#{rows := maps:remove(Key, R)}).

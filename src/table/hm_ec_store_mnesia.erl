@@ -30,7 +30,7 @@
 -behaviour(hm_ec_store).
 
 -export([new/4, forget/1, is_unwritten/2, unwritten_name/1]).
--export([read/2, write/2, delete/2, all_keys/1, rows/1, size/1,
+-export([read/2, write/2, write_all/2, delete/2, all_keys/1, rows/1, size/1,
          meta_get/2, meta_put/3, meta_del/2, meta_keys/1, meta_rows/1, meta_size/1,
          meta_words/1, log_put/3, log_del/2, log_read/1, log_clear/1, is_disc/1,
          sync/1, unwritten_put/2, unwritten_del/2]).
@@ -135,6 +135,16 @@ write(Rec, S = #{tab := Tab, disc := false}) ->
         false -> ok = hm_ec_mnesia:write(Tab, Rec), S
     end;
 write(Rec, S = #{tab := Tab}) -> ok = hm_ec_mnesia:write(Tab, Rec), S.
+
+%% A copy written straight into its ETS table takes them in one insert (a state installed
+%% whole: a large table's rows at once), otherwise one by one through Mnesia.
+-spec write_all([tuple()], state()) -> state().
+write_all(Recs, S = #{tab := Tab, disc := false}) ->
+    case direct(Tab) andalso ets_insert(Tab, Recs) of
+        true -> S;
+        false -> lists:foldl(fun write/2, S, Recs)
+    end;
+write_all(Recs, S) -> lists:foldl(fun write/2, S, Recs).
 
 -spec delete(term(), state()) -> state().
 delete(Key, S = #{tab := Tab, disc := false}) ->
