@@ -464,6 +464,30 @@ snapshot_once_per_retry_test() ->
     ?assertEqual([], Snaps(element(2, hm_ec_table:handle(n1, c, {snapshot_req}, B9)))),
     ?assertMatch([_], Snaps(element(2, hm_ec_table:handle(n1, c, {snapshot_req}, Tick(B9))))).
 
+%% A copy asking for a snapshot asks every member: of the ready ones heard from lately only
+%% the first in node order answers at once (building a large snapshot holds a copy for
+%% seconds); the next answers when the copy still asks 8 ticks later, or at once when the
+%% first is not heard from.
+one_ready_member_answers_a_snapshot_request_test() ->
+    Snaps = fun(E) -> [S || {send, n1, S = {snapshot, _}} <- E] end,
+    {B0, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, pawset, 5)),
+    V = hm_tcsb:delivered(hm_ec_table:tcsb(B0)),
+    B1 = hm_ec_table:set_members([a0, n1, n2], B0),
+    HeardA0 = fun(T) -> element(1, hm_ec_table:handle(a0, c, {ack, {a0, 1}, V, #{}}, T)) end,
+    Ask = fun(T) -> hm_ec_table:handle(n1, c, {snapshot_req}, T) end,
+    Tick = fun(T) -> element(1, hm_ec_table:tick([a0, n1, n2], HeardA0(T))) end,
+    %% a0 holds what n2 holds and runs: n2 waits
+    {B2, E2} = Ask(Tick(B1)),
+    ?assertEqual([], Snaps(E2)),
+    %% n1 keeps asking at every tick: n2 answers 8 ticks after its first request
+    {B9, E9} = lists:foldl(fun(_, {T, _}) -> Ask(Tick(T)) end, {B2, []}, lists:seq(1, 7)),
+    ?assertEqual([], Snaps(E9)),
+    ?assertMatch([_], Snaps(element(2, Ask(Tick(B9))))),
+    %% a0 not heard from: n2 answers at once
+    Quiet = lists:foldl(fun(_, T) -> element(1, hm_ec_table:tick([n1, n2], T)) end, B1,
+                        lists:seq(1, 20)),
+    ?assertMatch([_], Snaps(element(2, Ask(Quiet)))).
+
 %% A copy that may not catch up by state (`catch_up' `infinity', as for a table with a copy
 %% on disc) ignores a state it is sent; a copy still syncing answers `merge_none'; a state
 %% of a bad shape is dropped.

@@ -385,18 +385,13 @@ remote(From, {snapshot_req}, T = #t{status = ready, ticks = N, snapshots_sent = 
     %% operation not yet stable, after a long cut under load a million of them, and the
     %% member asks again at every tick until it has one
     {T, []};
-remote(From, {snapshot_req}, T0 = #t{ticks = N, snapshots_sent = Sent}) ->
-    %% a state or delta CRDT table's updates waiting for the epoch's end leave now: the
-    %% snapshot shows them, and they must be in the broadcast (its log travels with the
-    %% snapshot) or a copy that installs it would hold updates no other copy will receive
-    {T1, Flushed} = case T0 of
-                        #t{status = ready} -> flush(T0#t{snapshots_sent = Sent#{From => N}});
-                        _ -> {T0, []}
-                    end,
-    %% what a member installs is every row as reads here show it, on disc here first (see
-    %% tick/2)
-    T = hm_ec_table_apply:sync_store(hm_ec_table_write_behind:write_unwritten(T1)),
-    {T, Flushed ++ [{send, From, hm_ec_table_transfer:snapshot(T)}]};
+remote(From, {snapshot_req}, T0 = #t{status = ready}) ->
+    case hm_ec_table_transfer:answers(From, T0) of
+        {true, T} -> snapshot_to(From, T);
+        {false, T} -> {T, []}
+    end;
+remote(From, {snapshot_req}, T) ->
+    snapshot_to(From, T);
 remote(From, Msg = {snapshot, Snap}, T = #t{status = {syncing, _, _}, tab = Tab}) ->
     case hm_ec_wire:is_snapshot(Msg) of
         true -> install(Snap, T);
@@ -483,6 +478,20 @@ install(Snap, T) ->
     {T1 = #t{tcsb = B}, Effs, Pending} = hm_ec_table_transfer:install(Snap, T),
     lists:foldl(fun(M, {Tx, E}) -> {Ty, E1} = remote(?NODE_OF(B), {op, M}, Tx), {Ty, E ++ E1} end,
                 {T1, Effs}, Pending).
+
+%% This copy's snapshot to member `From' (or, while syncing, what it holds of one).
+snapshot_to(From, T0 = #t{ticks = N, snapshots_sent = Sent}) ->
+    %% a state or delta CRDT table's updates waiting for the epoch's end leave now: the
+    %% snapshot shows them, and they must be in the broadcast (its log travels with the
+    %% snapshot) or a copy that installs it would hold updates no other copy will receive
+    {T1, Flushed} = case T0 of
+                        #t{status = ready} -> flush(T0#t{snapshots_sent = Sent#{From => N}});
+                        _ -> {T0, []}
+                    end,
+    %% what a member installs is every row as reads here show it, on disc here first (see
+    %% tick/2)
+    T = hm_ec_table_apply:sync_store(hm_ec_table_write_behind:write_unwritten(T1)),
+    {T, Flushed ++ [{send, From, hm_ec_table_transfer:snapshot(T)}]}.
 
 %% @doc Member `N' is reachable again, maybe as a new incarnation without its state: forget
 %% what it was known to have; retransmission to it resumes from its next acknowledgement.

@@ -91,8 +91,10 @@
             merges = 0 :: non_neg_integer(),
             %% states built for members that carried only the keys they may lack
             partial_states = 0 :: non_neg_integer(),
-            %% per member: the tick this copy last sent it a snapshot
+            %% per member: the tick this copy last sent it a snapshot, and the ticks of the
+            %% first and the last of its requests for one, while it keeps asking
             snapshots_sent = #{} :: #{node() => non_neg_integer()},
+            snapshot_asks = #{} :: #{node() => {non_neg_integer(), non_neg_integer()}},
             %% the bound on the log (hm_ec_table_give_up): operations kept for members that
             %% stay unreachable, the keys of those that left it unstable (`all' after a
             %% clear), and per member lacking some of them the tick since which it is and

@@ -9,7 +9,17 @@
 -module(hm_ec_table_transfer).
 -include("hm_ec_table.hrl").
 
--export([snapshot/1, empty_snapshot/0, install/2]).
+-export([snapshot/1, answers/2, empty_snapshot/0, install/2]).
+
+%% a copy that asks for a snapshot asks every member at every tick until it has installed
+%% one; after this many ticks without a request from it, its next starts a new round
+-define(ASK_GAP_TICKS, 8).
+%% of the ready members that could answer, the first in node order answers at once, each
+%% next one this many ticks later if the copy still asks...
+-define(ANSWER_STAGGER_TICKS, 8).
+%% ... and a tick more per this many rows (a large table's snapshot takes seconds to build,
+%% send and install)
+-define(ROWS_PER_TICK, 20000).
 
 %% @doc What a member that is caught up sends to one that is not: everything reads show, the
 %% metadata of unstable keys, the delivered vector they reflect, the logged operations not yet
@@ -26,6 +36,25 @@ snapshot(#t{tcsb = B}) ->
         _ -> {snapshot_none}
     end.
 
+%% @doc Whether this ready copy answers member `From''s request for a snapshot now. Every
+%% ready member is asked, and building a large table's snapshot holds a copy's process, and
+%% its writers, for a second or more: so of the ready members heard from lately, the first
+%% in node order (but `From') answers at once, and each next one only when `From' still
+%% asks some ticks later (the first cannot reach it, or its snapshot was lost).
+-spec answers(node(), #t{}) -> {boolean(), #t{}}.
+answers(From, T = #t{ticks = N, snapshot_asks = Asks, tcsb = B, store = St}) ->
+    First = case Asks of
+                #{From := {F, Last}} when N - Last =< ?ASK_GAP_TICKS -> F;
+                _ -> N
+            end,
+    Self = ?NODE_OF(B),
+    %% ready, as far as this copy knows: running, and holding something
+    Peers = [X || X <- hm_tcsb:members(B), X =/= From, X < Self,
+                  hm_tcsb:acked_within(X, ?HEARD_TICKS, B),
+                  map_size(hm_tcsb:reported(X, B)) > 0],
+    Wait = length(Peers) * (?ANSWER_STAGGER_TICKS + hm_ec_store:size(St) div ?ROWS_PER_TICK),
+    {N - First >= Wait, T#t{snapshot_asks = Asks#{From => {First, N}}}}.
+
 %% @doc The state of a table that holds nothing: what a copy installs when every other
 %% member says it holds nothing from anyone else.
 -spec empty_snapshot() -> map().
@@ -40,7 +69,7 @@ install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := 
     Cleared = hm_ec_table_restore:with_format(hm_ec_store:log_clear(St0)),
     St1 = lists:foldl(fun hm_ec_store:delete/2, Cleared, hm_ec_store:all_keys(St0)),
     St2 = lists:foldl(fun hm_ec_store:meta_del/2, St1, hm_ec_store:meta_keys(St1)),
-    St3 = lists:foldl(fun hm_ec_store:write/2, St2, Rows),
+    St3 = hm_ec_store:write_all(Rows, St2),
     St4 = lists:foldl(fun({K, KS}, Acc) -> hm_ec_store:meta_put(K, KS, Acc) end, St3, MetaRows),
     B0 = hm_tcsb:restore_log(Log, hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V,
                                               TOpts)),
