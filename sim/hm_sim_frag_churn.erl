@@ -113,13 +113,20 @@ advance_moves(S = #{moves := Moves}) ->
                              end, {[], S}, Moves),
     S1#{moves := lists:reverse(Left)}.
 
-step({K, Add, Remove} = Move, S = #{holders := Holders}) ->
+%% One tick of one fragment's move, in the steps of the runtime's plan
+%% (hm_frag_move:plan/3): the leaving copies of nodes that are down go at once, then the new
+%% copies are added once every holder can talk, then the leaving copies that are up go once
+%% the new ones are ready and the others hold what each must hand over.
+step({K, _, _} = Move, S0 = #{holders := Holders0}) ->
+    #{drop := Drop, add := Add, hand_over := Leave} =
+        hm_frag_move:plan(maps:get(K, Holders0), Move, fun(Nd) -> up(Nd, S0) end),
+    S = #{holders := Holders} = drop_down(K, Drop, S0),
     Hs = maps:get(K, Holders),
     All = lists:usort(Hs ++ Add),
     case all_talk(All, S) of
         false -> {Move, S};
         true ->
-            case Add -- Hs of
+            case Add of
                 [_ | _] = New ->
                     S1 = S#{holders := Holders#{K := All}},
                     S2 = lists:foldl(fun(Nd, Acc) -> new_copy(Nd, K, All, Acc) end, S1, New),
@@ -128,16 +135,34 @@ step({K, Add, Remove} = Move, S = #{holders := Holders}) ->
                     Ready = lists:all(fun(Nd) -> hm_ec_table:status(copy(Nd, K, S)) =:= ready
                                       end, All),
                     case Ready andalso lists:all(fun(Nd) -> caught_up(Nd, K, All, S) end,
-                                                 Remove) of
+                                                 Leave) of
                         false -> {Move, S};
                         true ->
-                            Final = All -- Remove,
+                            Final = All -- Leave,
                             S1 = lists:foldl(fun(Nd, Acc) -> drop_copy(Nd, K, Acc) end, S,
-                                             Remove),
+                                             Leave),
                             {done, members(K, Final, S1#{holders := Holders#{K := Final}})}
                     end
             end
     end.
+
+%% Whether a node counts as up for a move. A node that crashed restarts (its ram copies
+%% come back empty and catch up): a move waits for it, as one waits for a holder cut off.
+up(_Nd, _S) -> true.
+
+%% The copies of fragment K on the nodes `Drop', down, go without handing anything over:
+%% the others stop counting them as members.
+drop_down(_K, [], S) -> S;
+drop_down(K, Drop, S = #{holders := Holders, reps := Reps}) ->
+    Hs = maps:get(K, Holders) -- Drop,
+    Reps1 = maps:map(fun(Nd, Cs) ->
+                             case lists:member(Nd, Drop) of
+                                 true -> maps:remove(K, Cs);
+                                 false -> Cs
+                             end
+                     end, Reps),
+    S1 = S#{reps := Reps1, holders := Holders#{K := Hs}},
+    members(K, Hs, hm_sim_engine:bump(copies_of_dead_nodes_removed, length(Drop), S1)).
 
 all_talk(Nodes, S) ->
     lists:all(fun(A) -> lists:all(fun(B) -> talk(A, B, S) end, Nodes) end, Nodes).

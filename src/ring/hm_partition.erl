@@ -456,15 +456,14 @@ repartition_one(Tab, Props = #{n_fragments := F, storage := Storage}, NewPool) -
     catch throw:{aborted, _} = Aborted -> Aborted
     end.
 
-%% One fragment's move: copies on nodes that are down go first (Mnesia adds no copy of a
-%% table one of whose holders it cannot reach), then the new copies, ready, then the old
-%% copies that are up, once the others hold what they accepted.
-move(Tab, _F, Storage, {K, Add0, Remove0}) ->
+%% One fragment's move, as {@link hm_frag_move:plan/3} plans it from the fragment's holders
+%% now: copies on nodes that are down go first (Mnesia adds no copy of a table one of whose
+%% holders it cannot reach), then the new copies, ready, then the old copies that are up,
+%% once the others hold what they accepted.
+move(Tab, _F, Storage, {K, _, _} = Move) ->
     Frag = hm_ec_frag:fragment_name(Tab, K),
-    %% what a change made before (and interrupted) already did is not done again
-    Holders = hm_ec_registry:copy_nodes(Frag),
-    Add = Add0 -- Holders,
-    {Up, Down} = lists:partition(fun is_up/1, [N || N <- Remove0, lists:member(N, Holders)]),
+    #{drop := Down, add := Add, hand_over := Up} =
+        hm_frag_move:plan(hm_ec_registry:copy_nodes(Frag), Move, fun is_up/1),
     lists:foreach(fun(Node) -> del_copy(Frag, Node) end, Down),
     lists:foreach(fun(Node) ->
                           case on_holder(Frag, [Node], hm_ec_registry, add_copy, [Frag, Node, Storage]) of
