@@ -139,9 +139,10 @@ bench-crdt: bootstrap
 ## sim/hm_sim_long.erl), one CRDT schedule (sim/hm_sim_crdt.erl: a type x
 ## flavor), one CRDT-table schedule (sim/hm_sim_crdt_table.erl: copies of a CRDT table of a
 ## type x flavor on the runtime's table core, with churn), one partitioned-table schedule
-## (sim/hm_sim_frag.erl: fragments on a ring, writes
+## (sim/hm_sim_frag*.erl: fragments on a ring, writes
 ## from any node, hints, nodes leaving and rejoining the pool, crashes of nodes holding hints,
-## session order of a node's writes) and one DottedDB replica-group
+## in one seed of four a node that dies for good and leaves the pool while down, session
+## order of a node's writes) and one DottedDB replica-group
 ## schedule (sim/hm_sim_dotted.erl: churn, loss, partitions, crashes); prints failures (seed,
 ## minimised trace), `sim tables: ...', `sim membership: ...', `sim load: ...',
 ## `sim slow receivers: ...', `sim silent partitions: ...', `sim long partition: ...',

@@ -9,8 +9,9 @@
 %% ({@link hm_ec_frag:holder_order/3}), the hints and their hand-off order
 %% ({@link hm_ec_hints:pass_on/4}: a write with no reachable holder is kept, and older hints
 %% of its fragment leave first), the placement and the moves of a pool change
-%% ({@link hm_ring:placement/3}, {@link hm_ring:moves/2}), and the condition for removing a
-%% copy that leaves ({@link hm_partition:removable/3}). A move adds the new copies (empty,
+%% ({@link hm_ring:placement/3}, {@link hm_ring:moves/2}), the plan of each fragment's move
+%% ({@link hm_frag_move:plan/3}), and the condition for removing a copy that leaves
+%% ({@link hm_partition:removable/3}). A move adds the new copies (empty,
 %% syncing: they catch up by state transfer), and removes a leaving copy only once the new
 %% ones are ready and the others hold every operation it originated, as
 %% `hypermnesia:change_table_frag/2' does; like Mnesia, it waits while the fragment's holders
@@ -32,17 +33,25 @@
 %% crashes: those of the shared fault model and, in 3 seeds of 4, of the first node to hold
 %% hints from a random time on. A crash breaks the node's links and drops its ram copies,
 %% its hints and its sessions (all kept in memory); a restart brings an empty new
-%% incarnation of each copy it still holds.
+%% incarnation of each copy it still holds. In 1 seed of 4 of these, the node that would
+%% leave the pool dies for good instead (it never restarts) and, while it is down, leaves
+%% the pool (`{pool, del, Node}'), as `hypermnesia:change_table_frag(Tab, {del_node, Node})'
+%% makes a node that is down leave: its copies are dropped without handing anything over and
+%% each fragment it held gets a new copy on a survivor, which catches up from the copies
+%% that are up. That seed has no other pool change. Counted: `dead_nodes',
+%% `dead_nodes_removed', `copies_of_dead_nodes_removed'.
 %%
 %% Checkers: (1) every fragment's holders converge (same rows, same delivered vector); (2) no
 %% lost acknowledged write: every write a node applied or passed on, and every hint it kept,
 %% is delivered by every holder of its fragment at the end (so no hint is left), except a
 %% hint held by a node that crashed, and a write no other copy had delivered when the copy
 %% that took it crashed: those are counted as lost with the crash; (3) the placement is the
-%% ring's for the final pool; (4) every fragment has its `N' copies (or all the pool) and no
-%% node outside the pool holds one; (5) session order: each operation a node issues on a
-%% key is causally after the one it issued before on that key, wherever each was applied
-%% (see {@link hm_ec_hints}; per node incarnation, and not after a write whose copy crashed).
+%% ring's for the final pool; (4) every fragment has its `N' copies (or all the pool), each
+%% ready on a node that is up (a dead node's copies were re-created on the survivors), all
+%% equal by (1), and no node outside the pool holds one; (5) session order: each operation
+%% a node issues on a key is causally after the one it issued before on that key, wherever
+%% each was applied (see {@link hm_ec_hints}; per node incarnation, and not after a write
+%% whose copy crashed).
 %%
 %% The family's modules: this one runs a schedule and is the driver the engine calls (ticks,
 %% deliveries, trace actions) and holds the copies; {@link hm_sim_frag_gen} makes the
@@ -83,7 +92,7 @@ run(Cfg = #{n := N, seed := Seed, fragments := F, copies := Copies},
            stats => #{}, samples => [], pool => Nodes, holders => Placement, moves => [],
            hints => #{}, acked => [], sessions => #{}, op_dots => #{}, hint_ids => #{},
            try_ids => [], down => [], crashed => #{}, lost_crash => #{}, lost_ids => #{},
-           closed => []},
+           closed => [], dead => []},
     S1 = maps:fold(fun(K, Hs, Acc) ->
                            lists:foldl(fun(Nd, A) -> new_copy(Nd, K, Hs, A) end, Acc, Hs)
                    end, S0, Placement),
@@ -142,18 +151,13 @@ effects(Nd, K, Effs, S) ->
 %%% ================================================================ driver callbacks
 
 -spec event(term(), map()) -> map().
-event({tick, Nd}, S0 = #{down := [_ | _] = Down, now := Now, cfg := #{duration := Dur}})
+event({tick, Nd}, S0 = #{down := [_ | _], now := Now, cfg := #{duration := Dur}})
   when Now > Dur ->
-    %% the final heal restarts every crashed node
-    event({tick, Nd}, lists:foldl(fun hm_sim_frag_churn:restart/2, S0, Down));
+    %% the final heal restarts every crashed node (but a dead one)
+    tick(Nd, lists:foldl(fun hm_sim_frag_churn:restart/2, S0,
+                         hm_sim_frag_churn:restartable(S0)));
 event({tick, Nd}, S0) ->
-    S = hm_sim_engine:schedule(?TICK, {tick, Nd}, hm_sim_frag_churn:crash_armed(S0)),
-    Up = reachable(Nd, S),
-    S1 = maps:fold(fun(K, R, Acc) ->
-                           {R1, Effs} = hm_ec_table:tick(Up, R),
-                           effects(Nd, K, Effs, put_copy(Nd, K, R1, Acc))
-                   end, S, maps:get(Nd, maps:get(reps, S))),
-    hm_sim_frag_churn:advance_moves(hm_sim_frag_writes:hand_off(Nd, S1));
+    tick(Nd, S0);
 event({deliver, From, To, {K, Msg}, Epoch}, S) ->
     case hm_sim_engine:deliverable(From, To, Epoch, S) andalso copy(To, K, S) of
         false -> hm_sim_engine:bump(dropped_cut, S);
@@ -174,6 +178,16 @@ event({timer, Nd, K, Inc, Msg}, S) ->
         _ -> S
     end.
 
+%% Nd's tick: each of its copies ticks, it hands off its hints, and the moves advance.
+tick(Nd, S0) ->
+    S = hm_sim_engine:schedule(?TICK, {tick, Nd}, hm_sim_frag_churn:crash_armed(S0)),
+    Up = reachable(Nd, S),
+    S1 = maps:fold(fun(K, R, Acc) ->
+                           {R1, Effs} = hm_ec_table:tick(Up, R),
+                           effects(Nd, K, Effs, put_copy(Nd, K, R1, Acc))
+                   end, S, maps:get(Nd, maps:get(reps, S))),
+    hm_sim_frag_churn:advance_moves(hm_sim_frag_writes:hand_off(Nd, S1)).
+
 -spec nodeup(node(), node(), map()) -> map().
 nodeup(At, Peer, S) ->
     maps:fold(fun(K, R, Acc) ->
@@ -188,6 +202,7 @@ action({op, Nd, Key, Spec}, S = #{down := Down}) ->
         false -> hm_sim_frag_writes:client_op(Nd, Key, Spec, S)
     end;
 action({crash, Nd}, S) -> hm_sim_frag_churn:crash(Nd, S);
+action({die, Nd}, S) -> hm_sim_frag_churn:die(Nd, S);
 action(crash_hinted, S) ->
     case hm_sim_frag_churn:hinted(S) of
         [] -> S#{armed => true};                % the first node to hold hints, later
@@ -207,7 +222,12 @@ action({pool, Change, Nd}, S = #{pool := Pool, moves := []}) ->
               end,
     case NewPool =:= Pool orelse NewPool =:= [] of
         true -> S;
-        false -> hm_sim_frag_churn:start_moves(NewPool, hm_sim_engine:bump({pool, Change}, S))
+        false ->
+            S1 = case Change =:= del andalso hm_sim_frag_churn:dead(Nd, S) of
+                     true -> hm_sim_engine:bump(dead_nodes_removed, S);
+                     false -> S
+                 end,
+            hm_sim_frag_churn:start_moves(NewPool, hm_sim_engine:bump({pool, Change}, S1))
     end;
 action({pool, _, _}, S) ->
     hm_sim_engine:bump(pool_change_skipped, S);               % one change at a time, as the runtime

@@ -97,6 +97,23 @@ pairs(_) -> [].
 
 after_dot({DotA, _}, {_, TsB}) -> hm_vv:contains(DotA, TsB).
 
+%% Every fragment has its full number of copies again (its `N', or the whole pool when that
+%% is smaller), each on a node that is up (a node that died for good holds none) and ready:
+%% the copies of a dead node were re-created on the survivors.
+full_copies(S = #{holders := Holders, pool := Pool, down := Down,
+                  cfg := #{copies := N}}) ->
+    Want = min(N, length(Pool)),
+    Short = [{K, Live}
+             || {K, Hs} <- lists:sort(maps:to_list(Holders)),
+                Live <- [[Nd || Nd <- lists:usort(Hs), not lists:member(Nd, Down),
+                                copy(Nd, K, S) =/= none,
+                                hm_ec_table:status(copy(Nd, K, S)) =:= ready]],
+                length(Live) =/= Want orelse length(Hs) =/= Want],
+    case Short of
+        [] -> S;
+        _ -> hm_sim_engine:fail({fragments_without_full_copies, Want, Short}, S)
+    end.
+
 %% @doc The checks at the end of a run, and the run's result.
 -spec finish(map()) -> hm_sim:result().
 finish(S0 = #{holders := Holders, pool := Pool, reps := Reps, stats := St, acked := Acked,
@@ -137,10 +154,11 @@ finish(S0 = #{holders := Holders, pool := Pool, reps := Reps, stats := St, acked
          end,
     Stray = [{Nd, maps:keys(Cs)} || {Nd, Cs} <- maps:to_list(Reps), map_size(Cs) > 0,
                                     not lists:member(Nd, Pool)],
-    S5 = case Stray of
-             [] -> S4;
-             _ -> hm_sim_engine:fail({copies_outside_pool, Stray}, S4)
-         end,
+    S5a = case Stray of
+              [] -> S4;
+              _ -> hm_sim_engine:fail({copies_outside_pool, Stray}, S4)
+          end,
+    S5 = full_copies(S5a),
     %% every client operation was applied somewhere (directly, passed on, or a hint handed off)
     %% (or kept as a hint on a node that crashed before handing it off)
     HintsLost = maps:size(maps:get(lost_ids, S5)),

@@ -1,11 +1,14 @@
 %% @doc Churn in the partitioned-table family ({@link hm_sim_frag}): crashes and restarts of
-%% nodes (what a crash loses, and what it is counted as), and pool changes: the moves of
-%% fragments between nodes ({@link hm_ring:moves/2}), each added copy catching up by state
-%% transfer and each leaving copy removed once the others hold what it must hand over
+%% nodes (what a crash loses, and what it is counted as), a node that dies for good, and
+%% pool changes: the moves of fragments between nodes ({@link hm_ring:moves/2}), in the
+%% steps of the runtime's plan ({@link hm_frag_move:plan/3}): the copies of a dead node
+%% dropped at once, each added copy catching up by state transfer, and each leaving copy
+%% that is up removed once the others hold what it must hand over
 %% ({@link hm_partition:removable/3}).
 -module(hm_sim_frag_churn).
 
--export([crash/2, hinted/1, crash_armed/1, restart/2, start_moves/2, advance_moves/1]).
+-export([crash/2, die/2, dead/2, hinted/1, crash_armed/1, restart/2, restartable/1,
+         start_moves/2, advance_moves/1]).
 
 -import(hm_sim_frag, [copy/3, put_copy/4, reachable/2, new_copy/4, nodeup/3]).
 
@@ -75,7 +78,7 @@ crash_armed(S) -> S.
 %% it catches up by state transfer), then it and its peers see each other come up.
 -spec restart(node(), map()) -> map().
 restart(Nd, S = #{down := Down, holders := Holders}) ->
-    case lists:member(Nd, Down) of
+    case lists:member(Nd, Down) andalso not dead(Nd, S) of
         false -> S;
         true ->
             Ks = maps:get(Nd, maps:get(crashed, S)),
@@ -90,6 +93,20 @@ restart(Nd, S = #{down := Down, holders := Holders}) ->
             lists:foldl(fun(M, Acc) -> nodeup(M, Nd, nodeup(Nd, M, Acc)) end,
                         hm_sim_engine:bump(restarts, S2), reachable(Nd, S2))
     end.
+
+%% @doc Nd dies for good: it crashes (if it is up) and never restarts.
+-spec die(node(), map()) -> map().
+die(Nd, S = #{dead := Dead}) ->
+    S1 = crash(Nd, S),
+    hm_sim_engine:bump(dead_nodes, S1#{dead := lists:usort([Nd | Dead])}).
+
+%% @doc Whether Nd died for good.
+-spec dead(node(), map()) -> boolean().
+dead(Nd, #{dead := Dead}) -> lists:member(Nd, Dead).
+
+%% @doc The nodes down that restart at the end of the work phase: all but the dead.
+-spec restartable(map()) -> [node()].
+restartable(S = #{down := Down}) -> [Nd || Nd <- Down, not dead(Nd, S)].
 
 %%% ================================================================ moves
 
@@ -146,12 +163,14 @@ step({K, _, _} = Move, S0 = #{holders := Holders0}) ->
             end
     end.
 
-%% Whether a node counts as up for a move. A node that crashed restarts (its ram copies
-%% come back empty and catch up): a move waits for it, as one waits for a holder cut off.
-up(_Nd, _S) -> true.
+%% Whether a node counts as up for a move: the schedules remove a node that is down from
+%% the pool only when it died for good. A node that crashed restarts (its ram copies come
+%% back empty and catch up): a move waits for it, as one waits for a holder cut off.
+up(Nd, S) -> not dead(Nd, S).
 
-%% The copies of fragment K on the nodes `Drop', down, go without handing anything over:
-%% the others stop counting them as members.
+%% The copies of fragment K on the nodes `Drop', dead, go without handing anything over
+%% (their ram copies went with the crash; what no other copy had is counted as lost with
+%% it): the others stop counting them as members.
 drop_down(_K, [], S) -> S;
 drop_down(K, Drop, S = #{holders := Holders, reps := Reps}) ->
     Hs = maps:get(K, Holders) -- Drop,
