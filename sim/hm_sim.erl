@@ -421,13 +421,16 @@ frag_family(Count, Opts, Kind, Line, What) ->
     io:format("~p ~s schedules " ++ What ++ ", ~p passed on, ~p hints, ~p copies moved away, "
               "~p messages; session order: ~p pairs checked, ~p writes refused by a holder "
               "behind; ~p crashes (~p of a node holding hints), ~p hints and ~p acknowledged "
-              "writes lost with a crash~n",
+              "writes lost with a crash; ~p nodes dead for good, ~p of them removed from the "
+              "pool while down, with ~p copies~n",
               [P + F, Kind, maps:get(ops, Tot, 0), maps:get(passed_on, Tot, 0),
                maps:get(hints_kept, Tot, 0), maps:get(copies_removed, Tot, 0),
                maps:get(msgs, Tot, 0), maps:get(session_pairs, Tot, 0),
                maps:get(refused_behind, Tot, 0), maps:get(crashes, Tot, 0),
                maps:get(crashes_holding_hints, Tot, 0), maps:get(hints_lost_with_crash, Tot, 0),
-               maps:get(writes_lost_with_crash, Tot, 0)]),
+               maps:get(writes_lost_with_crash, Tot, 0), maps:get(dead_nodes, Tot, 0),
+               maps:get(dead_nodes_removed, Tot, 0),
+               maps:get(copies_of_dead_nodes_removed, Tot, 0)]),
     io:format("~s: ~p passed, ~p failed~n", [Line, P, F]),
     {P, F}.
 
