@@ -123,17 +123,24 @@ a_transfer_cut_off_leaves_the_state_as_it_was_test() ->
     {N2a, _} = ticks(60, N2),
     ?assertEqual(Before, rows(N2a)),
     ?assertMatch(#{keys_ahead := 0, state_catch_ups := 0}, hm_ec_table:info([n1, n2], N2a)),
-    {_, [Again = {merge, #{parts := {Id2, 3}}}]} = deliver(n2, [{merge_req, #{}}], N1),
+    %% the sender forgot it too
+    {N1g, _} = ticks(60, N1),
+    {_, [Again = {merge, #{parts := {Id2, 3}}}]} = deliver(n2, [{merge_req, #{}}], N1g),
     {_, [{merge_part_ack, Id2, 1}]} = deliver(n1, [Again], N2a).
+
+%% While a state in parts is on its way to a member, that member asking for a state is
+%% answered `merge_none', not sent a second one.
+a_member_receiving_a_state_is_not_built_another_test() ->
+    {_, N1, _, _, _} = twelve_keys_and_a_state_in_three_parts(),
+    ?assertEqual({merge_none}, hd(element(2, deliver(n2, [{merge_req, #{}}], N1)))).
 
 %% A state in parts that the receiver does not take (it is receiving another, from another
 %% member) is answered `merge_part_gone', and its sender drops the rest of it: an
 %% acknowledgement of it later brings no part.
 a_state_not_taken_is_dropped_by_its_sender_test() ->
     {Id, N1, N2, _, _} = twelve_keys_and_a_state_in_three_parts(),
-    %% a second state from n1 (asked again): n2 is receiving the first, from n1 itself, so
-    %% it takes this one instead; from another member it would not take it
-    {N1t, _} = hm_ec_table:tick([n1, n2], N1),
+    %% a second state from n1, once it forgot the first (n2 still receives that one)
+    {N1t, _} = ticks(60, N1),
     {N1a, [Other = {merge, #{parts := {Id2, 3}}}]} = deliver(n2, [{merge_req, #{}}], N1t),
     ?assertNotEqual(Id, Id2),
     Busy = hm_ec_table:set_members([n1, n2, n3], N2),

@@ -402,6 +402,39 @@ catch_up_not_again_at_once_test() ->
     ?assertEqual([], Reqs(E9)),
     ?assertMatch([{merge_req, _}], Reqs(element(2, Tick(A9)))).
 
+%% A copy asked for its state and not answered yet is asked again after 8 ticks, and a
+%% tick more per 20,000 rows of the table (building a large table's state takes seconds,
+%% and another member asked meanwhile would build the same one); at once when it is no
+%% longer reachable.
+catch_up_asks_again_later_for_a_large_table_test() ->
+    Reqs = fun(E) -> [R || {send, _, R = {merge_req, _}} <- E] end,
+    {B1, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, pawset, 5)),
+    Tick = fun(Up, T) -> hm_ec_table:tick(Up, ack_from(n2, B1, T)) end,
+    %% the ticks at which the copy asks n2, over 60 ticks
+    Asks = fun(A0) ->
+                   {_, Is} = lists:foldl(fun(I, {T, Acc}) ->
+                                                 {Tx, E} = Tick([n1, n2], T),
+                                                 {Tx, Acc ++ [I || Reqs(E) =/= []]}
+                                         end, {A0, []}, lists:seq(1, 60)),
+                   Is
+           end,
+    %% 2 rows, 3 operations behind: asked at once (at the acknowledgement), again every 8
+    %% ticks
+    {Small, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(11, 12)], copy(n1, pawset, 2)),
+    ?assertMatch([9, 17, 25 | _], Asks(Small)),
+    %% 40,002 rows: 3 operations are not worth its state, but after 24 ticks stuck behind n2
+    %% it asks, and again 8 + 2 ticks later
+    {Large, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(11, 40012)],
+                        copy(n1, pawset, 2)),
+    [First, Second | _] = Asks(Large),
+    ?assertEqual(10, Second - First),
+    %% n2 unreachable for a tick: asked again as soon as it is back
+    {S1, E1} = ack_effects(n2, B1, Small),
+    ?assertMatch([_], Reqs(E1)),
+    {S2, _} = hm_ec_table:tick([n1], S1),
+    {_, E3} = hm_ec_table:tick([n1, n2], S2),
+    ?assertMatch([_], Reqs(E3)).
+
 %% No state is asked for while the lag is within `catch_up' or within the table's rows, nor
 %% with `catch_up' `infinity'; but a copy that lacks for 24 ticks what a member reported
 %% takes its state whatever the lag (the member may be the only one left with it).
@@ -466,11 +499,22 @@ snapshot_once_per_retry_test() ->
 
 %% A copy asking for a snapshot asks every member: of the ready ones heard from lately only
 %% the first in node order answers at once (building a large snapshot holds a copy for
-%% seconds); the next answers when the copy still asks 8 ticks later, or at once when the
-%% first is not heard from.
+%% seconds); the next answers when the copy still asks 8 ticks (and one per 20,000 rows)
+%% later, or at once when the first is not heard from. A small table's snapshot is sent by
+%% every ready member.
 one_ready_member_answers_a_snapshot_request_test() ->
     Snaps = fun(E) -> [S || {send, n1, S = {snapshot, _}} <- E] end,
-    {B0, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, pawset, 5)),
+    %% of a table of 3 rows, every ready member sends its snapshot at once
+    {Small, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, pawset, 5)),
+    SmallV = hm_tcsb:delivered(hm_ec_table:tcsb(Small)),
+    S1 = element(1, hm_ec_table:handle(a0, c, {ack, {a0, 1}, SmallV, #{}},
+                                       hm_ec_table:set_members([a0, n1, n2], Small))),
+    ?assertMatch([_], Snaps(element(2, hm_ec_table:handle(
+                                          n1, c, {snapshot_req},
+                                          element(1, hm_ec_table:tick([a0, n1, n2], S1)))))),
+    %% of 20,000 rows, the stagger
+    {B0, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 20000)],
+                     copy(n2, pawset, 5)),
     V = hm_tcsb:delivered(hm_ec_table:tcsb(B0)),
     B1 = hm_ec_table:set_members([a0, n1, n2], B0),
     HeardA0 = fun(T) -> element(1, hm_ec_table:handle(a0, c, {ack, {a0, 1}, V, #{}}, T)) end,
@@ -479,8 +523,8 @@ one_ready_member_answers_a_snapshot_request_test() ->
     %% a0 holds what n2 holds and runs: n2 waits
     {B2, E2} = Ask(Tick(B1)),
     ?assertEqual([], Snaps(E2)),
-    %% n1 keeps asking at every tick: n2 answers 8 ticks after its first request
-    {B9, E9} = lists:foldl(fun(_, {T, _}) -> Ask(Tick(T)) end, {B2, []}, lists:seq(1, 7)),
+    %% n1 keeps asking at every tick: n2 answers 8 + 1 ticks after its first request
+    {B9, E9} = lists:foldl(fun(_, {T, _}) -> Ask(Tick(T)) end, {B2, []}, lists:seq(1, 8)),
     ?assertEqual([], Snaps(E9)),
     ?assertMatch([_], Snaps(element(2, Ask(Tick(B9))))),
     %% a0 not heard from: n2 answers at once
@@ -636,8 +680,8 @@ member_silent_past_the_bound_gets_a_state_test() ->
     ?assertEqual([], [M || {send, n3, M = {merge, _}} <- E5]).
 
 %% A member owed a state gets one at a time: not a second one when it asked for one
-%% itself, nor when it was silent for a while (joining the state it was pushed) and is heard
-%% from again.
+%% itself, nor when it asks for one or was silent for a while (joining the state it was
+%% pushed) and is heard from again.
 member_owed_a_state_gets_one_at_a_time_test() ->
     {Alone, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
                                    record => {t, 3}, cookie => c, node => n1, incarnation => 1,
@@ -671,6 +715,10 @@ member_owed_a_state_gets_one_at_a_time_test() ->
     %% it is pushed one, is silent for 30 ticks, then heard again: no second one
     {T4, E4} = hm_ec_table:tick([n1, n2, n3], Ack(n3, #{}, T2)),
     ?assertMatch([_], States(E4)),
+    %% ... and asks for one while it joins it: none is built, `merge_none' says so
+    {_, E4r} = hm_ec_table:handle(n3, c, {merge_req, #{}}, T4),
+    ?assertEqual([{merge_none}], [M || {send, n3, M} <- E4r, M =:= {merge_none} orelse
+                                                              element(1, M) =:= merge]),
     T5 = lists:foldl(fun(_, T) -> Tick([n1, n2, n3], T) end, T4, lists:seq(1, 30)),
     ?assertEqual([], States(element(2, Heard(T5, 5)))).
 

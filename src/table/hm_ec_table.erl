@@ -417,7 +417,10 @@ remote(From, Msg = {merge_req, V}, T0 = #t{tab = Tab}) ->
             %% what the member joins is on disc here first, as for a snapshot
             T = hm_ec_table_apply:sync_store(T0),
             {T1, Ask} = hm_ec_table_catch_up:merge_request_back(From, V, T),
-            State = hm_ec_table_catch_up:merge_state(T, V),
+            State = case hm_ec_table_give_up:sending_to(From, T) of
+                        true -> {merge_none};
+                        false -> hm_ec_table_catch_up:merge_state(T, V)
+                    end,
             N = case State of
                     {merge, #{rows := {left_out, _, _}}} -> T1#t.partial_states + 1;
                     _ -> T1#t.partial_states

@@ -18,6 +18,10 @@
 %% for its state (catching up by state)
 -define(FLOW_SILENT_TICKS, 2).
 
+%% a state of about this many rows takes a tick to build, send or install: what waits for
+%% one waits that much longer for a large table (hm_ec_table_transfer, _catch_up)
+-define(ROWS_PER_TICK, 20000).
+
 %% This copy's node, from its broadcast state.
 -define(NODE_OF(B), element(1, hm_tcsb:self(B))).
 

@@ -14,7 +14,10 @@
          merge_state/2, merge/3, merge_asked/4, merge_unasked/3, can_join/1, takes_state/1,
          join_part/4, joined/4, key_rows/2]).
 
-%% asked again after this many ticks without an answer; no state taken again within as many
+%% asked again after this many ticks without an answer (and a tick more per ?ROWS_PER_TICK
+%% rows of the table, or another member would build the same state while the first one
+%% still does), unless the member asked is no longer reachable; no state taken again within
+%% ?MERGE_RETRY_TICKS
 -define(MERGE_RETRY_TICKS, 8).
 %% a copy still lacking after this many ticks what a member reported takes its state (the
 %% member may be the only one left with those operations, and unable to relay them)
@@ -74,7 +77,9 @@ merge_request(Reach, T = #t{catch_up = Lag, tcsb = B, ticks = N, merge_req = Req
                             not hm_vv:leq(Rep, D)]),
     T1 = T#t{behind = Behind},
     Due = case Req of
-              {_, Asked} -> N - Asked >= ?MERGE_RETRY_TICKS;
+              {Asked, At} ->
+                  N - At >= ?MERGE_RETRY_TICKS + hm_ec_store:size(T#t.store) div ?ROWS_PER_TICK
+                      orelse not lists:member(Asked, Reach);
               none -> true
           end,
     case Due andalso takes_state(T1) of

@@ -24,7 +24,8 @@
 -module(hm_ec_table_give_up).
 -include("hm_ec_table.hrl").
 
--export([give_up/1, push_states/2, sent_state/2, settled/2, is_pushed/1, takes_pushed/2]).
+-export([give_up/1, push_states/2, sent_state/2, sending_to/2, settled/2, is_pushed/1,
+         takes_pushed/2]).
 
 %% a member that lacks what this copy gave up is sent its state at most this often (a state
 %% of a large table takes seconds to build, send and join: the member says it has it only
@@ -120,6 +121,18 @@ sent_state(Ms, T = #t{tcsb = B, ticks = N, pushed = P}) ->
                                          false -> Acc
                                      end
                              end, P, Ms)}.
+
+%% @doc Whether this copy is sending member `M' a state in parts, or sent it one because it
+%% lacks what this copy gave up no longer ago than it takes to join one: a request of
+%% `M' for a state is then answered `merge_none' (the one on its way serves it), not with a
+%% second state built while the first is joined.
+-spec sending_to(node(), #t{}) -> boolean().
+sending_to(M, #t{streams = S}) when is_map_key(M, S) -> true;
+sending_to(M, T = #t{pushed = P, ticks = N}) ->
+    case P of
+        #{M := {_, Last}} when is_integer(Last) -> N - Last < ?PUSH_RETRY_TICKS + join_ticks(T);
+        _ -> false
+    end.
 
 due({Since, none}, Rank, N, Join) -> N - Since >= Rank * (?PUSH_STAGGER_TICKS + Join);
 due({_, Last}, _, N, Join) -> N - Last >= ?PUSH_RETRY_TICKS + Join.

@@ -17,9 +17,8 @@
 %% of the ready members that could answer, the first in node order answers at once, each
 %% next one this many ticks later if the copy still asks...
 -define(ANSWER_STAGGER_TICKS, 8).
-%% ... and a tick more per this many rows (a large table's snapshot takes seconds to build,
-%% send and install)
--define(ROWS_PER_TICK, 20000).
+%% ... and a tick more per ?ROWS_PER_TICK rows (a large table's snapshot takes seconds to
+%% build, send and install)
 
 %% @doc What a member that is caught up sends to one that is not: everything reads show, the
 %% metadata of unstable keys, the delivered vector they reflect, the logged operations not yet
@@ -37,22 +36,28 @@ snapshot(#t{tcsb = B}) ->
     end.
 
 %% @doc Whether this ready copy answers member `From''s request for a snapshot now. Every
-%% ready member is asked, and building a large table's snapshot holds a copy's process, and
-%% its writers, for a second or more: so of the ready members heard from lately, the first
-%% in node order (but `From') answers at once, and each next one only when `From' still
-%% asks some ticks later (the first cannot reach it, or its snapshot was lost).
+%% ready member is asked, and building a large table's snapshot (?ROWS_PER_TICK rows or
+%% more) holds a copy's process, and its writers, for a second or more: so of the ready
+%% members reachable and heard from lately, the first in node order (but `From') answers at
+%% once, and each next one only when `From' still asks some ticks later (the first cannot
+%% reach it, or its snapshot was lost). A smaller table's snapshot is sent by every one.
 -spec answers(node(), #t{}) -> {boolean(), #t{}}.
-answers(From, T = #t{ticks = N, snapshot_asks = Asks, tcsb = B, store = St}) ->
+answers(From, T = #t{ticks = N, snapshot_asks = Asks, tcsb = B, store = St, up = Up}) ->
     First = case Asks of
                 #{From := {F, Last}} when N - Last =< ?ASK_GAP_TICKS -> F;
                 _ -> N
             end,
     Self = ?NODE_OF(B),
-    %% ready, as far as this copy knows: running, and holding something
-    Peers = [X || X <- hm_tcsb:members(B), X =/= From, X < Self,
+    %% ready, as far as this copy knows: reachable, running, and holding something
+    Peers = [X || X <- hm_tcsb:members(B), X =/= From, X < Self, lists:member(X, Up),
                   hm_tcsb:acked_within(X, ?HEARD_TICKS, B),
                   map_size(hm_tcsb:reported(X, B)) > 0],
-    Wait = length(Peers) * (?ANSWER_STAGGER_TICKS + hm_ec_store:size(St) div ?ROWS_PER_TICK),
+    Wait = case hm_ec_store:size(St) of
+               %% a small table's snapshot costs little: every ready member answers, and
+               %% one lost on the way costs nothing
+               Rows when Rows < ?ROWS_PER_TICK -> 0;
+               Rows -> length(Peers) * (?ANSWER_STAGGER_TICKS + Rows div ?ROWS_PER_TICK)
+           end,
     {N - First >= Wait, T#t{snapshot_asks = Asks#{From => {First, N}}}}.
 
 %% @doc The state of a table that holds nothing: what a copy installs when every other
