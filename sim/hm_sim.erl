@@ -4,8 +4,8 @@
 %% {@link hm_ec_key}) on a map store ({@link hm_ec_store_map}), in ONE Erlang process, a
 %% seeded scheduler (`rand:seed_s', explicit state; simulated milliseconds, no wall clock)
 %% and a faulty network. The simulator has no logic of its own for a table: what it runs is
-%% what the runtime's server runs, message validation, sync waiters, membership checks and
-%% node down included.
+%% what the runtime's server runs, message validation, membership checks and node down
+%% included (every simulated write is `async': `sync_ec' waiters are not simulated).
 %%
 %% A schedule (seed S, see {@link gen/2}) is a configuration (replica count, `pawset' or
 %% `prwset', conflict policy, ram / disc / mixed storage, network fault rates) and a trace of

@@ -10,7 +10,7 @@
 %% (so a broken checker fails here), and the right result must pass.</li>
 %% <li>`*_trace_test': hand-written schedules of the conflicts the specs are about.</li>
 %% <li>`delta_of_a_superseded_replica_leaves_the_buffer_test': a buffered delta of a replica id
-%% superseded by a restart is dropped, not kept pending and handed on (sim/REPORT.md).</li>
+%% superseded by a restart is dropped, not kept pending and handed on.</li>
 %% </ul>
 -module(hm_sim_crdt_tests).
 -include_lib("eunit/include/eunit.hrl").

@@ -9,7 +9,7 @@
 %% added and removed, full load, every partition silent (nothing tells the copies; what is
 %% sent across waits in the connection's buffers or is dropped when they are full), and
 %% partitioned tables ({@link hm_sim_frag}). All must pass every checker.</li>
-%% <li>one test per behaviour a schedule once broke (sim/REPORT.md tells each story), each
+%% <li>one test per behaviour a schedule once broke (the commit that added it tells how), each
 %% named after the behaviour, on a hand-minimised schedule or the seed that shows it; each
 %% must pass every checker: a partition under load heals, a restarted copy catches up
 %% within its apply time, holders take a node's writes in session order, a prwset clear
