@@ -542,25 +542,11 @@ dead_node_leaves_a_table(Config) ->
     I4 = hm_cluster:add_node(C),
     N4 = node_n(I4, Config),
     {atomic, ok} = call(1, Config, hypermnesia, add_table_copy, [Tab, N4, ram_copies]),
-    Keys = lists:seq(1, 50),
-    ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, a, K}) || K <- Keys], ok end),
-    wait_until(fun() -> length(contents(I4, Config, Tab)) =:= 50 end),
-    ok = hm_cluster:kill(C, I4),
-    ok = ec(2, Config, fun() -> [mnesia:write({Tab, K, b, K}) || K <- Keys], ok end),
-    Expected = [{Tab, K, b, K} || K <- Keys],
-    wait_until(fun() -> contents(3, Config, Tab) =:= Expected end),
-    #{unstable_ops := Held, members := Members} = call(1, Config, hypermnesia, info, [Tab]),
-    true = Held > 0 andalso lists:member(N4, Members),
+    Expected = written_while_it_dies(C, I4, N4, Tab, Config),
     {aborted, {not_active, _, _, [N4]}} = call(1, Config, hypermnesia, del_table_copy, [Tab, N4]),
     {atomic, ok} = call(1, Config, hypermnesia, forget_node, [N4]),
-    Quiet = fun(I) ->
-                    case call(I, Config, hypermnesia, info, [Tab]) of
-                        #{unstable_ops := 0, unstable_keys := 0, members := Ms} ->
-                            not lists:member(N4, Ms);
-                        _ -> false
-                    end
-            end,
-    wait_until(fun() -> lists:all(Quiet, [1, 2, 3]) end),
+    wait_until(fun() -> lists:all(fun(I) -> quiet_without(I, N4, Tab, Config) end,
+                                  [1, 2, 3]) end),
     Expected = converged(Config, Tab),
     false = lists:member(N4, call(1, Config, mnesia, system_info, [db_nodes])),
     ok.
@@ -574,6 +560,18 @@ dead_node_with_its_schema_in_ram_leaves_a_table(Config) ->
     I4 = hm_cluster:add_node(C, #{schema => ram_copies}),
     N4 = node_n(I4, Config),
     {atomic, ok} = call(1, Config, hypermnesia, add_table_copy, [Tab, N4, ram_copies]),
+    Expected = written_while_it_dies(C, I4, N4, Tab, Config),
+    {atomic, ok} = call(1, Config, hypermnesia, del_table_copy, [Tab, N4]),
+    wait_until(fun() -> lists:all(fun(I) -> quiet_without(I, N4, Tab, Config) end,
+                                  [1, 2, 3]) end),
+    Expected = converged(Config, Tab),
+    {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, N4]),
+    ok.
+
+%% The copy on node I4 (N4) holds 50 rows written on node 1; I4 is killed and node 2
+%% writes them again: the rows every copy must end with. The others keep operations for
+%% the dead copy meanwhile (stability waits for it).
+written_while_it_dies(C, I4, N4, Tab, Config) ->
     Keys = lists:seq(1, 50),
     ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, a, K}) || K <- Keys], ok end),
     wait_until(fun() -> length(contents(I4, Config, Tab)) =:= 50 end),
@@ -583,18 +581,14 @@ dead_node_with_its_schema_in_ram_leaves_a_table(Config) ->
     wait_until(fun() -> contents(3, Config, Tab) =:= Expected end),
     #{unstable_ops := Held, members := Members} = call(1, Config, hypermnesia, info, [Tab]),
     true = Held > 0 andalso lists:member(N4, Members),
-    {atomic, ok} = call(1, Config, hypermnesia, del_table_copy, [Tab, N4]),
-    Quiet = fun(I) ->
-                    case call(I, Config, hypermnesia, info, [Tab]) of
-                        #{unstable_ops := 0, unstable_keys := 0, members := Ms} ->
-                            not lists:member(N4, Ms);
-                        _ -> false
-                    end
-            end,
-    wait_until(fun() -> lists:all(Quiet, [1, 2, 3]) end),
-    Expected = converged(Config, Tab),
-    {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, N4]),
-    ok.
+    Expected.
+
+%% Node I's copy of Tab is stable and no longer counts node N4 as a member.
+quiet_without(I, N4, Tab, Config) ->
+    case call(I, Config, hypermnesia, info, [Tab]) of
+        #{unstable_ops := 0, unstable_keys := 0, members := Ms} -> not lists:member(N4, Ms);
+        _ -> false
+    end.
 
 %% Node I leaves the cluster for good: its copy of Tab, then the node and its schema copy.
 leave(I, Tab, Config) ->

@@ -640,28 +640,36 @@ buffered_sync_test() ->
     {_, Effs4} = hm_ec_table:handle(n2, c, {op, M2}, A3),
     ?assertEqual([{send, n2, {applied, {{n2, 1}, maps:get({n2, 1}, M3Ts)}}}], Applied(Effs4)).
 
-%% The bound on the log: n3 stays silent while n1 writes and n2 keeps up; past the bound
-%% n1's log keeps only what n2 lacks, and the keys written instead. When n3 is heard again
-%% it is sent n1's state (tagged with what n1 gave up), no operation, and n1's writers are
-%% not held back for it; once it reports it has everything, it gets operations again.
-member_silent_past_the_bound_gets_a_state_test() ->
+%% n1's copy among n1, n2 and n3, its log bounded to 5 operations; how the tests of the
+%% bound make a member acknowledge, tick and write there.
+bounded_n1() ->
     {Alone, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
                                    record => {t, 3}, cookie => c, node => n1, incarnation => 1,
                                    members => [n1], store => hm_ec_store_map:new(set, ram),
                                    log_limit => 5, catch_up => 1000000}),
-    T0 = hm_ec_table:set_members([n1, n2, n3], Alone),
     Ack = fun(N, V, T) -> element(1, hm_ec_table:handle(N, c, {ack, {N, 1}, V, #{}}, T)) end,
     Tick = fun(Up, T) -> element(1, hm_ec_table:tick(Up, T)) end,
     Write = fun(K, T) ->
                     element(1, hm_ec_table:submit({K, {write, {t, K, K}}}, async, w,
                                                   {K, [n2]}, T))
             end,
+    {hm_ec_table:set_members([n1, n2, n3], Alone), Ack, Tick, Write}.
+
+%% 20 ticks: a write each, n2 acknowledges everything, n3 says nothing.
+n3_silent_for_20_writes(T0, Ack, Tick, Write) ->
+    lists:foldl(fun(K, T) ->
+                        Tw = Write(K, T),
+                        Tick([n1, n2], Ack(n2, hm_tcsb:delivered(hm_ec_table:tcsb(Tw)), Tw))
+                end, T0, lists:seq(1, 20)).
+
+%% The bound on the log: n3 stays silent while n1 writes and n2 keeps up; past the bound
+%% n1's log keeps only what n2 lacks, and the keys written instead. When n3 is heard again
+%% it is sent n1's state (tagged with what n1 gave up), no operation, and n1's writers are
+%% not held back for it; once it reports it has everything, it gets operations again.
+member_silent_past_the_bound_gets_a_state_test() ->
+    {T0, Ack, Tick, Write} = bounded_n1(),
     T1 = Tick([n1, n2, n3], Ack(n3, #{}, Ack(n2, #{}, T0))),
-    %% 20 ticks: a write each, n2 acknowledges everything, n3 says nothing
-    T2 = lists:foldl(fun(K, T) ->
-                             Tw = Write(K, T),
-                             Tick([n1, n2], Ack(n2, hm_tcsb:delivered(hm_ec_table:tcsb(Tw)), Tw))
-                     end, T1, lists:seq(1, 20)),
+    T2 = n3_silent_for_20_writes(T1, Ack, Tick, Write),
     B2 = hm_ec_table:tcsb(T2),
     ?assert(hm_tcsb:log_size(B2) =< 5),
     #{given_up_keys := GivenUp, unstable_keys := Unstable} = hm_ec_table:info([n1, n2], T2),
@@ -683,23 +691,10 @@ member_silent_past_the_bound_gets_a_state_test() ->
 %% itself, nor when it asks for one or was silent for a while (joining the state it was
 %% pushed) and is heard from again.
 member_owed_a_state_gets_one_at_a_time_test() ->
-    {Alone, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
-                                   record => {t, 3}, cookie => c, node => n1, incarnation => 1,
-                                   members => [n1], store => hm_ec_store_map:new(set, ram),
-                                   log_limit => 5, catch_up => 1000000}),
-    T0 = hm_ec_table:set_members([n1, n2, n3], Alone),
-    Ack = fun(N, V, T) -> element(1, hm_ec_table:handle(N, c, {ack, {N, 1}, V, #{}}, T)) end,
-    Tick = fun(Up, T) -> element(1, hm_ec_table:tick(Up, T)) end,
-    Write = fun(K, T) ->
-                    element(1, hm_ec_table:submit({K, {write, {t, K, K}}}, async, w,
-                                                  {K, [n2]}, T))
-            end,
+    {T0, Ack, Tick, Write} = bounded_n1(),
     States = fun(Effs) -> [M || {send, n3, M = {merge, _}} <- Effs] end,
     T1 = Tick([n1, n2, n3], Ack(n3, #{}, Ack(n2, #{}, T0))),
-    T2 = lists:foldl(fun(K, T) ->
-                             Tw = Write(K, T),
-                             Tick([n1, n2], Ack(n2, hm_tcsb:delivered(hm_ec_table:tcsb(Tw)), Tw))
-                     end, T1, lists:seq(1, 20)),
+    T2 = n3_silent_for_20_writes(T1, Ack, Tick, Write),
     %% n3 heard again, and 5 ticks with it acknowledging nothing new
     Heard = fun(T, N) ->
                     lists:foldl(fun(_, {Tx, Effs}) ->

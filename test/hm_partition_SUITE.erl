@@ -401,11 +401,7 @@ dead_node_with_its_schema_in_ram_leaves_the_pool(Config) ->
     Up = pool(Config),
     false = lists:member(Dead, Up),
     {ok, #{pool := Up}} = call(1, Config, hm_partition, properties, [Tab]),
-    [{3, []}] = lists:usort([begin
-                                 Holders = call(1, Config, hm_ec_registry, copy_nodes,
-                                                [frag(Tab, K)]),
-                                 {length(Holders), Holders -- Up}
-                             end || K <- lists:seq(1, ?F)]),
+    [{3, []}] = copies_per_fragment(Config, Tab, Up),
     converged(Config, Tab, Rows),
     ok = ec(3, Config, fun() -> [mnesia:write({Tab, K, c, x}) || K <- Keys], ok end),
     converged(Config, Tab, lists:sort([{Tab, K, c, x} || K <- Keys])),
@@ -420,6 +416,13 @@ dead_node_with_its_schema_in_ram_leaves_the_pool(Config) ->
     wait_until(fun() -> lists:all(Quiet, ids(Config)) end),
     %% it leaves the cluster too, as a dead node with its schema in RAM may
     {atomic, ok} = call(1, Config, mnesia, del_table_copy, [schema, Dead]).
+
+%% Per fragment: how many copies it has, and the nodes holding one outside `Up'.
+copies_per_fragment(Config, Tab, Up) ->
+    lists:usort([begin
+                     Holders = call(1, Config, hm_ec_registry, copy_nodes, [frag(Tab, K)]),
+                     {length(Holders), Holders -- Up}
+                 end || K <- lists:seq(1, ?F)]).
 
 %% A node killed: every key stays readable and writable (two owners of three are up); it
 %% cannot leave the pool by change_table_frag/2 while down (its schema is on disc, and
@@ -444,11 +447,7 @@ dead_node_forgotten_and_replaced(Config) ->
     false = lists:member(Gone, call(1, Config, mnesia, system_info, [db_nodes])),
     Up = pool(Config),
     {ok, #{pool := Up}} = call(1, Config, hm_partition, properties, [Tab]),
-    [{3, []}] = lists:usort([begin
-                                 Holders = call(1, Config, hm_ec_registry, copy_nodes,
-                                                [frag(Tab, K)]),
-                                 {length(Holders), Holders -- Up}
-                             end || K <- lists:seq(1, ?F)]),
+    [{3, []}] = copies_per_fragment(Config, Tab, Up),
     converged(Config, Tab, Rows),
     ok = ec(3, Config, fun() -> [mnesia:write({Tab, K, c, x}) || K <- Keys], ok end),
     Rows2 = lists:sort([{Tab, K, c, x} || K <- Keys]),
