@@ -15,10 +15,9 @@
 %% one; after this many ticks without a request from it, its next starts a new round
 -define(ASK_GAP_TICKS, 8).
 %% of the ready members that could answer, the first in node order answers at once, each
-%% next one this many ticks later if the copy still asks...
+%% next one this many ticks later if the copy still asks, and a tick more per
+%% ?ROWS_PER_TICK rows (a large table's snapshot takes seconds to build, send and install)
 -define(ANSWER_STAGGER_TICKS, 8).
-%% ... and a tick more per ?ROWS_PER_TICK rows (a large table's snapshot takes seconds to
-%% build, send and install)
 
 %% @doc What a member that is caught up sends to one that is not: everything reads show, the
 %% metadata of unstable keys, the delivered vector they reflect, the logged operations not yet
