@@ -788,3 +788,33 @@ next_pusher_waits_for_a_state_in_parts_test() ->
     ?assert(is_integer(At)),
     ?assert(At > 40 + 2 * 7),
     ?assert(At =< 40 + 2 * 10 + 2).
+
+%% A member added while keys wait to be folded makes the stable vector go back (it has
+%% delivered nothing yet): the keys wait, none is forgotten unfolded, and once the new
+%% member has everything they are all folded.
+keys_to_fold_wait_for_a_member_added_test() ->
+    {Alone, _} = hm_ec_table:new(#{tab => t, type => pawset, policy => term_order,
+                                   record => {t, 3}, cookie => c, node => n1, incarnation => 1,
+                                   members => [n1], store => hm_ec_store_map:new(set, ram),
+                                   fold_keys => 1}),
+    T0 = hm_ec_table:set_members([n1, n2], Alone),
+    Ack = fun(N, V, T) -> element(1, hm_ec_table:handle(N, c, {ack, {N, 1}, V, #{}}, T)) end,
+    {T1, _} = hm_ec_table:tick([n1, n2], Ack(n2, #{}, T0)),
+    T2 = lists:foldl(fun(K, T) ->
+                             element(1, hm_ec_table:submit({K, {write, {t, K, K}}}, async, w,
+                                                           {K, [n2]}, T))
+                     end, T1, lists:seq(1, 3)),
+    V = hm_tcsb:delivered(hm_ec_table:tcsb(T2)),
+    Unstable = fun(T) -> maps:get(unstable_keys, hm_ec_table:info([n1, n2, n3], T)) end,
+    {T3, _} = hm_ec_table:acknowledge([n1, n2], Ack(n2, V, T2)),
+    ?assertEqual(2, Unstable(T3)),
+    %% n3 joins: the stable vector goes back, nothing more is folded
+    T4 = hm_ec_table:set_members([n1, n2, n3], T3),
+    {T5, _} = hm_ec_table:timeout(fold, T4),
+    {T6, _} = hm_ec_table:tick([n1, n2, n3], T5),
+    ?assertEqual(2, Unstable(T6)),
+    %% n3 has everything: the 2 keys are folded
+    {T7, _} = hm_ec_table:tick([n1, n2, n3], Ack(n3, V, T6)),
+    T8 = lists:foldl(fun(_, T) -> element(1, hm_ec_table:timeout(fold, T)) end, T7,
+                     lists:seq(1, 3)),
+    ?assertEqual(0, Unstable(T8)).

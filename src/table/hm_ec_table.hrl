@@ -114,10 +114,11 @@
             incoming = none :: hm_ec_table_stream:incoming(),
             ahead = none :: none | {hm_vv:vv(), #{term() => true}},
             %% stabilization in steps (hm_ec_table_stabilize): keys a step folds at most (a
-            %% table of records), the keys still to fold, and whether a `fold' continuation
-            %% is on its way
+            %% table of records), the keys still to fold and the stable vector they became
+            %% stable under, and whether a `fold' continuation is on its way
             fold_keys = infinity :: pos_integer() | infinity,
             fold_todo = [] :: [term()],
+            fold_upto = #{} :: hm_vv:vv(),
             fold_set = false :: boolean()}).
 
 -type effects() :: [hm_ec_table:effect()].

@@ -16,7 +16,10 @@
 %% steps after, its writers' and members' messages going in between. That is safe because
 %% folding is only ever late, never early: a key still to fold keeps its timestamps, which is
 %% what it had before it became stable, and is folded later against the stable vector of
-%% then, which covers the one of now. While a state in parts is on its way nothing is
+%% then. That vector must cover the one the key became stable under: a member added
+%% meanwhile can make the stable vector go back (it has delivered less), and a key folded
+%% against it would keep its entries and be forgotten; so the keys wait, all of them, until
+%% the stable vector covers that one again. While a state in parts is on its way nothing is
 %% folded, as before.
 -module(hm_ec_table_stabilize).
 -include("hm_ec_table.hrl").
@@ -101,25 +104,40 @@ fold_more(T = #t{tcsb = B, events = Ev}) ->
     {T2, Next} = next_step(T1),
     {T2, [{event, {stabilized, lists:usort(Dots)}} || Ev, Dots =/= []] ++ Next}.
 
-%% A continuation when keys remain to fold and none is on its way.
-next_step(T = #t{fold_todo = [_ | _], fold_set = false}) ->
-    {T#t{fold_set = true}, [{continue, fold}]};
+%% A continuation when keys remain to fold, none is on its way, and the stable vector covers
+%% the one they became stable under.
+next_step(T = #t{fold_todo = [_ | _], fold_set = false, fold_upto = Upto, tcsb = B}) ->
+    case hm_vv:leq(Upto, hm_tcsb:stable(B)) of
+        true -> {T#t{fold_set = true}, [{continue, fold}]};
+        false -> {T, []}
+    end;
 next_step(T) -> {T, []}.
 
 %% Fold `Keys' (`all': every unstable key) against the stable vector `V', with the keys
 %% still to fold from earlier steps; a table of records folds `fold_keys' of them at most
 %% and keeps the others for the next step.
-fold(T = #t{crdt = none, fold_keys = Max, fold_todo = Todo0, store = St}, V, Keys, GoneOps)
-  when is_integer(Max) ->
+fold(T = #t{crdt = none, fold_keys = Max, fold_todo = Todo0, fold_upto = Upto0, store = St},
+     V, Keys, GoneOps) when is_integer(Max) ->
     Todo = case Keys of
                %% every unstable key: those still to fold are among them
                all -> hm_ec_store:meta_keys(St);
                _ -> Keys ++ Todo0
            end,
-    {Now, Later} = take(Max, Todo, []),
-    stabilize_keys(T#t{fold_todo = Later}, V, Now, GoneOps);
+    Upto = hm_vv:join(Upto0, V),
+    case hm_vv:leq(Upto, V) of
+        true ->
+            {Now, Later} = take(Max, Todo, []),
+            stabilize_keys(T#t{fold_todo = Later, fold_upto = upto(Later, Upto)}, V, Now,
+                           GoneOps);
+        false ->
+            %% the stable vector went back (a member was added): they all wait
+            {T#t{fold_todo = Todo, fold_upto = Upto}, []}
+    end;
 fold(T, V, Keys, GoneOps) ->
     stabilize_keys(T, V, Keys, GoneOps).
+
+upto([], _) -> #{};
+upto(_, Upto) -> Upto.
 
 take(0, Rest, Acc) -> {Acc, Rest};
 take(_, [], Acc) -> {Acc, []};
