@@ -406,7 +406,11 @@ catch_up_not_again_at_once_test() ->
 %% tick more per 20,000 rows of the table (building a large table's state takes seconds,
 %% and another member asked meanwhile would build the same one); at once when it is no
 %% longer reachable.
-catch_up_asks_again_later_for_a_large_table_test() ->
+catch_up_asks_again_later_for_a_large_table_test_() ->
+    %% tens of thousands of rows written first: longer than EUnit's 5 s on a slow host
+    {timeout, 120, fun catch_up_asks_again_later_for_a_large_table/0}.
+
+catch_up_asks_again_later_for_a_large_table() ->
     Reqs = fun(E) -> [R || {send, _, R = {merge_req, _}} <- E] end,
     {B1, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, pawset, 5)),
     Tick = fun(Up, T) -> hm_ec_table:tick(Up, ack_from(n2, B1, T)) end,
@@ -502,7 +506,11 @@ snapshot_once_per_retry_test() ->
 %% seconds); the next answers when the copy still asks 8 ticks (and one per 20,000 rows)
 %% later, or at once when the first is not heard from. A small table's snapshot is sent by
 %% every ready member.
-one_ready_member_answers_a_snapshot_request_test() ->
+one_ready_member_answers_a_snapshot_request_test_() ->
+    %% tens of thousands of rows written first: longer than EUnit's 5 s on a slow host
+    {timeout, 120, fun one_ready_member_answers_a_snapshot_request/0}.
+
+one_ready_member_answers_a_snapshot_request() ->
     Snaps = fun(E) -> [S || {send, n1, S = {snapshot, _}} <- E] end,
     %% of a table of 3 rows, every ready member sends its snapshot at once
     {Small, _} = writes([{K, {write, {t, K, K}}} || K <- lists:seq(1, 3)], copy(n2, pawset, 5)),
