@@ -153,9 +153,10 @@ after_heal(C, Ctx, Tab, Ids) ->
 %% (`{Kind, AtMs, TookMs, Reductions}'), from `hypermnesia:info/1' (`none' for a plain table).
 steps(_, plain, _, _) -> none;
 steps(C, ec, Tab, Ids) ->
-    [case catch hm_cluster:call(C, I, hypermnesia, info, [Tab]) of
+    [try hm_cluster:call(C, I, hypermnesia, info, [Tab]) of
          #{step_totals := Totals, slow_steps := Long} -> {Totals, Long};
          _ -> {#{}, []}
+     catch _:_ -> {#{}, []}
      end || I <- Ids].
 
 %% Per node, what its table process spent between two readings of steps/4: the kinds that took
