@@ -107,7 +107,8 @@
                  duration := pos_integer(), seed := integer(), skew := #{node() => integer()},
                  keys => [term()], drop_replicate => float(), flow => pos_integer() | infinity,
                  catch_up => pos_integer() | infinity, log_limit => pos_integer() | infinity,
-                 part_keys => pos_integer() | infinity, fold_keys => pos_integer() | infinity,
+                 part_keys => pos_integer() | infinity, parts_late => boolean(),
+                 fold_keys => pos_integer() | infinity,
                  probe => {fun((non_neg_integer(), node(), [hm_ec_table:effect()],
                                 hm_ec_table:state(), term()) -> term()), term()}}.
 -type action() :: hm_sim_engine:action().
@@ -182,10 +183,13 @@ fold_keys(_) -> infinity.
 %% are always fewer), as the runtime's copies of a table without a copy on disc do; the
 %% others only catch up by operations. One seed in four of those sends its states in parts
 %% of `Lag' div 20 keys at most (option `part_keys'), so that a state of the table's few keys
-%% goes in several (hm_ec_table_stream). An option `catch_up' given is kept.
+%% goes in several (hm_ec_table_stream), each part read as it goes, except in one of those
+%% seeds in two, which read every part at once (option `parts_late', as while a cluster
+%% speaks the previous wire version). An option `catch_up' given is kept.
 with_catch_up(_, _, Cfg = #{catch_up := _}) -> Cfg;
 with_catch_up(Seed, Lag, Cfg = #{storage := ram}) when Seed rem 4 =:= 1 ->
-    maps:merge(#{part_keys => max(1, Lag div 20)}, Cfg#{catch_up => Lag});
+    maps:merge(#{part_keys => max(1, Lag div 20), parts_late => Seed rem 8 =:= 1},
+               Cfg#{catch_up => Lag});
 with_catch_up(Seed, Lag, Cfg = #{storage := ram}) when Seed rem 2 =:= 1 -> Cfg#{catch_up => Lag};
 with_catch_up(_, _, Cfg) -> Cfg#{catch_up => infinity}.
 

@@ -41,7 +41,7 @@ new_replica(Nd, Inc, Members, Durable, S) ->
                 St -> St
             end,
     Cfg = maps:get(cfg, S),
-    Flow = maps:with([flow, catch_up, log_limit, part_keys, fold_keys], Cfg),
+    Flow = maps:with([flow, catch_up, log_limit, part_keys, parts_late, fold_keys], Cfg),
     hm_ec_table:new(maps:merge(#{tab => sim, type => Type, policy => Policy, record => {r, 3},
                                  cookie => sim, node => Nd, incarnation => Inc,
                                  members => Members, store => Store, events => true,

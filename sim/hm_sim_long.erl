@@ -51,7 +51,8 @@ gen(Seed) ->
             drop => Lossy * 0.02, dup => Lossy * 0.02, delay => Delay, duration => Dur,
             seed => Seed,
             keys => Keys, window => Win, catch_up => catch_up(Seed), log_limit => Limit,
-            part_keys => part_keys(Seed), fold_keys => fold_keys(Seed), skew => maps:from_list([{Nd, 0} || Nd <- Nodes])},
+            part_keys => part_keys(Seed), parts_late => Seed rem 8 < 4,
+            fold_keys => fold_keys(Seed), skew => maps:from_list([{Nd, 0} || Nd <- Nodes])},
     %% writes mostly, deletes, and rarely a clear
     {Ops, _} = hm_sim:gen_ops(NOps, Nodes, Dur, Keys, {1000, 700, 850, 998}, R1),
     X = lists:nth(1 + (Victim - 1) rem N, Nodes),
@@ -59,7 +60,7 @@ gen(Seed) ->
     {Cfg, lists:keysort(1, Ops ++ Cut ++ recut(Seed, X, Nodes))}.
 
 %% States in parts of 4 keys (hm_ec_table_stream) in half the seeds, one message in the
-%% others.
+%% others; in half of those each part is read as it goes, in the others all at once.
 part_keys(Seed) when Seed rem 4 < 2 -> 4;
 part_keys(_) -> infinity.
 

@@ -90,15 +90,79 @@ ticks(N, T) ->
                 end, {T, []}, lists:seq(1, N)).
 
 twelve_keys_and_a_state_in_three_parts() ->
-    {N1, _} = lists:foldl(fun(K, Acc) -> write(K, K, Acc) end, {copy(n1, 4), []},
+    {Id, N1, N2, _} = first_of_three_parts(fun(N) -> copy(N, 4) end),
+    {N1a, [P2, P3]} = deliver(n2, [{merge_part_ack, Id, 1}], N1),
+    {Id, N1a, N2, P2, P3}.
+
+%% n1, a copy made by `Copy', holds keys 1 to 12; n2 asked for its state and has its first
+%% part (acknowledged, that acknowledgement not delivered yet).
+first_of_three_parts(Copy) ->
+    {N1, _} = lists:foldl(fun(K, Acc) -> write(K, K, Acc) end, {Copy(n1), []},
                           lists:seq(1, 12)),
+    N2 = Copy(n2),
+    {N1a, [Ack]} = deliver_acks(N1),
+    {N2a, [Req]} = deliver(n1, [Ack], N2),
+    {N1b, [First = {merge, #{parts := {Id, 3}}}]} = deliver(n2, [Req], N1a),
+    {N2b, [{merge_part_ack, Id, 1}]} = deliver(n1, [First], N2a),
+    {Id, N1b, N2b, First}.
+
+%% Parts read as they go: n1 writes key 1 again after the first part, which holds it, went,
+%% and the operation never reaches n2. The last part, read after the write, holds the key
+%% again and n1's delivered vector then: n2 ends with n1's rows and delivered vector, the
+%% write included, without the operation.
+a_key_written_after_its_part_went_comes_again_in_the_last_part_test() ->
+    {Id, N1, N2, First} = first_of_three_parts(fun(N) -> copy(N, 4) end),
+    ?assert(lists:member(1, first_part_keys(First))),
+    {N1a, [_Lost]} = write(1, again, {N1, []}),
+    {N1b, Parts} = deliver(n2, [{merge_part_ack, Id, 1}], N1a),
+    ?assertEqual([2, 3], [I || {merge_part, _, I, _} <- Parts]),
+    {N2a, _, Later} = deliver_all(n1, Parts, N2),
+    {N2b, []} = continue(Later, N2a),
+    ?assertEqual([{t, 1, again}], proplists:get_value(1, rows(N2b))),
+    ?assertEqual(rows(N1b), rows(N2b)),
+    ?assertEqual(hm_tcsb:delivered(hm_ec_table:tcsb(N1b)),
+                 hm_tcsb:delivered(hm_ec_table:tcsb(N2b))).
+
+%% Parts read as they go, and the receiver delivers the sender's operations while they are
+%% on their way: it has every write of n1, and n1's new write of key 1, before the last part
+%% comes. Key 1 is joined from the last part only (the first part's version lacks that
+%% write, and joined under the last part's vector it would take the write for one it
+%% superseded): n2 ends with the write.
+a_key_the_receiver_has_newer_is_joined_from_the_last_part_only_test() ->
+    {N1, Ops} = lists:foldl(fun(K, Acc) -> write(K, K, Acc) end, {copy(n1, 4), []},
+                            lists:seq(1, 12)),
     N2 = copy(n2, 4),
     {N1a, [Ack]} = deliver_acks(N1),
     {N2a, [Req]} = deliver(n1, [Ack], N2),
     {N1b, [First = {merge, #{parts := {Id, 3}}}]} = deliver(n2, [Req], N1a),
-    {N2b, [A1]} = deliver(n1, [First], N2a),
-    {N1c, [P2, P3]} = deliver(n2, [A1], N1b),
-    {Id, N1c, N2b, P2, P3}.
+    ?assert(lists:member(1, first_part_keys(First))),
+    {N2b, [{merge_part_ack, Id, 1}]} = deliver(n1, [First], N2a),
+    {N1c, [W]} = write(1, again, {N1b, []}),
+    {N2c, _} = deliver(n1, [{op, M} || M <- Ops ++ [W]], N2b),
+    ?assertEqual([{t, 1, again}], proplists:get_value(1, rows(N2c))),
+    {N1d, Parts} = deliver(n2, [{merge_part_ack, Id, 1}], N1c),
+    {N2d, _, Later} = deliver_all(n1, Parts, N2c),
+    {N2e, []} = continue(Later, N2d),
+    ?assertEqual([{t, 1, again}], proplists:get_value(1, rows(N2e))),
+    ?assertEqual(rows(N1d), rows(N2e)).
+
+%% Parts read at once (while a cluster speaks the previous wire version): a write made on
+%% the sender after the state was built is in none of them; the receiver's delivered vector
+%% stops before it, and the operation brings it.
+parts_read_at_once_leave_a_later_write_to_its_operation_test() ->
+    Eager = fun(N) -> hm_ec_table:set_parts_late(false, copy(N, 4)) end,
+    {Id, N1, N2, First} = first_of_three_parts(Eager),
+    ?assertNot(maps:is_key(late, element(2, First))),
+    {N1a, [W]} = write(1, again, {N1, []}),
+    {_, Parts} = deliver(n2, [{merge_part_ack, Id, 1}], N1a),
+    {N2a, _, Later} = deliver_all(n1, Parts, N2),
+    {N2b, []} = continue(Later, N2a),
+    ?assertEqual([{t, 1, 1}], proplists:get_value(1, rows(N2b))),
+    {N2c, _} = deliver(n1, [{op, W}], N2b),
+    ?assertEqual(rows(N1a), rows(N2c)).
+
+first_part_keys({merge, #{rows := {left_out, _, KeyRows}, meta := Meta}}) ->
+    [K || {K, _} <- KeyRows ++ Meta].
 
 %% A part lost on the way: the receiver, without a part for a while, acknowledges what it
 %% has again, and the sender sends what follows it again.

@@ -165,3 +165,17 @@ state_transfer_test() ->
     ?assert(hm_ec_wire:is_state_transfer({merge, #{}})),
     ?assertNot(hm_ec_wire:is_state_transfer({merge_none})),
     ?assertNot(hm_ec_wire:is_state_transfer({snapshot_none})).
+
+%% A state whose parts are read late goes to no member of the previous release (whose copies
+%% would take its last part for a bad one); one read at once, and any other message, goes as
+%% it is. Its last part carries a vector.
+a_state_read_late_is_not_sent_at_the_previous_version_test() ->
+    First = {merge, #{rows => {left_out, #{}, []}, meta => [], delivered => #{{n1, 1} => 3},
+                      clears => [], parts => {id, 3}}},
+    Late = {merge, maps:put(late, true, element(2, First))},
+    ?assert(hm_ec_wire:is_merge(Late)),
+    ?assertEqual({merge_none}, hm_ec_wire:downgrade(2, Late)),
+    ?assertEqual(Late, hm_ec_wire:downgrade(3, Late)),
+    ?assertEqual(First, hm_ec_wire:downgrade(2, First)),
+    ?assert(hm_ec_wire:is_merge_part([{k, []}], [], #{{n1, 1} => 3})),
+    ?assertNot(hm_ec_wire:is_merge_part([{k, []}], [], not_a_vector)).

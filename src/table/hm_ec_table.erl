@@ -61,7 +61,9 @@
 %% member's state and joins it into its own key by key ({@link hm_ec_key:join/2}) instead of
 %% applying the member's operations one by one; see {@link hm_ec_table_catch_up}. A state
 %% of more keys than the option `part_keys' (default `infinity') goes in parts, joined one at
-%% a time between the copy's other work; see {@link hm_ec_table_stream}.</li>
+%% a time between the copy's other work, each part's keys read as it goes (option
+%% `parts_late', default `true'; `false' reads every part at once, for members of the
+%% previous release); see {@link hm_ec_table_stream}.</li>
 %% <li>A bound on the log (option `log_limit'): past it, what the reachable members have
 %% leaves the log, and a member that stayed unreachable catches up by state when it returns;
 %% see {@link hm_ec_table_give_up}.</li>
@@ -108,7 +110,7 @@
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1,
          cookie/1]).
 -export([read/2, rows/1, crdt_value/2, crdt_value_parts/2]).
--export([sync_timeout_ms/0, held/1, set_catch_up/2, set_part_keys/2]).
+-export([sync_timeout_ms/0, held/1, set_catch_up/2, set_part_keys/2, set_parts_late/2]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -include("hm_ec_table.hrl").
@@ -132,6 +134,7 @@
                   crdt => none | hm_ec_crdt:spec(), epoch => pos_integer(),
                   flow => pos_integer() | infinity, catch_up => pos_integer() | infinity,
                   log_limit => pos_integer() | infinity, part_keys => pos_integer() | infinity,
+                  parts_late => boolean(),
                   fold_keys => pos_integer() | infinity}.
 
 -opaque state() :: #t{}.
@@ -153,6 +156,7 @@ new(O = #{tab := Tab, node := Node, members := Ms0, store := St}) ->
             catch_up = maps:get(catch_up, O, infinity),
             log_limit = maps:get(log_limit, O, infinity),
             part_keys = maps:get(part_keys, O, infinity),
+            parts_late = maps:get(parts_late, O, true),
             fold_keys = maps:get(fold_keys, O, infinity)},
     Log = hm_ec_store:log_read(St),
     case hm_ec_table_restore:restorable(Log) of
@@ -620,6 +624,11 @@ set_catch_up(Lag, T) -> T#t{catch_up = Lag}.
 %% `infinity': states go as one message).
 -spec set_part_keys(pos_integer() | infinity, state()) -> state().
 set_part_keys(P, T) -> T#t{part_keys = P}.
+
+%% @doc Set whether the parts of a state sent in parts are read as each goes (option
+%% `parts_late'), or all at once when the state is built.
+-spec set_parts_late(boolean(), state()) -> state().
+set_parts_late(Late, T) -> T#t{parts_late = Late}.
 
 %% @doc How many answers to this copy's writers are held back (flow control: a member
 %% lags on its operations).

@@ -107,9 +107,11 @@
             given_up_keys = #{} :: #{term() => true} | all,
             pushed = #{} :: #{node() => {non_neg_integer(), non_neg_integer() | none}},
             %% states in parts (hm_ec_table_stream): keys per part (`infinity': one message),
-            %% the transfers being sent (per member), the one being received or joined, and
-            %% while it is joined, its delivered vector and the keys joined so far
+            %% whether a part's keys are read when it goes (or all at once), the transfers
+            %% being sent (per member), the one being received or joined, and while it is
+            %% joined, its delivered vector and the keys joined so far
             part_keys = infinity :: pos_integer() | infinity,
+            parts_late = true :: boolean(),
             streams = #{} :: #{node() => hm_ec_table_stream:stream()},
             incoming = none :: hm_ec_table_stream:incoming(),
             ahead = none :: none | {hm_vv:vv(), #{term() => true}},

@@ -58,7 +58,8 @@ log_undo(T = #t{store = St, clears = Cs}, {Origin, Ts, {_, Key, Op}}) ->
 
 effect(T = #t{store = St, type = Type, clears = Cs}, {Origin, Ts, {_Mode, _Key, clear}}) ->
     Keys = lists:usort(hm_ec_store:all_keys(St) ++ hm_ec_store:meta_keys(St)),
-    T1 = lists:foldl(fun(K, Acc) -> apply_key(Acc, Origin, Ts, K, delete) end, T, Keys),
+    T1 = lists:foldl(fun(K, Acc) -> apply_key(Acc, Origin, Ts, K, delete) end,
+                     hm_ec_table_stream:touch_all(Keys, T), Keys),
     %% remove-wins: the clear also beats writes concurrent with it that arrive later, on keys
     %% not here yet; kept until stable (add-wins: a delete beats nothing it has not seen).
     %% `Handled': keys where the clear's delete is settled (it was applied here, or an
@@ -71,13 +72,14 @@ effect(T = #t{store = St, type = Type, clears = Cs}, {Origin, Ts, {_Mode, _Key, 
         pawset -> T1
     end;
 effect(T = #t{clears = [], ahead = none}, {Origin, Ts, {_Mode, Key, Op}}) ->
-    apply_key(T, Origin, Ts, Key, Op);
+    %% (a state being sent in parts read late sends the key again: hm_ec_table_stream)
+    apply_key(hm_ec_table_stream:touch(Key, T), Origin, Ts, Key, Op);
 effect(T = #t{clears = []}, {Origin, Ts, {_Mode, Key, Op}}) ->
     %% a key joined from a state this copy has not delivered yet holds the operation already
     %% when that state held it (hm_ec_table_stream)
     case hm_ec_table_stream:skips(Key, {Origin, maps:get(Origin, Ts)}, T) of
         true -> T;
-        false -> apply_key(T, Origin, Ts, Key, Op)
+        false -> apply_key(hm_ec_table_stream:touch(Key, T), Origin, Ts, Key, Op)
     end;
 effect(T = #t{clears = Cs}, {Origin, Ts, {_Mode, Key, Op}}) ->
     %% first, every unstable clear that has not touched the key yet leaves on it the delete it

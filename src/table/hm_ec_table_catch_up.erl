@@ -417,7 +417,7 @@ join_keys(#{rows := Rows, meta := MetaRows, delivered := VP, clears := CsP},
                           {hm_ec_table_apply:store_meta(T, K, KS, St1), joined_hlc(Policy, H, KS)}
                   end
           end, {St0, T#t.hlc}, Keys),
-    {T#t{store = St, hlc = Hlc}, Keys}.
+    {hm_ec_table_stream:touch_all(Keys, T#t{store = St, hlc = Hlc}), Keys}.
 
 %% @doc Count member `From''s delivered vector `VP' as delivered, once every key of its state
 %% is joined (`Size': how many keys, or parts), then deliver what that made deliverable among

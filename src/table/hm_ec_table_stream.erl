@@ -32,8 +32,8 @@
 -module(hm_ec_table_stream).
 -include("hm_ec_table.hrl").
 
--export([send_state/3, in_parts/1, acked/4, begin_parts/5, part/3, gone/3, join_next/2,
-         tick/1, skips/3, is_ahead/1, receiving_other/2, not_taken/3]).
+-export([send_state/3, in_parts/1, touch/2, touch_all/2, acked/4, begin_parts/5, part/3,
+         gone/3, join_next/2, tick/1, skips/3, is_ahead/1, receiving_other/2, not_taken/3]).
 -export_type([stream/0, incoming/0]).
 
 %% parts sent ahead of the last one the receiver acknowledged
@@ -44,17 +44,23 @@
 %% for as long
 -define(ABANDON_TICKS, 48).
 
-%% a transfer being sent: its id, the parts after the first (encoded), the last part the
-%% receiver acknowledged, the last one sent, the tick of the last acknowledgement
--type stream() :: {term(), tuple(), pos_integer(), pos_integer(), non_neg_integer()}.
+%% a transfer being sent: its id; the parts after the first, each its keys (read late) or
+%% encoded (read at once); those read late and not yet acknowledged, encoded; the last part
+%% the receiver acknowledged, the last one sent, the tick of the last acknowledgement; and,
+%% until its last part is read, the keys changed here since it began (`none' when read at
+%% once)
+-type stream() :: #{id := term(), parts := tuple(), built := #{pos_integer() => binary()},
+                    acked := pos_integer(), sent := pos_integer(), at := non_neg_integer(),
+                    touched := #{term() => true} | none}.
 %% the transfer being received (its sender, id, the next part awaited, how many there are,
 %% the sender's delivered vector, the tick of the last part, the parts here), or being joined
-%% (the next part to join instead of the tick)
+%% (the next part to join instead of the tick, the vector every part is joined under, and
+%% the keys joined from the last part only)
 -type incoming() :: none
                   | {receiving, node(), term(), pos_integer(), pos_integer(), hm_vv:vv(),
                      non_neg_integer(), #{pos_integer() => binary()}}
                   | {joining, node(), term(), pos_integer(), pos_integer(), hm_vv:vv(),
-                     #{pos_integer() => binary()}}.
+                     #{term() => true}, #{pos_integer() => binary()}}.
 
 %%% ---------------------------------------------------------------- the sender
 
@@ -64,26 +70,41 @@
 %% parts when there are more keys than a part holds, otherwise into one message.
 -spec send_state([node()], {merge, map()} | {merge_none}, #t{}) -> {#t{}, effects()}.
 send_state(Ms, {merge, State = #{rows := {left_out, Folded, {keys, Keys}}}},
-           T = #t{part_keys = P}) ->
+           T = #t{part_keys = P, parts_late = Late}) ->
     case chunks(Keys, P) of
         [_] ->
             {KeyRows, Meta} = hm_ec_table_catch_up:key_rows(Keys, T),
             Msg = {merge, State#{rows := {left_out, Folded, KeyRows}, meta := Meta}},
             {T, [{send, M, Msg} || M <- Ms]};
         [Chunk1 | Rest] ->
-            %% the rows as they are now, read a part at a time (each encoded at once: the
-            %% process's heap never holds the whole state)
             {KR1, MR1} = hm_ec_table_catch_up:key_rows(Chunk1, T),
-            Bins = list_to_tuple([term_to_binary(hm_ec_table_catch_up:key_rows(C, T))
-                                  || C <- Rest]),
-            Count = tuple_size(Bins) + 1,
+            %% read late: each part's keys, read when it first goes; read now: every part,
+            %% each encoded at once (a binary outside the process's heap, shared by every
+            %% member it goes to)
+            Parts = case Late of
+                        true -> list_to_tuple(Rest);
+                        false -> list_to_tuple([term_to_binary(
+                                                  hm_ec_table_catch_up:key_rows(C, T))
+                                                || C <- Rest])
+                    end,
+            Count = tuple_size(Parts) + 1,
+            First0 = State#{rows := {left_out, Folded, KR1}, meta := MR1,
+                            parts => {0, Count}},
+            First1 = case Late of
+                         true -> First0#{late => true};
+                         false -> First0
+                     end,
             lists:foldl(
               fun(M, {Tx = #t{streams = S, tcsb = B, ticks = N}, Effs}) ->
                       Id = {hm_tcsb:self(B), N, M},
-                      First = {merge, State#{rows := {left_out, Folded, KR1}, meta := MR1,
-                                             parts => {Id, Count}}},
-                      {Tx#t{streams = S#{M => {Id, Bins, 1, 1, N}}},
-                       Effs ++ [{send, M, First}]}
+                      Stream = #{id => Id, parts => Parts, built => #{}, acked => 1,
+                                 sent => 1, at => N,
+                                 touched => case Late of
+                                                true -> #{};
+                                                false -> none
+                                            end},
+                      {Tx#t{streams = S#{M => Stream}},
+                       Effs ++ [{send, M, {merge, First1#{parts := {Id, Count}}}}]}
               end, {T, []}, Ms)
     end;
 send_state(Ms, Msg, T) -> {T, [{send, M, Msg} || M <- Ms]}.
@@ -102,14 +123,30 @@ chunks([], _, _, C, Acc) -> lists:reverse(Acc, [lists:reverse(C)]);
 chunks(L, P, 0, C, Acc) -> chunks(L, P, P, [], [lists:reverse(C) | Acc]);
 chunks([X | L], P, Left, C, Acc) -> chunks(L, P, Left - 1, [X | C], Acc).
 
+%% @doc Key `Key' changes here (an operation's effect, or a member's state joined) while
+%% states read late are being sent: every transfer that has not read its last part yet
+%% sends the key again in it.
+-spec touch(term(), #t{}) -> #t{}.
+touch(_, T = #t{streams = S}) when map_size(S) =:= 0 -> T;
+touch(Key, T = #t{streams = S}) ->
+    T#t{streams = maps:map(fun(_, St = #{touched := Ks}) when is_map(Ks) ->
+                                   St#{touched := Ks#{Key => true}};
+                              (_, St) -> St
+                           end, S)}.
+
+%% @doc {@link touch/2} for each of `Keys'.
+-spec touch_all([term()], #t{}) -> #t{}.
+touch_all(_, T = #t{streams = S}) when map_size(S) =:= 0 -> T;
+touch_all(Keys, T) -> lists:foldl(fun touch/2, T, Keys).
+
 %% @doc Member `M' has every part of transfer `Id' up to `I': the parts up to ?WINDOW past it
 %% go (again from `I' on when it said `I' before: what followed was lost); the last one ends
 %% the transfer here.
 -spec acked(node(), term(), pos_integer(), #t{}) -> {#t{}, effects()}.
 acked(M, Id, I, T = #t{streams = S, ticks = N}) ->
     case S of
-        #{M := {Id, Bins, Acked, Sent, _}} ->
-            Count = tuple_size(Bins) + 1,
+        #{M := Stream = #{id := Id, parts := Parts, acked := Acked, sent := Sent}} ->
+            Count = tuple_size(Parts) + 1,
             if
                 I >= Count -> {T#t{streams = maps:remove(M, S)}, []};
                 I < Acked -> {T, []};                % an old one
@@ -119,11 +156,39 @@ acked(M, Id, I, T = #t{streams = S, ticks = N}) ->
                                false -> Sent + 1
                            end,
                     To = min(Count, I + ?WINDOW),
-                    {T#t{streams = S#{M := {Id, Bins, I, max(Sent, To), N}}},
-                     [{send, M, {merge_part, Id, J, element(J - 1, Bins)}}
-                      || J <- lists:seq(From, To)]}
+                    %% the parts acknowledged are not sent again
+                    Built0 = maps:filter(fun(J, _) -> J > I end, maps:get(built, Stream)),
+                    {Stream1, Sends} =
+                        lists:foldl(
+                          fun(J, {St0, Acc}) ->
+                                  {Bin, St1} = part_bin(J, Count, St0, T),
+                                  {St1, [{send, M, {merge_part, Id, J, Bin}} | Acc]}
+                          end, {Stream#{built := Built0}, []}, lists:seq(From, To)),
+                    {T#t{streams = S#{M := Stream1#{acked := I, sent := max(Sent, To),
+                                                    at := N}}},
+                     lists:reverse(Sends)}
             end;
         _ -> {T, [{send, M, {merge_part_gone, Id}}]}
+    end.
+
+%% Part `J' of a transfer, encoded: as built before; read now when its keys are read late.
+%% Such a part holds the keys of its chunk not changed since the transfer began (those are
+%% as the first part's delivered vector says, and as this copy's delivered vector says now);
+%% the last one also holds every key changed since, and this copy's delivered vector, which
+%% every key of the transfer is as: the receiver joins every part under it.
+part_bin(J, Count, Stream = #{parts := Parts, built := Built, touched := Touched}, T) ->
+    case {Built, element(J - 1, Parts)} of
+        {#{J := Bin}, _} -> {Bin, Stream};
+        {_, Bin} when is_binary(Bin) -> {Bin, Stream};
+        {_, Keys} when J < Count ->
+            Bin = term_to_binary(hm_ec_table_catch_up:key_rows(
+                                   [K || K <- Keys, not is_map_key(K, Touched)], T)),
+            {Bin, Stream#{built := Built#{J => Bin}}};
+        {_, Keys} ->
+            All = maps:keys(maps:merge(Touched, maps:from_keys(Keys, true))),
+            {KeyRows, Meta} = hm_ec_table_catch_up:key_rows(All, T),
+            Bin = term_to_binary({KeyRows, Meta, hm_tcsb:delivered(T#t.tcsb)}),
+            {Bin, Stream#{built := Built#{J => Bin}, touched := none}}
     end.
 
 %%% ---------------------------------------------------------------- the receiver
@@ -153,6 +218,7 @@ part(_, _, T) -> {T, []}.
 is_part(Bin) when is_binary(Bin) ->
     try binary_to_term(Bin) of
         {KeyRows, Meta} -> hm_ec_wire:is_merge_part(KeyRows, Meta);
+        {KeyRows, Meta, VP} -> hm_ec_wire:is_merge_part(KeyRows, Meta, VP);
         _ -> false
     catch
         error:badarg -> false
@@ -165,7 +231,18 @@ keep_part(From, {Id, I, Bin}, T = #t{incoming = {receiving, From, Id, Next, Coun
     Ack = [{send, From, {merge_part_ack, Id, Next1 - 1}} || Next1 > Next],
     case Next1 > Count of
         true ->
-            {T#t{incoming = {joining, From, Id, 1, Count, VP, Parts1}},
+            %% a state read late: its last part holds the keys changed on the sender while
+            %% its parts went (as its last part's vector says); every other key is as it was
+            %% read, and as that vector says. Each key changed is joined from the last
+            %% part only: as another part holds it, it lacks what changed it since.
+            {VPn, Later} =
+                case binary_to_term(maps:get(Count, Parts1)) of
+                    {KeyRows, Meta, LastVP} ->
+                        {hm_vv:join(VP, LastVP),
+                         maps:from_keys([K || {K, _} <- KeyRows ++ Meta], true)};
+                    _ -> {VP, #{}}
+                end,
+            {T#t{incoming = {joining, From, Id, 1, Count, VPn, Later, Parts1}},
              Ack ++ [{continue, {join_part, Id}}]};
         false ->
             {T#t{incoming = {receiving, From, Id, Next1, Count, VP, T#t.ticks, Parts1}}, Ack}
@@ -183,7 +260,7 @@ gone(From, Id, T = #t{incoming = {receiving, From, Id, _, _, _, _, _}}) ->
     {T#t{incoming = none}, []};
 gone(From, Id, T = #t{streams = S}) ->
     case S of
-        #{From := {Id, _, _, _, _}} -> {T#t{streams = maps:remove(From, S)}, []};
+        #{From := #{id := Id}} -> {T#t{streams = maps:remove(From, S)}, []};
         _ -> {T, []}
     end.
 
@@ -194,7 +271,7 @@ gone(From, Id, T = #t{streams = S}) ->
 not_taken(From, {merge, #{parts := {Id, Count}}}, #t{incoming = In}) when Count > 1 ->
     case In of
         {receiving, From, Id, _, _, _, _, _} -> [];
-        {joining, From, Id, _, _, _, _} -> [];
+        {joining, From, Id, _, _, _, _, _} -> [];
         _ -> [{send, From, {merge_part_gone, Id}}]
     end;
 not_taken(_, _, _) -> [].
@@ -202,8 +279,15 @@ not_taken(_, _, _) -> [].
 %% @doc The next part of transfer `Id', every part of which is here, joined; with the last,
 %% the sender's delivered vector counts as delivered.
 -spec join_next(term(), #t{}) -> {#t{}, effects()}.
-join_next(Id, T = #t{incoming = {joining, From, Id, I, Count, VP, Parts}}) ->
-    {KeyRows, Meta} = binary_to_term(maps:get(I, Parts)),         % checked on arrival
+join_next(Id, T = #t{incoming = {joining, From, Id, I, Count, VP, Later, Parts}}) ->
+    Part = binary_to_term(maps:get(I, Parts)),                      % checked on arrival
+    {KeyRows, Meta} = case I < Count andalso map_size(Later) > 0 of
+                          true -> {[KR || KR = {K, _} <- element(1, Part),
+                                          not is_map_key(K, Later)],
+                                   [M || M = {K, _} <- element(2, Part),
+                                         not is_map_key(K, Later)]};
+                          false -> {element(1, Part), element(2, Part)}
+                      end,
     {T1, Keys} = hm_ec_table_catch_up:join_part(KeyRows, Meta, VP, T),
     case I =:= Count of
         true ->
@@ -211,7 +295,7 @@ join_next(Id, T = #t{incoming = {joining, From, Id, I, Count, VP, Parts}}) ->
                                         T1#t{incoming = none, ahead = none});
         false ->
             {mark_ahead(Keys, VP, T1#t{incoming = {joining, From, Id, I + 1, Count, VP,
-                                                   maps:remove(I, Parts)}}),
+                                                   Later, maps:remove(I, Parts)}}),
              [{continue, {join_part, Id}}]}
     end;
 join_next(_, T) -> {T, []}.
@@ -221,8 +305,7 @@ join_next(_, T) -> {T, []}.
 %% forgets the transfers not acknowledged for ?ABANDON_TICKS.
 -spec tick(#t{}) -> {#t{}, effects()}.
 tick(T0 = #t{ticks = N, streams = S}) ->
-    T = T0#t{streams = maps:filter(fun(_, {_, _, _, _, At}) -> N - At < ?ABANDON_TICKS end,
-                                   S)},
+    T = T0#t{streams = maps:filter(fun(_, #{at := At}) -> N - At < ?ABANDON_TICKS end, S)},
     case T#t.incoming of
         {receiving, _, _, _, _, _, At, _} when N - At >= ?ABANDON_TICKS ->
             {T#t{incoming = none}, []};
@@ -251,13 +334,13 @@ mark_ahead(Keys, VP, T = #t{ahead = Ahead}) ->
 %% @doc Whether this copy is joining a state in parts: it holds keys ahead of its delivered
 %% vector, and builds no state or snapshot for others.
 -spec is_ahead(#t{}) -> boolean().
-is_ahead(#t{incoming = {joining, _, _, _, _, _, _}}) -> true;
+is_ahead(#t{incoming = {joining, _, _, _, _, _, _, _}}) -> true;
 is_ahead(_) -> false.
 
 %% @doc Whether a state `From' sends now is not to be joined: this copy is joining one in
 %% parts, or receiving one from another member that has not stalled.
 -spec receiving_other(node(), #t{}) -> boolean().
-receiving_other(_, #t{incoming = {joining, _, _, _, _, _, _}}) -> true;
+receiving_other(_, #t{incoming = {joining, _, _, _, _, _, _, _}}) -> true;
 receiving_other(From, #t{incoming = {receiving, Src, _, _, _, _, At, _}, ticks = N}) ->
     Src =/= From andalso N - At < ?STALL_TICKS;
 receiving_other(_, _) -> false.

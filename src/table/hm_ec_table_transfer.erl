@@ -79,9 +79,11 @@ install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := 
                                               TOpts)),
     %% the member may have caught up by state: its unstable keys may hold entries of
     %% operations its log (now this copy's) lacks, folded once all of `V' is stable
+    %% (a state being sent in parts from the state replaced goes no further: its receiver
+    %% asks again)
     Installed = hm_ec_table_flow:flow_changed(T#t{store = St4, tcsb = B0, status = ready,
                                                   clears = Clears, stable_seen = undefined,
-                                                  fold_after = V}),
+                                                  fold_after = V, streams = #{}}),
     T0 = hm_ec_table_apply:persist_clears(Installed, undefined),
     T1 = lists:foldl(fun(M, Acc) -> hm_ec_table_apply:persist(Acc, M, V) end, T0, Log),
     Effs = [{info, "hypermnesia: ~p caught up (~p rows)", [Tab, length(Rows)]}

@@ -18,8 +18,10 @@
 %% hm_ec_versions} asks the members and keeps the answer). So during a rolling upgrade the
 %% cluster speaks the old version until the last old node is gone, then the new one; a
 %% member of a release two versions back (that reads neither) is logged, and the others
-%% keep their own version with the rest. Version 2 adds states in parts (`merge_part'
-%% messages, and `parts' in a state); version 1 has none.
+%% keep their own version with the rest. Version 2 added states in parts (`merge_part'
+%% messages, and `parts' in a state), each part read when the state is built; version 3
+%% reads each part as it goes, and its last part carries the vector every key of the state
+%% is as (`late' in the first part's state).
 %%
 %% Messages (`Msg') between copies of a table, as {@link hm_ec_table} sends and accepts them:
 %% <ul>
@@ -32,7 +34,7 @@
 %% <li>`{merge_req, Delivered}', `{merge, State}', `{merge_none}': catching up by state
 %% (see {@link is_merge/1}); `{merge_part, Id, I, Part}', `{merge_part_ack, Id, I}',
 %% `{merge_part_gone, Id}': the parts after the first of a state in parts
-%% (see {@link hm_ec_table_stream}; version 2).</li>
+%% (see {@link hm_ec_table_stream}).</li>
 %% </ul>
 %% Every message may be lost: a busy connection drops what is sent on it (the sender does
 %% not wait), and retransmission and acknowledgements repair the loss. A state
@@ -46,12 +48,12 @@
 -export([version/0, versions/0, disc_version/0, envelope/4, envelope/5, open/1, upgrade/2,
          downgrade/2, negotiate/2, sending_version/0, set_sending_version/1]).
 -export([is_op_message/1, is_op_shape/1, is_ack/1, is_snapshot/1, is_merge/1,
-         is_merge_part/2, is_state_transfer/1]).
+         is_merge_part/2, is_merge_part/3, is_state_transfer/1]).
 -export_type([versions/0]).
 
 %% This release's wire version, and the oldest it reads and writes (the previous release's).
--define(VERSION, 2).
--define(OLDEST, 1).
+-define(VERSION, 3).
+-define(OLDEST, 2).
 -define(DISC_VERSION, 1).
 
 %% `{Oldest, Newest}': the wire versions a node reads and writes.
@@ -119,11 +121,11 @@ open(_) -> {error, not_an_envelope}.
 upgrade(_, Msg) -> Msg.
 
 %% @doc A message of this version in the shapes of version `V' (see {@link upgrade/2}).
-%% Version 1 has no state in parts: the first part of one is no state there (a copy of that
-%% release would take it for the whole state), and the table core sends none while the
-%% cluster speaks version 1 (hm_ec_table_server).
+%% Version 2 reads no state whose parts are read late (its last part carries a vector): the
+%% first part of one is no state there, and the table core sends none while the cluster
+%% speaks version 2 (hm_ec_table_server).
 -spec downgrade(pos_integer(), term()) -> term().
-downgrade(1, {merge, #{parts := {_, Count}}}) when Count > 1 -> {merge_none};
+downgrade(2, {merge, #{parts := {_, Count}, late := true}}) when Count > 1 -> {merge_none};
 downgrade(_, Msg) -> Msg.
 
 %% @doc Whether a message carries a copy's state (a snapshot, a state to join, a part of one
@@ -204,6 +206,11 @@ is_merge_part(KeyRows, Meta) ->
     is_merge_rows({left_out, #{}, KeyRows})
         andalso is_list(Meta)
         andalso lists:all(fun(M) -> is_tuple(M) andalso tuple_size(M) =:= 2 end, Meta).
+
+%% @doc {@link is_merge_part/2}, for the last part of a state whose parts are read late, with
+%% the vector every key of the state is as.
+-spec is_merge_part(term(), term(), term()) -> boolean().
+is_merge_part(KeyRows, Meta, VP) -> is_vv(VP, 1) andalso is_merge_part(KeyRows, Meta).
 
 is_merge_rows({left_out, Folded, KeyRows}) ->
     is_vv(Folded, 0)
