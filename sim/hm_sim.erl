@@ -185,12 +185,17 @@ fold_keys(_) -> infinity.
 %% of `Lag' div 20 keys at most (option `part_keys'), so that a state of the table's few keys
 %% goes in several (hm_ec_table_stream), each part read as it goes, except in one of those
 %% seeds in two, which read every part at once (option `parts_late', as while a cluster
-%% speaks the previous wire version). An option `catch_up' given is kept.
+%% speaks the previous wire version, and snapshots go whole). One even seed in two, of any
+%% storage, catches up by operations only but sends its snapshots in parts of that many keys
+%% (from its `ram_copies' copies: a disc copy sends its snapshot whole). An option
+%% `catch_up' given is kept.
 with_catch_up(_, _, Cfg = #{catch_up := _}) -> Cfg;
 with_catch_up(Seed, Lag, Cfg = #{storage := ram}) when Seed rem 4 =:= 1 ->
     maps:merge(#{part_keys => max(1, Lag div 20), parts_late => Seed rem 8 =:= 1},
                Cfg#{catch_up => Lag});
 with_catch_up(Seed, Lag, Cfg = #{storage := ram}) when Seed rem 2 =:= 1 -> Cfg#{catch_up => Lag};
+with_catch_up(Seed, Lag, Cfg) when Seed rem 4 =:= 2 ->
+    maps:merge(#{part_keys => max(1, Lag div 20)}, Cfg#{catch_up => infinity});
 with_catch_up(_, _, Cfg) -> Cfg#{catch_up => infinity}.
 
 %% Mnesia alone stopping and starting again on a node while hypermnesia runs (as Mnesia's

@@ -166,16 +166,24 @@ state_transfer_test() ->
     ?assertNot(hm_ec_wire:is_state_transfer({merge_none})),
     ?assertNot(hm_ec_wire:is_state_transfer({snapshot_none})).
 
-%% A state whose parts are read late goes to no member of the previous release (whose copies
-%% would take its last part for a bad one); one read at once, and any other message, goes as
-%% it is. Its last part carries a vector.
-a_state_read_late_is_not_sent_at_the_previous_version_test() ->
-    First = {merge, #{rows => {left_out, #{}, []}, meta => [], delivered => #{{n1, 1} => 3},
-                      clears => [], parts => {id, 3}}},
-    Late = {merge, maps:put(late, true, element(2, First))},
+%% A snapshot in parts goes to no member of the previous release (whose copies would take
+%% its first part for a bad snapshot): it says it has none, and the copy asks again. A whole
+%% snapshot, a state read late and any other message go as they are. The last part of a
+%% snapshot in parts carries a vector, a log and clears; a state's, a vector.
+a_snapshot_in_parts_is_not_sent_at_the_previous_version_test() ->
+    Parts = {snapshot, #{rows => [{k, [{t, k, v}]}], meta => [], parts => {id, 3}}},
+    ?assert(hm_ec_wire:is_snapshot(Parts)),
+    ?assertEqual({snapshot_none}, hm_ec_wire:downgrade(3, Parts)),
+    ?assertEqual(Parts, hm_ec_wire:downgrade(4, Parts)),
+    Whole = {snapshot, #{rows => [], meta => [], delivered => #{}, log => [], clears => []}},
+    ?assertEqual(Whole, hm_ec_wire:downgrade(3, Whole)),
+    Late = {merge, #{rows => {left_out, #{}, []}, meta => [], delivered => #{{n1, 1} => 3},
+                     clears => [], parts => {id, 3}, late => true}},
     ?assert(hm_ec_wire:is_merge(Late)),
-    ?assertEqual({merge_none}, hm_ec_wire:downgrade(2, Late)),
     ?assertEqual(Late, hm_ec_wire:downgrade(3, Late)),
-    ?assertEqual(First, hm_ec_wire:downgrade(2, First)),
     ?assert(hm_ec_wire:is_merge_part([{k, []}], [], #{{n1, 1} => 3})),
-    ?assertNot(hm_ec_wire:is_merge_part([{k, []}], [], not_a_vector)).
+    ?assertNot(hm_ec_wire:is_merge_part([{k, []}], [], not_a_vector)),
+    ?assert(hm_ec_wire:is_snapshot_part([{k, []}], [],
+                                        #{delivered => #{}, log => [], clears => []})),
+    ?assertNot(hm_ec_wire:is_snapshot_part([{k, []}], [], #{{n1, 1} => 3})),
+    ?assertNot(hm_ec_wire:is_snapshot({snapshot, #{rows => [], meta => [], parts => {id, 1}}})).

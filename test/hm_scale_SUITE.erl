@@ -5,12 +5,14 @@
 %% What it shows: past the bound on the log (`log_limit', 20,000 operations here), the
 %% copies keep only what the members they reach lack, not every operation made for the one
 %% cut off; after the heal the copy cut off catches up by state, the writer is not held back
-%% by it, and every copy ends equal, with no operation or timestamp left unstable.
+%% by it, and every copy ends equal, with no operation or timestamp left unstable. And a
+%% copy added to such a table while the writer runs receives it in parts, through a cut in
+%% the middle of the transfer, and ends equal to the others.
 -module(hm_scale_SUITE).
 -include_lib("common_test/include/ct.hrl").
 
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1]).
--export([log_bounded_through_a_long_cut/1]).
+-export([log_bounded_through_a_long_cut/1, a_copy_added_under_writes_comes_in_parts/1]).
 %% run on the nodes
 -export([fill/2, writer_start/2, writer_count/0, writer_stop/0, digest/1]).
 
@@ -23,7 +25,7 @@
 
 suite() -> [{timetrap, {minutes, 5}}].
 
-all() -> [log_bounded_through_a_long_cut].
+all() -> [log_bounded_through_a_long_cut, a_copy_added_under_writes_comes_in_parts].
 
 init_per_suite(Config) ->
     C = hm_cluster:start(#{nodes => 3, dir => ?config(priv_dir, Config), prefix => "hmscale",
@@ -79,6 +81,43 @@ log_bounded_through_a_long_cut(Config) ->
                                       {K, O, G} =:= {0, 0, 0}
                               end, [1, 2, 3])
            end, 60000),
+    {atomic, ok} = call(C, 1, hypermnesia, delete_table, [Tab]),
+    ok.
+
+%% A table of ?ROWS rows on nodes 1 and 2, the writer on node 1; a copy added on node 3. Once
+%% its first parts are written there, node 3 is cut off for 5 s: the transfer stalls, and
+%% after the heal node 3 asks again and gets every part. It writes the table a part at a
+%% time (its table process handled part messages), and once the writer stops every copy
+%% holds the same rows.
+a_copy_added_under_writes_comes_in_parts(Config) ->
+    C = ?config(cluster, Config),
+    Tab = scale_add,
+    [N1, N2, N3] = [hm_cluster:node(C, I) || I <- [1, 2, 3]],
+    ok = call(C, 3, application, set_env, [hypermnesia, slow_step_ms, 1000]),
+    {atomic, ok} = call(C, 1, hypermnesia, create_table,
+                        [Tab, [{type, pawset}, {attributes, [k, v]}, {ram_copies, [N1, N2]}]]),
+    ok = call(C, 1, ?MODULE, fill, [Tab, ?ROWS]),
+    ok = call(C, 1, ?MODULE, writer_start, [Tab, ?ROWS]),
+    {atomic, ok} = call(C, 1, hypermnesia, add_table_copy, [Tab, N3, ram_copies]),
+    ok = hm_cluster:wait_until(fun() -> call(C, 3, mnesia, table_info, [Tab, size]) > 0 end,
+                               60000),
+    Midway = info(C, 3, Tab),
+    ct:log("node 3 when cut off: ~p", [maps:with([status, size], Midway)]),
+    ok = hm_cluster:cut(C, [3], [1, 2]),
+    timer:sleep(5000),
+    ok = hm_cluster:heal(C),
+    ok = hm_cluster:wait_until(fun() -> maps:get(status, info(C, 3, Tab)) =:= ready end,
+                               120000),
+    ok = call(C, 1, ?MODULE, writer_stop, []),
+    ok = hm_cluster:wait_until(
+           fun() -> length(lists:usort([call(C, I, ?MODULE, digest, [Tab])
+                                        || I <- [1, 2, 3]])) =:= 1
+           end, 120000),
+    #{step_totals := Steps, size := Size} = info(C, 3, Tab),
+    ct:log("node 3's steps: ~p", [Steps]),
+    true = Size >= ?ROWS,
+    {Parts, _, _} = maps:get(merge_part, Steps, {0, 0, 0}),
+    true = Parts >= ?ROWS div 5000 - 1,
     {atomic, ok} = call(C, 1, hypermnesia, delete_table, [Tab]),
     ok.
 

@@ -62,16 +62,17 @@
 %% applying the member's operations one by one; see {@link hm_ec_table_catch_up}. A state
 %% of more keys than the option `part_keys' (default `infinity') goes in parts, joined one at
 %% a time between the copy's other work, each part's keys read as it goes (option
-%% `parts_late', default `true'; `false' reads every part at once, for members of the
-%% previous release); see {@link hm_ec_table_stream}.</li>
+%% `parts_late', default `true'; `false' reads every part at once, and sends snapshots
+%% whole, for members of the previous release); see {@link hm_ec_table_stream}.</li>
 %% <li>A bound on the log (option `log_limit'): past it, what the reachable members have
 %% leaves the log, and a member that stayed unreachable catches up by state when it returns;
 %% see {@link hm_ec_table_give_up}.</li>
 %% <li>State transfer: a copy without state (new, or restarted without its disc state) is
 %% `syncing': it refuses writes (it has no causal context: a delete would remove records it
 %% never saw), asks members for a snapshot, installs the first one and delivers what arrived
-%% meanwhile. It starts from nothing only when every other member says it holds nothing from
-%% anyone else (the members of a brand-new table).</li>
+%% meanwhile. A snapshot of more keys than `part_keys' comes in parts, written as they come
+%% (see {@link hm_ec_table_transfer}). It starts from nothing only when every other member
+%% says it holds nothing from anyone else (the members of a brand-new table).</li>
 %% </ul>
 %% CRDT tables write behind (the ChiaVe paper, *ChiaVe: A Flexible CRDT-Based Key-Value
 %% Store*, §4: a store's state per broadcast epoch): a key's CRDT, once an update changed it
@@ -110,7 +111,7 @@
 -export([conflicts/1, duplicates/1, tab/1, status/1, tcsb/1, store/1, clears/1, members/1,
          cookie/1]).
 -export([read/2, rows/1, crdt_value/2, crdt_value_parts/2]).
--export([sync_timeout_ms/0, held/1, set_catch_up/2, set_part_keys/2, set_parts_late/2]).
+-export([sync_timeout_ms/0, held/1, set_catch_up/2, set_parts_late/2]).
 -export_type([state/0, effect/0, event/0, op/0, opts/0]).
 
 -include("hm_ec_table.hrl").
@@ -374,10 +375,17 @@ remote(From, {ops, Msgs}, T) when is_list(Msgs) ->
                              end, {T, []}, Msgs),
     {T1, lists:append(lists:reverse(Effs))};
 remote(From, {op, Msg}, T = #t{status = {syncing, Raw, Empty}, tab = Tab}) ->
-    %% not caught up yet: keep it for after the state transfer
-    case hm_ec_wire:is_op_message(Msg) of
-        false -> {T, [{drop, {bad_op_message, Tab, From}}]};
-        true -> {T#t{status = {syncing, [Msg | Raw], Empty}}, []}
+    %% not caught up yet: keep it for after the state transfer; not while a snapshot in parts
+    %% comes (for as long as it takes, under load, the operations would pile up here): the
+    %% members send again what its last part does not hold once this copy acknowledges it,
+    %% as after any message lost
+    case hm_ec_table_transfer:is_receiving(T) of
+        true -> {T, []};
+        false ->
+            case hm_ec_wire:is_op_message(Msg) of
+                false -> {T, [{drop, {bad_op_message, Tab, From}}]};
+                true -> {T#t{status = {syncing, [Msg | Raw], Empty}}, []}
+            end
     end;
 remote(From, {snapshot_req}, T = #t{status = ready, ahead = Ahead}) when Ahead =/= none ->
     %% keys joined ahead of what this copy has delivered (hm_ec_table_stream): a copy that
@@ -398,6 +406,7 @@ remote(From, {snapshot_req}, T) ->
     snapshot_to(From, T);
 remote(From, Msg = {snapshot, Snap}, T = #t{status = {syncing, _, _}, tab = Tab}) ->
     case hm_ec_wire:is_snapshot(Msg) of
+        true when is_map_key(parts, Snap) -> hm_ec_table_transfer:begin_parts(From, Snap, T);
         true -> install(Snap, T);
         false -> {T, [{drop, {bad_message, Tab, From, Msg}}]}
     end;
@@ -408,6 +417,8 @@ remote(From, {snapshot_empty}, T = #t{status = {syncing, Raw, Empty}, tcsb = B})
         [] -> install(hm_ec_table_transfer:empty_snapshot(), T);
         _ -> {T#t{status = {syncing, Raw, Empty1}}, []}
     end;
+remote(From, {snapshot, #{parts := {Id, _}}}, T = #t{status = ready}) ->
+    {T, [{send, From, {merge_part_gone, Id}}]};  % already caught up: no more of it
 remote(_From, {snapshot, _}, T = #t{status = ready}) ->
     {T, []};                                    % already caught up
 remote(_From, {snapshot_empty}, T) ->
@@ -450,10 +461,19 @@ remote(From, Msg = {merge, _}, T0 = #t{tab = Tab, merge_req = Req}) ->
     end;
 remote(_From, {merge_none}, T) ->
     {T#t{merge_req = none}, []};
+remote(From, {merge_part, Id, I, Bin}, T = #t{status = {syncing, _, _}}) when is_integer(I) ->
+    case hm_ec_table_transfer:part(From, {Id, I, Bin}, T) of
+        {installed, T1, Effs, Pending} -> deliver_pending(T1, Effs, Pending);
+        Stepped -> Stepped
+    end;
 remote(From, {merge_part, Id, I, Bin}, T) when is_integer(I) ->
     hm_ec_table_stream:part(From, {Id, I, Bin}, T);
 remote(From, {merge_part_ack, Id, I}, T) when is_integer(I), I >= 1 ->
     hm_ec_table_stream:acked(From, Id, I, T);
+remote(From, {merge_part_gone, Id}, T = #t{status = {syncing, _, _}}) ->
+    {T1, Effs} = hm_ec_table_stream:gone(From, Id, T),     % one it was sending
+    {T2, Effs2} = hm_ec_table_transfer:gone(From, Id, T1),
+    {T2, Effs ++ Effs2};
 remote(From, {merge_part_gone, Id}, T) ->
     hm_ec_table_stream:gone(From, Id, T);
 remote(From, {op, Msg}, T) ->
@@ -482,7 +502,10 @@ remote(From, Other, T = #t{tab = Tab}) ->
 
 %% Install a member's state (hm_ec_table_transfer), then deliver what arrived meanwhile.
 install(Snap, T) ->
-    {T1 = #t{tcsb = B}, Effs, Pending} = hm_ec_table_transfer:install(Snap, T),
+    {T1, Effs, Pending} = hm_ec_table_transfer:install(Snap, T),
+    deliver_pending(T1, Effs, Pending).
+
+deliver_pending(T1 = #t{tcsb = B}, Effs, Pending) ->
     lists:foldl(fun(M, {Tx, E}) -> {Ty, E1} = remote(?NODE_OF(B), {op, M}, Tx), {Ty, E ++ E1} end,
                 {T1, Effs}, Pending).
 
@@ -498,7 +521,12 @@ snapshot_to(From, T0 = #t{ticks = N, snapshots_sent = Sent}) ->
     %% what a member installs is every row as reads here show it, on disc here first (see
     %% tick/2)
     T = hm_ec_table_apply:sync_store(hm_ec_table_write_behind:write_unwritten(T1)),
-    {T, Flushed ++ [{send, From, hm_ec_table_transfer:snapshot(T)}]}.
+    case hm_ec_table_transfer:snapshot_keys(T) of
+        {parts, Keys} ->
+            {T2, Sends} = hm_ec_table_stream:send_snapshot(From, Keys, T),
+            {T2, Flushed ++ Sends};
+        whole -> {T, Flushed ++ [{send, From, hm_ec_table_transfer:snapshot(T)}]}
+    end.
 
 %% @doc Member `N' is reachable again, maybe as a new incarnation without its state: forget
 %% what it was known to have; retransmission to it resumes from its next acknowledgement.
@@ -545,12 +573,16 @@ tick(Up0, Tx = #t{tcsb = B0}) ->
                                        {Msgs, By} = hm_tcsb:resend_due(M, Bx),
                                        {[{send, M, {ops, Msgs}} || Msgs =/= []] ++ Acc, By}
                                end, {[], B0}, Reach),
-    Snap = [{send, M, {snapshot_req}} || syncing(T), M <- Reach],
+    %% (none while a snapshot in parts comes)
+    Snap = [{send, M, {snapshot_req}} || syncing(T), not hm_ec_table_transfer:is_receiving(T),
+                                         M <- Reach],
     {Tm0, Merge} = hm_ec_table_catch_up:merge_request(Reach, T#t{tcsb = B}),
     %% the bound on the log, and the states of members that lack what left it
     {Tm1, Pushed} = hm_ec_table_give_up:push_states(Reach, hm_ec_table_give_up:give_up(Tm0)),
     %% states in parts: what stalled is asked for again, what was abandoned forgotten
-    {Tm, Parts} = hm_ec_table_stream:tick(Tm1),
+    {Tm2, Parts0} = hm_ec_table_stream:tick(Tm1),
+    {Tm, Parts1} = hm_ec_table_transfer:tick(Tm2),
+    Parts = Parts0 ++ Parts1,
     %% every ?FULL_SCAN_TICKS ticks every key is looked at, as a safety net
     {T1, Evs} = hm_ec_table_stabilize:stabilize(Tm, N rem ?FULL_SCAN_TICKS =:= 0),
     {T2, Replies} = release_waiters(Up, T1),
@@ -619,11 +651,6 @@ acks_due(Up, T = #t{acks_sent = Sent, ticks = N, tcsb = B}, When) ->
 %% `infinity' turns it off, as for a table with a `disc_copies' copy.
 -spec set_catch_up(pos_integer() | infinity, state()) -> state().
 set_catch_up(Lag, T) -> T#t{catch_up = Lag}.
-
-%% @doc Set how many keys a part of a state sent in parts holds (option `part_keys';
-%% `infinity': states go as one message).
--spec set_part_keys(pos_integer() | infinity, state()) -> state().
-set_part_keys(P, T) -> T#t{part_keys = P}.
 
 %% @doc Set whether the parts of a state sent in parts are read as each goes (option
 %% `parts_late'), or all at once when the state is built.

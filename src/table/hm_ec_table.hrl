@@ -22,6 +22,14 @@
 %% one waits that much longer for a large table (hm_ec_table_transfer, _catch_up)
 -define(ROWS_PER_TICK, 20000).
 
+%% States and snapshots in parts (hm_ec_table_stream, hm_ec_table_transfer): parts sent
+%% ahead of the last one the receiver acknowledged; a receiver without a part for
+%% ?STALL_TICKS acknowledges what it has again, and gives the transfer up after
+%% ?ABANDON_TICKS; the sender forgets one not acknowledged for as long.
+-define(WINDOW, 4).
+-define(STALL_TICKS, 8).
+-define(ABANDON_TICKS, 48).
+
 %% This copy's node, from its broadcast state.
 -define(NODE_OF(B), element(1, hm_tcsb:self(B))).
 

@@ -138,7 +138,7 @@ init({Tab, EcOpts = #{type := Type, conflict := Policy, meta := Meta, log := Log
              crdt => maps:get(crdt, EcOpts, none),
              epoch => maps:get(crdt_epoch, EcOpts, 100),
              flow => flow_limit(), catch_up => catch_up_lag(Tab), log_limit => log_limit(),
-             part_keys => part_keys(), parts_late => hm_ec_wire:sending_version() >= 3,
+             part_keys => ?PART_KEYS, parts_late => parts_late(),
              fold_keys => ?FOLD_KEYS},
     logger:info("hypermnesia: tracking ~p on this node (~p)", [Tab, Storage]),
     {T, Effs} = hm_ec_table:new(Opts),
@@ -223,9 +223,7 @@ handle_info({tick, Ref}, S = #{tab := Tab, tick_ref := Ref, ticks := N}) ->
               _ -> keep
           end,
     step(tick, fun(T0) ->
-                       T = hm_ec_table:set_parts_late(
-                             hm_ec_wire:sending_version() >= 3,
-                             hm_ec_table:set_part_keys(part_keys(), T0)),
+                       T = hm_ec_table:set_parts_late(parts_late(), T0),
                        hm_ec_table:tick(Up, case Lag of
                                                 keep -> T;
                                                 _ -> hm_ec_table:set_catch_up(Lag, T)
@@ -428,10 +426,11 @@ flow_limit() -> limit_or_default(flow_limit, ?FLOW_LIMIT).
 -spec log_limit() -> pos_integer() | infinity.
 log_limit() -> limit_or_default(log_limit, ?LOG_LIMIT).
 
-%% Keys per part of a state sent in parts (option `part_keys' of {@link hm_ec_table}); while
-%% the cluster speaks the previous wire version (a rolling upgrade), every part is read at
-%% once (option `parts_late').
-part_keys() -> ?PART_KEYS.
+%% Whether the parts of a state sent in parts are read as each goes, and a large snapshot
+%% goes in parts too (option `parts_late' of {@link hm_ec_table}): not while the cluster
+%% speaks the previous wire version (a rolling upgrade), whose copies take no snapshot in
+%% parts.
+parts_late() -> hm_ec_wire:sending_version() >= 4.
 
 %% An application variable that is a positive integer or `infinity', or (logged) `Default'.
 limit_or_default(Key, Default) ->

@@ -29,38 +29,44 @@
 %% for others (those keys are ahead of its delivered vector: a copy that took them would
 %% hold their operations twice) and joins no other state. Only `pawset' tables, whose
 %% states carry no unstable clear; others send their states as one message.
+%%
+%% A snapshot for a copy without state ({@link hm_ec_table_transfer}) goes the same way
+%% ({@link send_snapshot/3}): parts read as they go, the keys changed meanwhile again in a
+%% later part, the last with what every key is then as; the receiver's side is in {@link
+%% hm_ec_table_transfer}.
 -module(hm_ec_table_stream).
 -include("hm_ec_table.hrl").
 
--export([send_state/3, in_parts/1, touch/2, touch_all/2, acked/4, begin_parts/5, part/3,
-         gone/3, join_next/2, tick/1, skips/3, is_ahead/1, receiving_other/2, not_taken/3]).
+-export([send_state/3, send_snapshot/3, in_parts/1, touch/2, touch_all/2, acked/4,
+         begin_parts/5, part/3, gone/3, join_next/2, tick/1, skips/3, is_ahead/1,
+         receiving_other/2, not_taken/3]).
 -export_type([stream/0, incoming/0]).
 
-%% parts sent ahead of the last one the receiver acknowledged
--define(WINDOW, 4).
-%% a receiver without a part for this many ticks acknowledges what it has again
--define(STALL_TICKS, 8).
-%% ... and gives the transfer up after this many; the sender forgets one not acknowledged
-%% for as long
--define(ABANDON_TICKS, 48).
+%% a snapshot's keys changed since their part was read go again in the next part once they
+%% are this many parts' worth (so that no part is much larger than that), and in the last
+%% part in any case
+-define(AGAIN_PARTS, 4).
 
-%% a transfer being sent: its id; the parts after the first, each its keys (read late) or
-%% encoded (read at once); those read late and not yet acknowledged, encoded; the last part
-%% the receiver acknowledged, the last one sent, the tick of the last acknowledgement; and,
-%% until its last part is read, the keys changed here since it began (`none' when read at
-%% once)
--type stream() :: #{id := term(), parts := tuple(), built := #{pos_integer() => binary()},
+%% a transfer being sent: its id; a state to join or a snapshot to install; the parts after
+%% the first, each its keys (read late) or encoded (read at once); those read late and not
+%% yet acknowledged, encoded; the last part the receiver acknowledged, the last one sent,
+%% the tick of the last acknowledgement; and, until its last part is read, the keys changed
+%% here since it began (`none' when read at once)
+-type stream() :: #{id := term(), kind := merge | snapshot, parts := tuple(),
+                    built := #{pos_integer() => binary()},
                     acked := pos_integer(), sent := pos_integer(), at := non_neg_integer(),
                     touched := #{term() => true} | none}.
 %% the transfer being received (its sender, id, the next part awaited, how many there are,
 %% the sender's delivered vector, the tick of the last part, the parts here), or being joined
 %% (the next part to join instead of the tick, the vector every part is joined under, and
-%% the keys joined from the last part only)
+%% the keys joined from the last part only); or a snapshot being received
+%% (hm_ec_table_transfer)
 -type incoming() :: none
                   | {receiving, node(), term(), pos_integer(), pos_integer(), hm_vv:vv(),
                      non_neg_integer(), #{pos_integer() => binary()}}
                   | {joining, node(), term(), pos_integer(), pos_integer(), hm_vv:vv(),
-                     #{term() => true}, #{pos_integer() => binary()}}.
+                     #{term() => true}, #{pos_integer() => binary()}}
+                  | hm_ec_table_transfer:incoming().
 
 %%% ---------------------------------------------------------------- the sender
 
@@ -78,36 +84,48 @@ send_state(Ms, {merge, State = #{rows := {left_out, Folded, {keys, Keys}}}},
             {T, [{send, M, Msg} || M <- Ms]};
         [Chunk1 | Rest] ->
             {KR1, MR1} = hm_ec_table_catch_up:key_rows(Chunk1, T),
-            %% read late: each part's keys, read when it first goes; read now: every part,
-            %% each encoded at once (a binary outside the process's heap, shared by every
-            %% member it goes to)
-            Parts = case Late of
-                        true -> list_to_tuple(Rest);
-                        false -> list_to_tuple([term_to_binary(
-                                                  hm_ec_table_catch_up:key_rows(C, T))
-                                                || C <- Rest])
-                    end,
+            %% read late: each part's keys, read when it first goes, and the keys that change
+            %% meanwhile noted; read now: every part, each encoded at once (a binary outside
+            %% the process's heap, shared by every member it goes to)
+            {Parts, First, Touched} =
+                case Late of
+                    true -> {list_to_tuple(Rest),
+                             State#{rows := {left_out, Folded, KR1}, meta := MR1, late => true},
+                             #{}};
+                    false -> {list_to_tuple([term_to_binary(hm_ec_table_catch_up:key_rows(C, T))
+                                             || C <- Rest]),
+                              State#{rows := {left_out, Folded, KR1}, meta := MR1},
+                              none}
+                end,
             Count = tuple_size(Parts) + 1,
-            First0 = State#{rows := {left_out, Folded, KR1}, meta := MR1,
-                            parts => {0, Count}},
-            First1 = case Late of
-                         true -> First0#{late => true};
-                         false -> First0
-                     end,
             lists:foldl(
               fun(M, {Tx = #t{streams = S, tcsb = B, ticks = N}, Effs}) ->
                       Id = {hm_tcsb:self(B), N, M},
-                      Stream = #{id => Id, parts => Parts, built => #{}, acked => 1,
-                                 sent => 1, at => N,
-                                 touched => case Late of
-                                                true -> #{};
-                                                false -> none
-                                            end},
+                      Stream = #{id => Id, kind => merge, parts => Parts, built => #{},
+                                 acked => 1, sent => 1, at => N, touched => Touched},
                       {Tx#t{streams = S#{M => Stream}},
-                       Effs ++ [{send, M, {merge, First1#{parts := {Id, Count}}}}]}
+                       Effs ++ [{send, M, {merge, First#{parts => {Id, Count}}}}]}
               end, {T, []}, Ms)
     end;
 send_state(Ms, Msg, T) -> {T, [{send, M, Msg} || M <- Ms]}.
+
+%% @doc Send this copy's snapshot to member `M' in parts of `part_keys' keys, `Keys' every
+%% key it holds rows or metadata for (more than a part holds: {@link
+%% hm_ec_table_transfer:snapshot_keys/1}). The first part goes as the snapshot
+%% (`{snapshot, #{rows, meta, parts => {Id, Count}}}'), each next one as a state's parts
+%% do; each is read as it goes, the keys changed here since the transfer began go again
+%% (read anew) in a later part, and the last carries the delivered vector, the log and the
+%% clears every key is then as.
+-spec send_snapshot(node(), [term()], #t{}) -> {#t{}, effects()}.
+send_snapshot(M, Keys, T = #t{part_keys = P, tcsb = B, ticks = N, streams = S}) ->
+    [Chunk1 | Rest] = chunks(Keys, P),
+    {KeyRows, Meta} = hm_ec_table_transfer:key_rows(Chunk1, T),
+    Id = {hm_tcsb:self(B), N, M},
+    Stream = #{id => Id, kind => snapshot, parts => list_to_tuple(Rest), built => #{},
+               acked => 1, sent => 1, at => N, touched => #{}},
+    {T#t{streams = S#{M => Stream}},
+     [{send, M, {snapshot, #{rows => KeyRows, meta => Meta,
+                             parts => {Id, length(Rest) + 1}}}}]}.
 
 %% @doc Whether this copy sends its states in parts when they are large enough: a `pawset'
 %% table with the option `part_keys' set.
@@ -155,7 +173,13 @@ acked(M, Id, I, T = #t{streams = S, ticks = N}) ->
                                true -> I + 1;
                                false -> Sent + 1
                            end,
-                    To = min(Count, I + ?WINDOW),
+                    %% the last part is read only while this copy holds no key ahead of
+                    %% its delivered vector (joining a state in parts itself): the vector
+                    %% it carries must hold every operation its keys do
+                    To = case is_ahead(T) of
+                             true -> min(Count - 1, I + ?WINDOW);
+                             false -> min(Count, I + ?WINDOW)
+                         end,
                     %% the parts acknowledged are not sent again
                     Built0 = maps:filter(fun(J, _) -> J > I end, maps:get(built, Stream)),
                     {Stream1, Sends} =
@@ -163,7 +187,7 @@ acked(M, Id, I, T = #t{streams = S, ticks = N}) ->
                           fun(J, {St0, Acc}) ->
                                   {Bin, St1} = part_bin(J, Count, St0, T),
                                   {St1, [{send, M, {merge_part, Id, J, Bin}} | Acc]}
-                          end, {Stream#{built := Built0}, []}, lists:seq(From, To)),
+                          end, {Stream#{built := Built0}, []}, seq(From, To)),
                     {T#t{streams = S#{M := Stream1#{acked := I, sent := max(Sent, To),
                                                     at := N}}},
                      lists:reverse(Sends)}
@@ -171,14 +195,43 @@ acked(M, Id, I, T = #t{streams = S, ticks = N}) ->
         _ -> {T, [{send, M, {merge_part_gone, Id}}]}
     end.
 
+%% `From' to `To', none when `To' is before `From' (the last part is held back, and had gone
+%% before).
+seq(From, To) when From =< To -> lists:seq(From, To);
+seq(_, _) -> [].
+
 %% Part `J' of a transfer, encoded: as built before; read now when its keys are read late.
 %% Such a part holds the keys of its chunk not changed since the transfer began (those are
 %% as the first part's delivered vector says, and as this copy's delivered vector says now);
 %% the last one also holds every key changed since, and this copy's delivered vector, which
-%% every key of the transfer is as: the receiver joins every part under it.
+%% every key of the transfer is as: the receiver joins every part under it. What keeps that
+%% join correct is the receiver's side: it takes every key of the last part from the last
+%% part only (`join_next/2'); leaving the changed keys out of the parts read here
+%% saves their bytes.
+part_bin(J, _, Stream = #{built := Built}, _) when is_map_key(J, Built) ->
+    {map_get(J, Built), Stream};
+part_bin(J, Count, Stream = #{kind := snapshot, parts := Parts, built := Built,
+                               touched := Touched}, T) ->
+    %% a snapshot's part holds its chunk, each key read now, and the keys changed since
+    %% their part was read once they are ?AGAIN_PARTS parts' worth (a key changed again
+    %% meanwhile is read once), and the last part all those left: the receiver writes each
+    %% part over what it holds of its keys, so a key ends as the last part that holds it
+    %% says, and the last part's vector, log and clears are what every key is as then
+    Chunk = element(J - 1, Parts),
+    Again = J =:= Count orelse map_size(Touched) >= ?AGAIN_PARTS * length(Chunk),
+    Keys = case Again of
+               true -> maps:keys(maps:merge(Touched, maps:from_keys(Chunk, true)));
+               false -> Chunk
+           end,
+    {KeyRows, Meta} = hm_ec_table_transfer:key_rows(Keys, T),
+    Bin = case J =:= Count of
+              true -> term_to_binary({KeyRows, Meta, hm_ec_table_transfer:tail(T)});
+              false -> term_to_binary({KeyRows, Meta})
+          end,
+    Touched1 = if J =:= Count -> none; Again -> #{}; true -> Touched end,
+    {Bin, Stream#{built := Built#{J => Bin}, touched := Touched1}};
 part_bin(J, Count, Stream = #{parts := Parts, built := Built, touched := Touched}, T) ->
     case {Built, element(J - 1, Parts)} of
-        {#{J := Bin}, _} -> {Bin, Stream};
         {_, Bin} when is_binary(Bin) -> {Bin, Stream};
         {_, Keys} when J < Count ->
             Bin = term_to_binary(hm_ec_table_catch_up:key_rows(

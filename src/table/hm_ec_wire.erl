@@ -21,7 +21,8 @@
 %% keep their own version with the rest. Version 2 added states in parts (`merge_part'
 %% messages, and `parts' in a state), each part read when the state is built; version 3
 %% reads each part as it goes, and its last part carries the vector every key of the state
-%% is as (`late' in the first part's state).
+%% is as (`late' in the first part's state); version 4 sends a large snapshot in parts too
+%% (`parts' in a snapshot, its last part with the vector, log and clears).
 %%
 %% Messages (`Msg') between copies of a table, as {@link hm_ec_table} sends and accepts them:
 %% <ul>
@@ -48,12 +49,12 @@
 -export([version/0, versions/0, disc_version/0, envelope/4, envelope/5, open/1, upgrade/2,
          downgrade/2, negotiate/2, sending_version/0, set_sending_version/1]).
 -export([is_op_message/1, is_op_shape/1, is_ack/1, is_snapshot/1, is_merge/1,
-         is_merge_part/2, is_merge_part/3, is_state_transfer/1]).
+         is_merge_part/2, is_merge_part/3, is_snapshot_part/3, is_state_transfer/1]).
 -export_type([versions/0]).
 
 %% This release's wire version, and the oldest it reads and writes (the previous release's).
--define(VERSION, 3).
--define(OLDEST, 2).
+-define(VERSION, 4).
+-define(OLDEST, 3).
 -define(DISC_VERSION, 1).
 
 %% `{Oldest, Newest}': the wire versions a node reads and writes.
@@ -121,11 +122,11 @@ open(_) -> {error, not_an_envelope}.
 upgrade(_, Msg) -> Msg.
 
 %% @doc A message of this version in the shapes of version `V' (see {@link upgrade/2}).
-%% Version 2 reads no state whose parts are read late (its last part carries a vector): the
-%% first part of one is no state there, and the table core sends none while the cluster
-%% speaks version 2 (hm_ec_table_server).
+%% Version 3 reads no snapshot in parts: the first part of one is no snapshot there (the
+%% copy that asked asks again), and the table core sends none while the cluster speaks
+%% version 3 (hm_ec_table_server).
 -spec downgrade(pos_integer(), term()) -> term().
-downgrade(2, {merge, #{parts := {_, Count}, late := true}}) when Count > 1 -> {merge_none};
+downgrade(3, {snapshot, #{parts := {_, Count}}}) when Count > 1 -> {snapshot_none};
 downgrade(_, Msg) -> Msg.
 
 %% @doc Whether a message carries a copy's state (a snapshot, a state to join, a part of one
@@ -167,11 +168,25 @@ is_ack({ack, {N, _}, V, Newest}) -> is_atom(N) andalso is_map(V) andalso is_map(
 is_ack(_) -> false.
 
 %% @doc Whether a term is a state transfer's snapshot: rows, metadata rows, the delivered
-%% vector, the logged operations and the unstable clears.
+%% vector, the logged operations and the unstable clears; or the first part of a snapshot in
+%% parts, `{Key, Rows}' and metadata rows as a part of a state (see {@link is_merge_part/2})
+%% with `parts => {Id, Count}'.
 -spec is_snapshot(term()) -> boolean().
+is_snapshot({snapshot, #{parts := {_, Count}, rows := KeyRows, meta := Meta}}) ->
+    is_integer(Count) andalso Count > 1 andalso is_merge_part(KeyRows, Meta);
 is_snapshot({snapshot, #{rows := Rows, meta := Meta, delivered := V, log := L, clears := Cs}}) ->
     is_list(Rows) andalso is_list(Meta) andalso is_map(V) andalso is_list(L) andalso is_list(Cs);
 is_snapshot(_) -> false.
+
+%% @doc Whether the last part of a snapshot in parts is one: its keys as a part of a state
+%% (see {@link is_merge_part/2}), and the delivered vector, logged operations and unstable
+%% clears every key of the snapshot is as.
+-spec is_snapshot_part(term(), term(), term()) -> boolean().
+is_snapshot_part(KeyRows, Meta, #{delivered := V, log := L, clears := Cs}) ->
+    is_merge_part(KeyRows, Meta)
+        andalso is_snapshot({snapshot, #{rows => [], meta => [], delivered => V, log => L,
+                                         clears => Cs}});
+is_snapshot_part(_, _, _) -> false.
 
 %% @doc Whether a term is the state a copy joins when it catches up by state: rows (or
 %% `{left_out, Folded, KeyRows}': only the keys of the sender's unstable operations without
