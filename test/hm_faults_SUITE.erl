@@ -361,14 +361,27 @@ client(C, Ets, I, Node, Tab, Deadline, R0) ->
                             %% may still run on the node: could be issued at any later time
                             ets:insert(Ets, {{op, Id}, Op0#{result => Res}});
                         _ ->
-                            %% the call is over (an exit, or the node died): if it was issued at
-                            %% all, it was issued before now
-                            ets:insert(Ets, {{op, Id}, Op0#{done := Ack, result => Res}})
+                            case hinted(Res) of
+                                true ->
+                                    %% kept as a hint on the node: issued when handed off, at
+                                    %% any later time (hm_ec_hints:kept_answer/2)
+                                    ets:insert(Ets, {{op, Id}, Op0#{result => Res}});
+                                false ->
+                                    %% the call is over (an exit, or the node died): if it
+                                    %% was issued at all, it was issued before now
+                                    ets:insert(Ets, {{op, Id}, Op0#{done := Ack, result => Res}})
+                            end
                     end,
                     timer:sleep(env_int("HM_FAULTS_PAUSE_MS", ?DEFAULT_PAUSE_MS)),
                     client(C, Ets, I, Node, Tab, Deadline, R2)
             end
     end.
+
+%% A sync_ec write the node kept as a hint (`{aborted, {ec_write_failed, Tab, {hinted, Tab}}}',
+%% as peer:call re-raises it).
+hinted({exit, {aborted, {ec_write_failed, _, {hinted, _}}}}) -> true;
+hinted({exit, {{aborted, {ec_write_failed, _, {hinted, _}}}, _}}) -> true;
+hinted(_) -> false.
 
 delivered(C, I, Tab) ->
     case hm_check:outcome(fun() -> call(C, I, hypermnesia, info, [Tab]) end) of

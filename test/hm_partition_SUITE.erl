@@ -360,7 +360,7 @@ partition_both_sides(Config) ->
     Tab = create(Config, []),
     C = ?config(cluster, Config),
     ok = hm_cluster:cut(C, [1, 2], [3, 4, 5]),
-    %% both sides write keys of every fragment, some with every owner on the other side
+    %% both sides write keys of every fragment (hints where every owner is on the other side)
     Keys = lists:seq(1, 60),
     ok = ec(1, Config, fun() -> [mnesia:write({Tab, K, left, x}) || K <- Keys], ok end),
     ok = ec(4, Config, fun() -> [mnesia:write({Tab, K + 100, right, x}) || K <- Keys], ok end),
@@ -374,9 +374,31 @@ partition_both_sides(Config) ->
     ct:pal("hints on node 1 during the cut: ~p", [maps:get(hints, Hints)]),
     ok = hm_cluster:heal(C),
     converged(Config, Tab, lists:sort(Left ++ Right)),
+    %% node 1 alone: a sync_ec write that no holder on its side takes (a fragment without a
+    %% copy there) is kept as a hint and not acknowledged (a hint takes the context of the
+    %% holder it is handed off to, later); the others are acknowledged by node 1's copy
+    ok = hm_cluster:cut(C, [1], [2, 3, 4, 5]),
+    SyncKeys = lists:seq(201, 260),
+    Synced = [{K, hm_check:outcome(
+                    fun() -> call(1, Config, hypermnesia, sync_ec,
+                                  [fun() -> mnesia:write({Tab, K, sync, x}) end])
+                    end)} || K <- SyncKeys],
+    ct:pal("sync_ec writes on node 1 alone: ~p", [Synced]),
+    [] = [S || S = {_, R} <- Synced, R =/= ok, not hinted(Tab, R)],
+    true = lists:any(fun({_, R}) -> hinted(Tab, R) end, Synced),
+    true = lists:member(ok, [R || {_, R} <- Synced]),
+    ok = hm_cluster:heal(C),
+    %% ... and handed off after the heal, as the others
+    Sync = [{Tab, K, sync, x} || K <- SyncKeys],
+    converged(Config, Tab, lists:sort(Left ++ Right ++ Sync)),
     wait_until(fun() -> [0] =:= lists:usort([maps:get(hints, call(I, Config, hypermnesia, info,
                                                                    [])) || I <- ids(Config)])
                end).
+
+%% A sync_ec write kept as a hint, as the caller sees it (naming the key's fragment).
+hinted(Tab, {exit, {aborted, {ec_write_failed, Frag, {hinted, Frag}}}}) ->
+    lists:prefix(atom_to_list(Tab), atom_to_list(Frag));
+hinted(_, _) -> false.
 
 %% A node whose schema is in RAM dies: it leaves the pool by change_table_frag/2 while down
 %% (Mnesia lets a copy on such a node go), each fragment it held gets its third copy back

@@ -31,7 +31,7 @@
 -module(hm_ec_hints).
 
 -export([init/0, add/2, pending/1, tables/0, remove/2, count/0, apply_key/3, apply_all/2]).
--export([pass_on/4, session/1, note/2, session_add/2]).
+-export([pass_on/4, kept_answer/2, session/1, note/2, session_add/2]).
 
 -define(TAB, hm_ec_hints).
 %% below every hint's sequence number and every session entry's origin in the table's order
@@ -71,6 +71,18 @@ hand_off([{Id, KeyOp} | Rest] = All, Try, Acc, Sent) ->
         {unreachable, Acc1} -> {lists:reverse(Sent), All, Acc1};
         {_, Acc1} -> hand_off(Rest, Try, Acc1, [Id | Sent])     % taken, or refused for good
     end.
+
+%% @doc The answer to the caller of a write kept as a hint, pure. A hint is issued when it is
+%% handed off, with the causal context of the holder that takes it then, not the one its node
+%% had when the caller was answered: a delete kept as a hint removes what that holder holds
+%% by then, writes made after the caller was answered included. So only an `async' write is
+%% answered `ok' (it is accepted, and takes effect when handed off); a `sync' write, which
+%% answers once it is applied, is answered `{error, {hinted, Tab}}': applied nowhere yet,
+%% kept, and applied when a holder is reachable (as a `sync_timeout', it may take effect
+%% later).
+-spec kept_answer(atom(), async | sync) -> ok | {error, {hinted, atom()}}.
+kept_answer(_Tab, async) -> ok;
+kept_answer(Tab, sync) -> {error, {hinted, Tab}}.
 
 %% @doc A session with the dot of one more write a holder took (`none': a write with no
 %% dot yet, an update waiting in a CRDT epoch), pure: the pointwise maximum.

@@ -163,7 +163,7 @@ handoff(Tab, New, Mode) ->
     {Done, Outcome, _} = hm_ec_hints:pass_on(hm_ec_hints:pending(Tab), New, Try, none),
     [hm_ec_hints:remove(Tab, Seq) || {_, Seq} <- Done],
     case Outcome of
-        kept -> hm_ec_hints:add(Tab, New);
+        kept -> ok = hm_ec_hints:add(Tab, New), hm_ec_hints:kept_answer(Tab, Mode);
         {error, _} = Refused -> Refused;
         _ -> ok
     end.
