@@ -174,3 +174,54 @@ a_bad_last_part_gives_the_transfer_up_test() ->
     ?assertMatch(#{status := syncing}, hm_ec_table:info([n1, n2], N2b)),
     {_, Sent} = ticks(1, N2b),
     ?assert(lists:member({snapshot_req}, Sent)).
+
+%% n1, alone when it took keys `Keys' up and folded them as stable, then with `Members'.
+settled(Keys, Members, Extra) ->
+    {T, _} = ticks_as(n1, [n1], 3, hm_ec_table:set_members([n1], ready(Keys, Extra))),
+    hm_ec_table:set_members(Members, T).
+
+ticks_as(Self, Up, N, T) ->
+    lists:foldl(fun(_, {Tx, Out}) ->
+                        {Ty, Effs} = hm_ec_table:tick(Up, Tx),
+                        {Ty, Out ++ [M || {send, To, M} <- Effs, To =/= Self]}
+                end, {T, []}, lists:seq(1, N)).
+
+%% The state `T' sends member `From' that asks for one with its delivered vector `V'.
+state_for(From, V, T) ->
+    {_, Effs} = hm_ec_table:handle(From, c, {merge_req, V}, T),
+    hd([S || {send, To, {merge, S}} <- Effs, To =:= From]).
+
+%% `T2' installs `T1''s snapshot, whole or in parts: `T2' then.
+transfer(T1, T2) -> shuttle(deliver(n2, [{snapshot_req}], T1), T2).
+
+shuttle({T1, []}, T2) -> {T1, T2};
+shuttle({T1, ToN2}, T2) ->
+    {T2a, ToN1} = deliver(n1, ToN2, T2),
+    case ToN1 of
+        [] -> {T1, T2a};
+        _ -> shuttle(deliver(n2, ToN1, T1), T2a)
+    end.
+
+%% The keys a state holds, `left_out' the others (`all' when it leaves none out).
+state_keys(#{rows := {left_out, _, {keys, Keys}}, meta := Meta}) ->
+    lists:usort(Keys ++ [K || {K, _} <- Meta]);
+state_keys(#{rows := {left_out, _, KeyRows}, meta := Meta}) ->
+    lists:usort([K || {K, _} <- KeyRows ++ Meta]);
+state_keys(#{rows := Rows}) when is_list(Rows) -> all.
+
+%% A copy that installed a member's snapshot sends a member that asks for its state only
+%% the keys it may lack, as its sender would: the snapshot carries what its sender folded,
+%% and the copy's log is its sender's. Without it the copy would send its whole table
+%% until every operation of the snapshot is stable everywhere (when it was added just
+%% before a cut, the whole cut), and a large table's whole state costs seconds and GBs.
+%% Whole and in parts alike; a key written since is among those it sends.
+an_installed_copy_sends_only_the_keys_a_member_lacks_test() ->
+    [begin
+         N1 = settled(lists:seq(1, 12), [n1, n2, n3], Extra),
+         {N2s, _} = hm_ec_table:new(opts(n2, [n1, n2, n3], Extra)),
+         {_, N2} = transfer(N1, N2s),
+         ?assertMatch(#{status := ready}, hm_ec_table:info([n1, n2], N2)),
+         ?assertEqual([], state_keys(state_for(n3, delivered(N1), N2))),
+         {N2a, _} = hm_ec_table:submit({5, {write, {t, 5, again}}}, async, w, {1, [n1]}, N2),
+         ?assertEqual([5], state_keys(state_for(n3, delivered(N1), N2a)))
+     end || Extra <- [#{part_keys => infinity}, #{}]].

@@ -69,6 +69,9 @@ message_shapes_test() ->
     ?assert(hm_ec_wire:is_snapshot({snapshot, Snap})),
     ?assertNot(hm_ec_wire:is_snapshot({snapshot, Snap#{rows := not_a_list}})),
     ?assertNot(hm_ec_wire:is_snapshot({snapshot, maps:remove(clears, Snap)})),
+    %% what its sender folded, when it says
+    ?assert(hm_ec_wire:is_snapshot({snapshot, Snap#{folded => #{O => 0}}})),
+    ?assertNot(hm_ec_wire:is_snapshot({snapshot, Snap#{folded => [O]}})),
     State = #{rows => [{t, k, v}], meta => [{k, {[], []}}], delivered => #{O => 1},
               clears => [{{O, 1}, #{O => 1}, #{k => true}}]},
     ?assert(hm_ec_wire:is_merge({merge, State})),
@@ -186,4 +189,6 @@ a_snapshot_in_parts_is_not_sent_at_the_previous_version_test() ->
     ?assert(hm_ec_wire:is_snapshot_part([{k, []}], [],
                                         #{delivered => #{}, log => [], clears => []})),
     ?assertNot(hm_ec_wire:is_snapshot_part([{k, []}], [], #{{n1, 1} => 3})),
+    ?assertNot(hm_ec_wire:is_snapshot_part([{k, []}], [], #{delivered => #{}, log => [],
+                                                            clears => [], folded => x})),
     ?assertNot(hm_ec_wire:is_snapshot({snapshot, #{rows => [], meta => [], parts => {id, 1}}})).

@@ -96,6 +96,11 @@
             merged_at = none :: none | non_neg_integer(),
             %% what the states caught up with delivered (hm_ec_table_stabilize:stabilize/2)
             fold_after = none :: none | hm_vv:vv(),
+            %% whether some key may hold operations that neither the log, the metadata, the
+            %% keys given up nor `folded' account for: those of a state joined, until it is
+            %% folded (a snapshot from a member that could tell its keys brings none)
+            %% (hm_ec_table_catch_up:merge_state/2)
+            unlisted = false :: boolean(),
             %% the stable vectors folded so far, joined (and what a restored copy had
             %% delivered): every operation this copy forgot from its log is in it
             %% (hm_ec_table_catch_up:merge_state/2)

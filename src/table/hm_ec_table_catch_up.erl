@@ -286,7 +286,7 @@ key_rows(Keys, #t{store = St}) ->
 %% (unless it goes in parts: only the keys it lists are read, part by part).
 %% The keys of the operations that left the log unstable (hm_ec_table_give_up) are among
 %% them.
-changed_keys(T = #t{fold_after = none, clears = [], folded = Folded, tcsb = B, store = St,
+changed_keys(T = #t{unlisted = false, clears = [], folded = Folded, tcsb = B, store = St,
                     given_up_keys = GivenUp}, Delivered) when is_map(GivenUp) ->
     case hm_vv:leq(Folded, Delivered) of
         true ->
@@ -432,7 +432,7 @@ joined(From, VP, {Unit, N}, T = #t{tcsb = B, tab = Tab, events = Ev}) ->
          end,
     T1 = hm_ec_table_flow:flow_changed(
            T#t{tcsb = B1, merges = T#t.merges + 1, behind = #{}, fold_after = FA,
-               merged_at = T#t.ticks}),
+               unlisted = true, merged_at = T#t.ticks}),
     {T2, Evs} = hm_ec_table_apply:apply_ready(T1, Ready, hm_vv:join(VR, VP)),
     {T2,
      [{info, "hypermnesia: ~p caught up by state from ~p (~p ~p)", [Tab, From, N, Unit]}

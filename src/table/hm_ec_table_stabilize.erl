@@ -48,7 +48,7 @@ stabilize(T = #t{tcsb = B, stable_seen = Seen, fold_after = FA}, Full) ->
             {T1, Settled} = hm_ec_table_give_up:settled(
                               V, T#t{stable_seen = V, folded = hm_vv:join(T#t.folded, V)}),
             case FA =/= none andalso hm_vv:leq(FA, V) of
-                true -> stabilize(T1#t{fold_after = none}, V, true);
+                true -> stabilize(T1#t{fold_after = none, unlisted = false}, V, true);
                 false -> stabilize(T1, V, Full orelse Settled)
             end
     end.

@@ -46,9 +46,8 @@
 %% A member still syncing that holds nothing from anyone else says so (a syncing copy makes
 %% no operation of its own: it refuses writes until it has installed a state).
 -spec snapshot(#t{}) -> {snapshot, map()} | {snapshot_empty} | {snapshot_none}.
-snapshot(#t{status = ready, store = St, tcsb = B, clears = Cs}) ->
-    {snapshot, #{rows => hm_ec_store:rows(St), meta => hm_ec_store:meta_rows(St),
-                 delivered => hm_tcsb:delivered(B), log => hm_tcsb:log_msgs(B), clears => Cs}};
+snapshot(T = #t{status = ready, store = St}) ->
+    {snapshot, (tail(T))#{rows => hm_ec_store:rows(St), meta => hm_ec_store:meta_rows(St)}};
 snapshot(#t{tcsb = B}) ->
     case maps:keys(hm_tcsb:delivered(B)) -- [hm_tcsb:self(B)] of
         [] -> {snapshot_empty};
@@ -86,10 +85,18 @@ key_rows(Keys, #t{store = St}) ->
                 end, {[], []}, Keys).
 
 %% @doc What the last part of a snapshot in parts carries beside its keys: what every key of
-%% it is as, as a whole snapshot has it.
--spec tail(#t{}) -> #{delivered := hm_vv:vv(), log := list(), clears := list()}.
-tail(#t{tcsb = B, clears = Cs}) ->
-    #{delivered => hm_tcsb:delivered(B), log => hm_tcsb:log_msgs(B), clears => Cs}.
+%% it is as, as a whole snapshot has it. And, when this copy can tell the keys a member may
+%% lack (hm_ec_table_catch_up:merge_state/2), what it folded: the copy that installs it can
+%% then tell them too, from the same metadata and log.
+-spec tail(#t{}) -> #{delivered := hm_vv:vv(), log := list(), clears := list(),
+                      folded => hm_vv:vv()}.
+tail(#t{tcsb = B, clears = Cs, unlisted = Unlisted, given_up_keys = GivenUp, folded = F}) ->
+    Tail = #{delivered => hm_tcsb:delivered(B), log => hm_tcsb:log_msgs(B), clears => Cs},
+    %% the keys given up go with their vector, which stays here
+    case not Unlisted andalso GivenUp =:= #{} of
+        true -> Tail#{folded => F};
+        false -> Tail
+    end.
 
 %% @doc Whether this ready copy answers member `From''s request for a snapshot now. Every
 %% ready member is asked, and building a large table's snapshot (?ROWS_PER_TICK rows or
@@ -124,12 +131,11 @@ empty_snapshot() -> #{rows => [], meta => [], delivered => #{}, log => [], clear
 %% @doc Install a member's state; the messages that arrived meanwhile are returned, in the
 %% order they arrived, for the caller to deliver.
 -spec install(map(), #t{}) -> {#t{}, [hm_ec_table:effect()], [hm_tcsb:message()]}.
-install(#{rows := Rows, meta := MetaRows, delivered := V, log := Log, clears := Clears},
-        T0) ->
+install(Snap = #{rows := Rows, meta := MetaRows}, T0) ->
     T = #t{store = St0} = clear(T0),
     St1 = hm_ec_store:write_all(Rows, St0),
     St = lists:foldl(fun({K, KS}, Acc) -> hm_ec_store:meta_put(K, KS, Acc) end, St1, MetaRows),
-    installed(V, Log, Clears, length(Rows), T#t{store = St}).
+    installed(Snap, length(Rows), T#t{store = St}).
 
 %% The copy's store emptied (a snapshot replaces what it held).
 clear(T = #t{store = St0}) ->
@@ -138,18 +144,22 @@ clear(T = #t{store = St0}) ->
     T#t{store = lists:foldl(fun hm_ec_store:meta_del/2, St1, hm_ec_store:meta_keys(St1))}.
 
 %% The rows and metadata of a snapshot are in the store: its vector, log and clears too.
-installed(V, Log, Clears, Count, T = #t{tab = Tab, tcsb = Old, status = {syncing, Raw, _},
-                                        store = St4, tcsb_opts = TOpts, events = Ev}) ->
+installed(Tail = #{delivered := V, log := Log, clears := Clears}, Count,
+          T = #t{tab = Tab, tcsb = Old, status = {syncing, Raw, _}, store = St4,
+                 tcsb_opts = TOpts, events = Ev}) ->
     B0 = hm_tcsb:restore_log(Log, hm_tcsb:new(hm_tcsb:self(Old), hm_tcsb:members(Old), V,
                                               TOpts)),
     %% the member may have caught up by state: its unstable keys may hold entries of
     %% operations its log (now this copy's) lacks, folded once all of `V' is stable
     %% (a state being sent in parts from the state replaced goes no further: its receiver
-    %% asks again)
-    Installed = hm_ec_table_flow:flow_changed(T#t{store = St4, tcsb = B0, status = ready,
-                                                  clears = Clears, stable_seen = undefined,
-                                                  fold_after = V, streams = #{},
-                                                  incoming = none}),
+    %% asks again); with what its sender folded, this copy tells the keys a member may lack
+    %% as the sender would (tail/1)
+    Installed = hm_ec_table_flow:flow_changed(
+                  T#t{store = St4, tcsb = B0, status = ready, clears = Clears,
+                      stable_seen = undefined, fold_after = V, streams = #{}, incoming = none,
+                      unlisted = not is_map_key(folded, Tail),
+                      folded = maps:get(folded, Tail, T#t.folded), given_up_keys = #{},
+                      pushed = #{}}),
     T0 = hm_ec_table_apply:persist_clears(Installed, undefined),
     T1 = lists:foldl(fun(M, Acc) -> hm_ec_table_apply:persist(Acc, M, V) end, T0, Log),
     Effs = [{info, "hypermnesia: ~p caught up (~p rows)", [Tab, Count]}
@@ -192,10 +202,9 @@ write_ready(From, Id, Next, Count, Here, T = #t{tab = Tab, ticks = N}) ->
                 {false, {KeyRows, Meta}} ->
                     write_ready(From, Id, Next + 1, Count, maps:remove(Next, Here),
                                 replace(KeyRows, Meta, T));
-                {true, {KeyRows, Meta, #{delivered := V, log := Log, clears := Cs}}} ->
+                {true, {KeyRows, Meta, Tail}} ->
                     {T1, Effs, Pending} =
-                        installed(V, Log, Cs, hm_ec_store:size(T#t.store),
-                                  replace(KeyRows, Meta, T)),
+                        installed(Tail, hm_ec_store:size(T#t.store), replace(KeyRows, Meta, T)),
                     {installed, T1, [{send, From, {merge_part_ack, Id, Count}} | Effs],
                      Pending};
                 _ ->

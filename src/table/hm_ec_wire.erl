@@ -22,7 +22,8 @@
 %% messages, and `parts' in a state), each part read when the state is built; version 3
 %% reads each part as it goes, and its last part carries the vector every key of the state
 %% is as (`late' in the first part's state); version 4 sends a large snapshot in parts too
-%% (`parts' in a snapshot, its last part with the vector, log and clears).
+%% (`parts' in a snapshot, its last part with the vector, log and clears), and a snapshot
+%% may say what its sender folded (`folded', which an older reader ignores).
 %%
 %% Messages (`Msg') between copies of a table, as {@link hm_ec_table} sends and accepts them:
 %% <ul>
@@ -168,24 +169,26 @@ is_ack({ack, {N, _}, V, Newest}) -> is_atom(N) andalso is_map(V) andalso is_map(
 is_ack(_) -> false.
 
 %% @doc Whether a term is a state transfer's snapshot: rows, metadata rows, the delivered
-%% vector, the logged operations and the unstable clears; or the first part of a snapshot in
+%% vector, the logged operations and the unstable clears, and (when its sender could tell
+%% the keys a member may lack) `folded', the vector of the operations it forgot from its
+%% log; or the first part of a snapshot in
 %% parts, `{Key, Rows}' and metadata rows as a part of a state (see {@link is_merge_part/2})
 %% with `parts => {Id, Count}'.
 -spec is_snapshot(term()) -> boolean().
 is_snapshot({snapshot, #{parts := {_, Count}, rows := KeyRows, meta := Meta}}) ->
     is_integer(Count) andalso Count > 1 andalso is_merge_part(KeyRows, Meta);
-is_snapshot({snapshot, #{rows := Rows, meta := Meta, delivered := V, log := L, clears := Cs}}) ->
-    is_list(Rows) andalso is_list(Meta) andalso is_map(V) andalso is_list(L) andalso is_list(Cs);
+is_snapshot({snapshot, S = #{rows := Rows, meta := Meta, delivered := V, log := L,
+                             clears := Cs}}) ->
+    is_list(Rows) andalso is_list(Meta) andalso is_map(V) andalso is_list(L) andalso is_list(Cs)
+        andalso is_vv(maps:get(folded, S, #{}), 0);
 is_snapshot(_) -> false.
 
 %% @doc Whether the last part of a snapshot in parts is one: its keys as a part of a state
 %% (see {@link is_merge_part/2}), and the delivered vector, logged operations and unstable
 %% clears every key of the snapshot is as.
 -spec is_snapshot_part(term(), term(), term()) -> boolean().
-is_snapshot_part(KeyRows, Meta, #{delivered := V, log := L, clears := Cs}) ->
-    is_merge_part(KeyRows, Meta)
-        andalso is_snapshot({snapshot, #{rows => [], meta => [], delivered => V, log => L,
-                                         clears => Cs}});
+is_snapshot_part(KeyRows, Meta, Tail = #{delivered := _, log := _, clears := _}) ->
+    is_merge_part(KeyRows, Meta) andalso is_snapshot({snapshot, Tail#{rows => [], meta => []}});
 is_snapshot_part(_, _, _) -> false.
 
 %% @doc Whether a term is the state a copy joins when it catches up by state: rows (or
