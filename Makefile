@@ -3,7 +3,7 @@ REBAR ?= rebar3
 PROPER_NUMTESTS ?= 300
 export PROPER_NUMTESTS
 
-.PHONY: all bootstrap compile test test-otp bench-scale eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access bench-netsplit \
+.PHONY: all bootstrap compile test test-short test-otp bench-scale eunit ct dialyzer shell examples-build demo demo-crdt demo-partitioned bench-ring bench-access bench-netsplit \
         bench-crdt bench-crdt-sync bench-crdt-tables bench bench-full bench-build sim sim-report faults clean bench-dotted bench-sessions
 
 all: compile
@@ -25,13 +25,28 @@ test: bootstrap
 	$(REBAR) ct
 	$(REBAR) cover --verbose
 
+## make test-short: `make test' without coverage and without the real-cluster campaigns that
+## take longest and exercise no OTP-release-specific path beyond what the other suites do
+## (faults, scale, hosts, upgrade): what CI runs on the newer OTP releases, where `make
+## test' on OTP 25 runs them all.
+CT_LONG = hm_faults_SUITE hm_scale_SUITE hm_hosts_SUITE hm_upgrade_SUITE
+comma := ,
+CT_SHORT = $(subst $(eval) ,$(comma),$(strip $(filter-out $(addprefix test/,$(CT_LONG)),$(basename $(wildcard test/*_SUITE.erl)))))
+test-short: bootstrap
+	$(REBAR) as strict compile
+	$(REBAR) xref
+	$(REBAR) eunit
+	$(REBAR) ct --suite $(CT_SHORT)
+
 ## make test-otp OTP=27 (or 29): `make test' on Debian's Erlang/OTP 27 (trixie) or 29 (sid),
 ## as root, in a chroot that scripts/otp-chroot builds once with debootstrap (a few minutes)
 ## and keeps under /var/cache/hypermnesia-otp (HM_OTP_CHROOT_DIR). The suite runs on a copy
 ## of this checkout; the cases that need network namespaces are skipped there.
+## OTP_TEST=test-short runs `make test-short' there instead (CI does).
 OTP ?= 27
+OTP_TEST ?= test
 test-otp:
-	scripts/otp-chroot $(OTP) make test
+	scripts/otp-chroot $(OTP) make $(OTP_TEST)
 
 eunit: bootstrap
 	$(REBAR) eunit
