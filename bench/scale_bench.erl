@@ -10,7 +10,8 @@
 %% delivered the same operations and holds the same rows.</li>
 %% </ol>
 %% Each node's memory (`erlang:memory(total)') is sampled every 500 ms; the report gives the
-%% peak per node and the memory at the end of the cut. The plain table runs under
+%% peak per node, overall and in each phase (fill, copy added, cut, heal until every copy is
+%% equal), and the memory at the end of the cut. The plain table runs under
 %% `mnesia:async_dirty' (after the heal its copies differ for good: Mnesia reports
 %% `inconsistent_database'), the EC table (`pawset') under `hypermnesia:async_ec'. The
 %% figures of both, and their ratios, go to `bench/results/scale-<date>.md'.
@@ -19,7 +20,7 @@
 -export([main/1]).
 %% run on the nodes
 -export([fill/3, writer_start/3, writer_count/0, writer_stop/0, sampler_start/0,
-         sampler_peak/0, digest/1, memory_profile/0, table_probe/2]).
+         sampler_peak/0, sampler_phase/0, digest/1, memory_profile/0, table_probe/2]).
 
 -define(VALUE_BYTES, 100).
 -define(AFTER_HEAL_S, 10).
@@ -62,6 +63,7 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
         {FillMs, ok} = timed(fun() -> hm_cluster:call(C, 1, ?MODULE, fill, [Ctx, Tab, Rows],
                                                       infinity) end),
         io:format("~p: ~b rows written in ~b ms~n", [Ctx, Rows, FillMs]),
+        PhaseFill = phase_peaks(C, [1, 2, 3, I4]),
         ok = hm_cluster:call(C, 2, ?MODULE, writer_start, [Ctx, Tab, #{writers => W,
                                                                       keys => Rows}]),
         Rate0 = rate(C, 5000),
@@ -70,6 +72,7 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
         StepsAdd0 = steps(C, Ctx, Tab, Ids),
         {AddMs, LoadMs} = timed(fun() -> add_copy(C, Ctx, Tab, N4, I4, Rows) end),
         io:format("~p: copy added in ~b ms (Mnesia's load ~b ms)~n", [Ctx, AddMs, LoadMs]),
+        PhaseAdd = phase_peaks(C, [1, 2, 3, I4]),
         %% node 3 cut off
         Steps0 = steps(C, Ctx, Tab, Ids),
         ok = hm_cluster:cut(C, [3], [1, 2, I4]),
@@ -77,6 +80,7 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
         MemCut = [hm_cluster:call(C, I, erlang, memory, [total]) || I <- [1, 2, 3, I4]],
         Profile = [hm_cluster:call(C, I, ?MODULE, memory_profile, []) || I <- [1, 2, 3, I4]],
         Steps1 = steps(C, Ctx, Tab, Ids),
+        PhaseCut = phase_peaks(C, [1, 2, 3, I4]),
         HealT0 = erlang:monotonic_time(millisecond),
         ok = hm_cluster:heal(C),
         {RateHeal, Timeline} = after_heal(C, Ctx, Tab, [1, 2, 3, I4]),
@@ -92,11 +96,14 @@ run(Ctx, P = #{rows := Rows, cut_s := CutS, writers := W}) ->
                         _ -> Converged - (StopT0 - HealT0)
                     end,
         Peaks = [hm_cluster:call(C, I, ?MODULE, sampler_peak, []) || I <- [1, 2, 3, I4]],
+        PhaseHeal = phase_peaks(C, [1, 2, 3, I4]),
         R = #{fill_ms => FillMs, rate_before => Rate0, add_copy_ms => AddMs,
               add_load_ms => LoadMs, steps_add => steps_between(StepsAdd0, Steps0),
               rate_cut => RateCut, rate_heal => RateHeal, converged_ms => Converged,
               converged_after_stop_ms => AfterStop,
               peak_mb => [mb(M) || M <- Peaks], cut_end_mb => [mb(M) || M <- MemCut],
+              phase_peak_mb => [{fill, PhaseFill}, {add_copy, PhaseAdd}, {cut, PhaseCut},
+                                {heal, PhaseHeal}],
               cut_end_profile => Profile, heal_timeline => Timeline,
               steps_cut => steps_between(Steps0, Steps1),
               steps_heal => steps_between(Steps1, Steps2)},
@@ -115,6 +122,9 @@ timed(F) ->
     {erlang:monotonic_time(millisecond) - T0, R}.
 
 mb(Bytes) -> Bytes div 1048576.
+
+%% Each node's peak memory (MB) since the previous phase ended.
+phase_peaks(C, Ids) -> [mb(hm_cluster:call(C, I, ?MODULE, sampler_phase, [])) || I <- Ids].
 
 %% Writes per second of the writers on node 2 over `Ms' milliseconds.
 rate(C, Ms) ->
@@ -282,15 +292,30 @@ sampler_start() ->
     persistent_term:put({?MODULE, sampler}, Pid),
     ok.
 
-sample(Peak) ->
-    receive {peak, From} -> From ! {peak, Peak}, sample(Peak)
-    after ?SAMPLE_MS -> sample(max(Peak, erlang:memory(total)))
+sample(Peak) -> sample(Peak, 0).
+
+sample(Peak, Phase) ->
+    receive
+        {peak, From} -> From ! {peak, Peak}, sample(Peak, Phase);
+        {phase, From} ->
+            Now = erlang:memory(total),
+            From ! {peak, max(Phase, Now)},
+            sample(max(Peak, Now), Now)
+    after ?SAMPLE_MS ->
+            Now = erlang:memory(total),
+            sample(max(Peak, Now), max(Phase, Now))
     end.
 
 %% @doc The highest memory sampled so far (bytes).
 -spec sampler_peak() -> non_neg_integer().
 sampler_peak() ->
     persistent_term:get({?MODULE, sampler}) ! {peak, self()},
+    receive {peak, P} -> P after 5000 -> 0 end.
+
+%% @doc The highest memory sampled since the previous call (bytes): a phase's peak.
+-spec sampler_phase() -> non_neg_integer().
+sampler_phase() ->
+    persistent_term:get({?MODULE, sampler}) ! {phase, self()},
     receive {peak, P} -> P after 5000 -> 0 end.
 
 %% @doc Where this node's memory is (MB): processes, ETS and binaries, and the process
@@ -342,6 +367,8 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
       "| every copy equal, ms after the writers stopped | - | ~p | |~n~n"
       "Memory per node (nodes 1, 2, 3, 4), peak: plain ~w, EC ~w; at the end of the cut: "
       "plain ~w, EC ~w.~n~n"
+      "Peak memory by phase, MB per node (1, 2, 3, 4):~n~n"
+      "| phase | plain | EC |~n|---|---|---|~n~s~n"
       "Where the memory is at the end of the cut (MB per node: processes, ETS, binaries, and "
       "the process holding most, with its message queue): plain ~s; EC ~s.~n~n"
       "The ~b s after the heal, second by second: the writes of the plain table's writers, "
@@ -368,6 +395,7 @@ report(#{rows := Rows, cut_s := CutS, writers := W}, Pl, Ec) ->
        ?AFTER_HEAL_S, maps:get(converged_ms, Ec), maps:get(converged_after_stop_ms, Ec),
        maps:get(peak_mb, Pl), maps:get(peak_mb, Ec),
        maps:get(cut_end_mb, Pl), maps:get(cut_end_mb, Ec),
+       phases(maps:get(phase_peak_mb, Pl), maps:get(phase_peak_mb, Ec)),
        profile(maps:get(cut_end_profile, Pl)), profile(maps:get(cut_end_profile, Ec)),
        ?AFTER_HEAL_S, timeline(maps:get(heal_timeline, Pl), maps:get(heal_timeline, Ec)),
        ?AFTER_HEAL_S, ?LONG_STEP_MS,
@@ -401,6 +429,15 @@ timeline(Pl, Ec) ->
     [io_lib:format("| ~b | ~b | ~b | ~s |~n",
                    [S, P, E, lists:join(" / ", [probe(N) || N <- Nodes])])
      || {S, {P, _}, {E, Nodes}} <- lists:zip3(lists:seq(1, length(Ec)), Pl, Ec)].
+
+phases(Pl, Ec) ->
+    [io_lib:format("| ~s | ~w | ~w |~n", [phase_name(Ph), P, E])
+     || {{Ph, P}, {Ph, E}} <- lists:zip(Pl, Ec)].
+
+phase_name(fill) -> "fill";
+phase_name(add_copy) -> "copy added (writer on)";
+phase_name(cut) -> "the cut";
+phase_name(heal) -> "heal, until every copy is equal".
 
 probe({Q, M, St, W}) -> io_lib:format("~b, ~b, ~b, ~b", [Q, M, St, W]);
 probe(busy) -> "busy".
