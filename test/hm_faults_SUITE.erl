@@ -378,9 +378,8 @@ client(C, Ets, I, Node, Tab, Deadline, R0) ->
     end.
 
 %% A sync_ec write the node kept as a hint (`{aborted, {ec_write_failed, Tab, {hinted, Tab}}}',
-%% as peer:call re-raises it).
+%% as hm_cluster:call/6 re-raises it).
 hinted({exit, {aborted, {ec_write_failed, _, {hinted, _}}}}) -> true;
-hinted({exit, {{aborted, {ec_write_failed, _, {hinted, _}}}, _}}) -> true;
 hinted(_) -> false.
 
 delivered(C, I, Tab) ->

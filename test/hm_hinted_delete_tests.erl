@@ -46,7 +46,6 @@ a_sync_delete_kept_as_a_hint_is_not_acknowledged_test() ->
     Session = hm_ec_hints:session_add(DotJ, #{}),
     %% 2. node 2's copy runs, cut off from node 3 and behind node 2's session: a sync_ec
     %%    delete of k is refused there, node 3 is unreachable, and it is kept as a hint
-    %%    (the caller is answered ok: hm_ec_server:handoff/3)
     Try = fun(KeyOp, Copy) ->
                   {Copy1, E} = hm_ec_table:submit_after(Session, KeyOp, sync, from, {0, []}, Copy),
                   case replies(E) of
@@ -59,7 +58,7 @@ a_sync_delete_kept_as_a_hint_is_not_acknowledged_test() ->
     %% what hm_ec_server:handoff/3 answers the sync_ec caller
     Answer = hm_ec_hints:kept_answer(t, sync),
     DeleteAcked = erlang:monotonic_time(),
-    %% 3. node 3's client writes W on k, after the delete was acknowledged
+    %% 3. node 3's client writes W on k, after the delete's caller was answered
     WIssued = erlang:monotonic_time(),
     ?assert(DeleteAcked < WIssued),
     {C3c, E3} = hm_ec_table:submit({k, {write, {t, k, w}}}, sync, from, {0, []}, C3b),
